@@ -1,0 +1,43 @@
+# dynamo-bench: `make demo` and `make test` are the two set-up commands on a fresh machine.
+PY ?= python3
+VENV := .venv
+ENGINE_VENV := .venv-engine
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ENGINE_STAMP := $(ENGINE_VENV)/.installed
+
+.PHONY: venv engine demo test lint check bench clean
+
+venv: $(STAMP)
+$(STAMP): requirements.txt requirements-test.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt -r requirements-test.txt
+	touch $@
+
+# The local Dynamo engine lives in its own environment: ai-dynamo-runtime pins pydantic below
+# what the project uses, and ai-dynamo itself must be installed without its deps (see
+# requirements-engine.txt).
+engine: $(ENGINE_STAMP)
+$(ENGINE_STAMP): requirements-engine.txt
+	$(PY) -m venv $(ENGINE_VENV)
+	$(ENGINE_VENV)/bin/pip install -q --upgrade pip
+	$(ENGINE_VENV)/bin/pip install -q -r requirements-engine.txt
+	$(ENGINE_VENV)/bin/pip install -q --no-deps ai-dynamo==1.6.1
+	touch $@
+
+check: venv
+	$(BIN)/python -m stacks check --all
+
+demo: venv engine
+	$(BIN)/python -m stacks check --all
+
+test: venv engine
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: venv
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""What to test: stack files, their typed schema, and pre-flight checks."""

@@ -1,0 +1,131 @@
+"""What dynamo-bench knows about hardware and models, as data.
+
+The GPU/instance catalogue feeds pre-flight (memory, GPU counts, FP8 support) and the cost
+estimates. Prices are on-demand, Linux, us-east-1, each with the date and source it came from;
+the runner prefers the AWS pricing API at run time and the report says which one was used.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Gpu(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    # Usable device memory as the driver reports it (nvidia-smi "Total"), in MiB: marketing
+    # "48 GB" of an L40S is 46,068 MiB, and pre-flight must not promise memory that is not there.
+    memory_mib: int
+    fp8_tensor_cores: bool
+    fp4_tensor_cores: bool = False
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / 1024
+
+
+class InstanceType(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    gpu: Gpu | None
+    gpus_per_node: int
+    vcpus: int
+    memory_gib: int
+    on_demand_usd_per_hour: float
+    price_date: str
+    price_source: str
+    efa_interfaces: int = 0
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".")[0]
+
+
+A100_40GB = Gpu(name="A100-SXM4-40GB", memory_mib=40960, fp8_tensor_cores=False)
+A100_80GB = Gpu(name="A100-SXM4-80GB", memory_mib=81920, fp8_tensor_cores=False)
+L40S = Gpu(name="L40S", memory_mib=46068, fp8_tensor_cores=True)
+H100 = Gpu(name="H100-SXM5-80GB", memory_mib=81559, fp8_tensor_cores=True)
+B200 = Gpu(name="B200", memory_mib=183359, fp8_tensor_cores=True, fp4_tensor_cores=True)
+
+_BRIEF = "AWS price list published 2026-07-28 (design brief)"
+_UNVERIFIED = "unverified list price; set cost.priceOverrides or let the pricing API confirm it"
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    it.name: it
+    for it in [
+        InstanceType(name="p4d.24xlarge", gpu=A100_40GB, gpus_per_node=8, vcpus=96,
+                     memory_gib=1152, on_demand_usd_per_hour=21.957642,
+                     price_date="2026-07-28", price_source=_BRIEF, efa_interfaces=4),
+        InstanceType(name="p4de.24xlarge", gpu=A100_80GB, gpus_per_node=8, vcpus=96,
+                     memory_gib=1152, on_demand_usd_per_hour=27.44705,
+                     price_date="2026-07-28", price_source=_BRIEF, efa_interfaces=4),
+        InstanceType(name="g6e.12xlarge", gpu=L40S, gpus_per_node=4, vcpus=48,
+                     memory_gib=384, on_demand_usd_per_hour=10.49264,
+                     price_date="2026-07-28", price_source=_BRIEF, efa_interfaces=1),
+        InstanceType(name="g6e.48xlarge", gpu=L40S, gpus_per_node=8, vcpus=192,
+                     memory_gib=1536, on_demand_usd_per_hour=30.13118,
+                     price_date="2025-01-01", price_source=_UNVERIFIED, efa_interfaces=4),
+        InstanceType(name="p5.48xlarge", gpu=H100, gpus_per_node=8, vcpus=192,
+                     memory_gib=2048, on_demand_usd_per_hour=55.04,
+                     price_date="2026-07-28", price_source=_BRIEF, efa_interfaces=32),
+        InstanceType(name="p6-b200.48xlarge", gpu=B200, gpus_per_node=8, vcpus=192,
+                     memory_gib=2048, on_demand_usd_per_hour=113.9328,
+                     price_date="2025-06-01", price_source=_UNVERIFIED, efa_interfaces=8),
+        # CPU nodes: system pods, monitoring, the load generator.
+        InstanceType(name="m7i.2xlarge", gpu=None, gpus_per_node=0, vcpus=8, memory_gib=32,
+                     on_demand_usd_per_hour=0.4032, price_date="2025-01-01",
+                     price_source=_UNVERIFIED),
+        InstanceType(name="m7i.4xlarge", gpu=None, gpus_per_node=0, vcpus=16, memory_gib=64,
+                     on_demand_usd_per_hour=0.8064, price_date="2025-01-01",
+                     price_source=_UNVERIFIED),
+        InstanceType(name="c7i.8xlarge", gpu=None, gpus_per_node=0, vcpus=32, memory_gib=64,
+                     on_demand_usd_per_hour=1.428, price_date="2025-01-01",
+                     price_source=_UNVERIFIED),
+    ]
+}
+
+# Fixed fees, per hour (us-east-1). Auto Mode adds a per-instance management fee that AWS prices
+# as a fraction of the instance price; 12 % is the published ratio for most families.
+EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
+EKS_AUTO_MODE_FEE_FRACTION = 0.12
+EFS_STANDARD_USD_PER_GB_MONTH = 0.30
+HOURS_PER_MONTH = 730.0
+
+
+class ModelArchitecture(BaseModel):
+    """The facts pre-flight needs to size weights and KV cache."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    total_params_b: float
+    active_params_b: float
+    layers: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    max_context: int
+    hidden_size: int
+    vocab_size: int
+    experts: int = 0
+    experts_per_token: int = 0
+
+
+# Qwen3-30B-A3B: config.json of the model (../shared/reference/models/qwen3-30b-a3b.json);
+# 30.5B total / 3.3B active from the model card. max_context is max_position_embeddings.
+QWEN3_30B_A3B = ModelArchitecture(
+    total_params_b=30.5, active_params_b=3.3, layers=48, attention_heads=32, kv_heads=4,
+    head_dim=128, max_context=40960, hidden_size=2048, vocab_size=151936, experts=128,
+    experts_per_token=8,
+)
+
+MODELS: dict[str, ModelArchitecture] = {
+    "Qwen/Qwen3-30B-A3B": QWEN3_30B_A3B,
+    "Qwen/Qwen3-30B-A3B-FP8": QWEN3_30B_A3B,
+}
+
+# Bytes per weight parameter by checkpoint precision. NVFP4 = 4-bit values + one FP8 scale per
+# 16 values (0.5 + 1/16 bytes).
+BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625}
+BYTES_PER_KV_ELEMENT = {"auto": None, "bf16": 2.0, "fp8": 1.0}

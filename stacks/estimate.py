@@ -1,0 +1,108 @@
+"""Cost and wall-time estimates before anything runs (pure).
+
+Scope of an hourly estimate: GPU/CPU node instances (on-demand or override price), the EKS
+control-plane fee, the Auto Mode management fee when compute mode is auto, and EFS storage of
+the model cache prorated per hour. Network transfer is not included. For a variant attached to
+a base, nodes are the whole nodes its workers occupy plus the base's fixed costs (CPU group,
+EKS fee, EFS) during its window, since variants of one base run one at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from stacks.catalog import (
+    EFS_STANDARD_USD_PER_GB_MONTH,
+    EKS_AUTO_MODE_FEE_FRACTION,
+    EKS_CONTROL_PLANE_USD_PER_HOUR,
+    HOURS_PER_MONTH,
+    INSTANCE_TYPES,
+)
+from stacks.schema import ComputeMode, NodeGroup, StackConfig
+from stacks.workload_config import Scale
+
+# AIPerf's fixed cost per invocation (start-up, tokenizer, export), measured ~9-10 s locally.
+AIPERF_FIXED_S = 10.0
+
+
+def instance_price(instance_type: str, stack: StackConfig) -> float:
+    if instance_type in stack.cost.price_overrides:
+        return stack.cost.price_overrides[instance_type]
+    return INSTANCE_TYPES[instance_type].on_demand_usd_per_hour
+
+
+@dataclass
+class HourlyCost:
+    lines: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.lines.values())
+
+
+def nodes_occupied(stack: StackConfig, group: NodeGroup) -> int:
+    """Whole nodes of `group` the stack's workers need (all of them for a base/standalone)."""
+    if stack.serving is None or not stack.is_attached:
+        return group.count
+    gpn = INSTANCE_TYPES[group.instance_type].gpus_per_node
+    gpus = sum(w.gpus for w in stack.serving.workers if w.node_group == group.name)
+    return min(group.count, math.ceil(gpus / gpn)) if gpn else 0
+
+
+def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: ComputeMode,
+                storage_gib: float) -> HourlyCost:
+    cost = HourlyCost()
+    for g in groups:
+        if g.instance_type not in INSTANCE_TYPES:
+            continue
+        n = nodes_occupied(stack, g) if INSTANCE_TYPES[g.instance_type].gpu else g.count
+        if n == 0:
+            continue
+        price = instance_price(g.instance_type, stack)
+        cost.lines[f"nodes {g.name} ({n} x {g.instance_type})"] = n * price
+        if compute_mode == ComputeMode.AUTO:
+            cost.lines[f"auto mode fee {g.name}"] = n * price * EKS_AUTO_MODE_FEE_FRACTION
+    cost.lines["EKS control plane"] = EKS_CONTROL_PLANE_USD_PER_HOUR
+    cost.lines["EFS model cache storage"] = (storage_gib * EFS_STANDARD_USD_PER_GB_MONTH
+                                             / HOURS_PER_MONTH)
+    return cost
+
+
+def _count_based_s(requests: int, concurrency: int, osl: float, itl_ms: float) -> float:
+    return math.ceil(requests / concurrency) * osl * itl_ms / 1000.0
+
+
+def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]:
+    """Estimated seconds per workload step (name -> seconds) at `scale`."""
+    w, itl = stack.workloads, stack.cost.assumed_itl_ms
+    steps: dict[str, float] = {}
+    enabled = w.enabled()
+    if "concurrency_sweep" in enabled:
+        sweep = w.concurrency_sweep.at_scale(scale)
+        for c in sweep.concurrencies:
+            # duration plus the grace period for requests in flight at the end
+            steps[f"concurrency_sweep/c{c}"] = sweep.duration_s + sweep.osl * itl / 1000
+    if "multi_turn" in enabled:
+        mt = w.multi_turn.at_scale(scale)
+        steps["multi_turn/main"] = mt.duration_s + mt.turns * mt.osl * itl / 1000
+    if "sequence_distributions" in enabled:
+        sd = w.sequence_distributions.at_scale(scale)
+        for d in sd.distributions:
+            steps[f"sequence_distributions/{d}"] = _count_based_s(
+                sd.requests, sd.concurrency, (sd.osl_min + sd.osl_max) / 2, itl)
+    if "prefix_cache" in enabled:
+        pc = w.prefix_cache.at_scale(scale)
+        for s in pc.shares:
+            steps[f"prefix_cache/share{round(s * 100):03d}"] = _count_based_s(
+                pc.requests, pc.concurrency, pc.osl, itl)
+    if "trace_replay" in enabled:
+        tr = w.trace_replay.at_scale(scale)
+        for c in tr.concurrencies:
+            steps[f"trace_replay/c{c}"] = _count_based_s(tr.requests, c, tr.osl, itl)
+    return {k: (v + AIPERF_FIXED_S) * w.repeats for k, v in steps.items()}
+
+
+def planned_hours(stack: StackConfig, scale: Scale = "full") -> float:
+    load_s = sum(workload_steps_seconds(stack, scale).values()) if stack.serving else 0.0
+    return stack.cost.setup_hours + load_s / 3600.0

@@ -1,0 +1,336 @@
+"""The typed schema of a stack: one pydantic model per Pulumi config key.
+
+A stack file `stacks/Pulumi.<stack>.yaml` holds `config: {dynamo-bench:<key>: ...}` with the keys
+`target`, `cluster`, `storage`, `monitoring`, `model`, `serving`, `workloads`, `cost`, `tags`.
+Keys are camelCase in YAML (Pulumi's convention) and snake_case in Python. Unknown keys are
+errors, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from stacks.catalog import MODELS, ModelArchitecture
+from stacks.workload_config import WorkloadsConfig
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              frozen=True)
+
+
+# --- cluster -------------------------------------------------------------------------------
+
+class ComputeMode(str, Enum):
+    AUTO = "auto"
+    NODEGROUPS = "nodegroups"
+
+
+class CapacityType(str, Enum):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    RESERVATION = "reservation"          # an On-Demand Capacity Reservation (cr-...)
+    CAPACITY_BLOCK = "capacity-block"    # an EC2 Capacity Block for ML (also cr-...)
+
+
+class NodeGroup(Schema):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,38}$")]
+    instance_type: str
+    count: Annotated[int, Field(ge=0, le=64)]
+    capacity_type: CapacityType = CapacityType.ON_DEMAND
+    capacity_reservation_id: Annotated[str | None, Field(pattern=r"^cr-[0-9a-f]{8,17}$")] = None
+    # Pin the group to one AZ (EFA and capacity reservations live in one AZ).
+    availability_zone: str | None = None
+    disk_gib: Annotated[int, Field(ge=20, le=16384)] = 200
+
+    @model_validator(mode="after")
+    def _reservation_needs_id(self) -> NodeGroup:
+        reserved = self.capacity_type in (CapacityType.RESERVATION, CapacityType.CAPACITY_BLOCK)
+        if reserved and not self.capacity_reservation_id:
+            raise ValueError("capacityType reservation/capacity-block needs "
+                             "capacityReservationId (cr-...): set it or use on-demand")
+        if self.capacity_reservation_id and not reserved:
+            raise ValueError("capacityReservationId is set but capacityType is "
+                             f"{self.capacity_type.value}: set capacityType: reservation")
+        return self
+
+
+class VpcConfig(Schema):
+    id: Annotated[str | None, Field(pattern=r"^vpc-[0-9a-f]{8,17}$")] = None
+    private_subnet_ids: list[str] = []
+    cidr: str = "10.42.0.0/16"
+    availability_zones: Annotated[int, Field(ge=2, le=6)] = 3
+
+    @model_validator(mode="after")
+    def _existing_vpc_needs_subnets(self) -> VpcConfig:
+        if self.id and len(self.private_subnet_ids) < 2:
+            raise ValueError("an existing vpc.id needs privateSubnetIds (two or more, in "
+                             "different AZs)")
+        return self
+
+
+class ClusterConfig(Schema):
+    # A variant stack names its base stack here and builds only its serving deployment.
+    attach_to: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_.-]+$")] = None
+    region: str = "us-east-1"
+    eks_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
+    compute_mode: ComputeMode = ComputeMode.NODEGROUPS
+    node_groups: list[NodeGroup] = []
+    vpc: VpcConfig = VpcConfig()
+    # Multinode workers (one TP group across nodes) are off unless asked for.
+    allow_multinode: bool = False
+
+    @field_validator("region")
+    @classmethod
+    def _region_shape(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d", v):
+            raise ValueError(f"'{v}' is not an AWS region name (e.g. us-east-1)")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_groups(self) -> ClusterConfig:
+        names = [g.name for g in self.node_groups]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node group names must be unique; repeated: {dupes}")
+        return self
+
+    def group(self, name: str) -> NodeGroup | None:
+        return next((g for g in self.node_groups if g.name == name), None)
+
+
+# --- storage / monitoring ------------------------------------------------------------------
+
+class StorageConfig(Schema):
+    efs_throughput_mode: Literal["elastic", "bursting"] = "elastic"
+    model_cache_gib: Annotated[int, Field(ge=10, le=10000)] = 200
+    results_gib: Annotated[int, Field(ge=1, le=1000)] = 20
+    # The model download Job's deadline; large checkpoints take long on first start.
+    download_timeout_minutes: Annotated[int, Field(ge=5, le=600)] = 90
+
+
+class MonitoringConfig(Schema):
+    enabled: bool = True
+    kube_prometheus_stack_version: str = "79.5.0"
+    retention: Annotated[str, Field(pattern=r"^\d+[hdw]$")] = "15d"
+    scrape_interval_s: Annotated[int, Field(ge=1, le=300)] = 15
+    grafana: bool = True
+    # Install DCGM exporter; Auto Mode nodes and the GPU AMI do not ship one.
+    dcgm_exporter: bool = True
+
+
+# --- model ---------------------------------------------------------------------------------
+
+class Precision(str, Enum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+    NVFP4 = "nvfp4"
+
+
+class ModelConfig(Schema):
+    id: Annotated[str, Field(pattern=r"^[\w.-]+/[\w.-]+$")] = "Qwen/Qwen3-30B-A3B"
+    served_name: str | None = None
+    precision: Precision = Precision.BF16
+    # A100 has no FP8 tensor cores: vLLM can only run FP8 weights as weight-only (Marlin),
+    # which is a different path from L40S/H100. Refused unless the stack accepts it knowingly.
+    accept_fp8_weight_only_fallback: bool = False
+    revision: str | None = None
+    architecture: ModelArchitecture | None = None
+
+    @model_validator(mode="after")
+    def _known_or_given(self) -> ModelConfig:
+        if self.architecture is None and self.id not in MODELS:
+            raise ValueError(f"model '{self.id}' is not in the catalogue "
+                             f"({', '.join(MODELS)}): add model.architecture")
+        return self
+
+    @property
+    def arch(self) -> ModelArchitecture:
+        return self.architecture or MODELS[self.id]
+
+    @property
+    def name(self) -> str:
+        return self.served_name or self.id
+
+
+# --- serving -------------------------------------------------------------------------------
+
+class Topology(str, Enum):
+    AGGREGATED = "aggregated"
+    DISAGGREGATED = "disaggregated"
+
+
+class RouterMode(str, Enum):
+    ROUND_ROBIN = "round-robin"
+    RANDOM = "random"
+    KV = "kv"
+
+
+class Role(str, Enum):
+    WORKER = "worker"
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class TransferBackend(str, Enum):
+    NONE = "none"
+    NIXL_UCX = "nixl-ucx"
+    NIXL_LIBFABRIC = "nixl-libfabric"
+
+
+class KvOffload(Schema):
+    kind: Literal["none", "cpu", "disk"] = "none"
+    cpu_gb: Annotated[float, Field(ge=0)] = 0
+    disk_gb: Annotated[float, Field(ge=0)] = 0
+
+    @model_validator(mode="after")
+    def _sizes_match_kind(self) -> KvOffload:
+        if self.kind == "cpu" and self.cpu_gb <= 0:
+            raise ValueError("kvOffload kind cpu needs cpuGb > 0")
+        if self.kind == "disk" and (self.disk_gb <= 0 or self.cpu_gb <= 0):
+            raise ValueError("kvOffload kind disk needs cpuGb > 0 (staging tier) and diskGb > 0")
+        if self.kind == "none" and (self.cpu_gb or self.disk_gb):
+            raise ValueError("kvOffload sizes are set but kind is none: set kind cpu or disk")
+        return self
+
+
+class WorkerGroup(Schema):
+    role: Role
+    replicas: Annotated[int, Field(ge=1, le=64)] = 1
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    expert_parallel: bool = False
+    node_group: str
+    max_model_len: Annotated[int, Field(ge=256)] = 32768
+    gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] = 0.90
+    # Nodes one worker spans (multinode TP/PP); 1 unless cluster.allowMultinode.
+    node_count: Annotated[int, Field(ge=1, le=16)] = 1
+    extra_args: list[str] = []
+    env: dict[str, str] = {}
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.tensor_parallel_size
+
+
+class FrontendConfig(Schema):
+    replicas: Annotated[int, Field(ge=1, le=16)] = 1
+    node_group: str | None = None
+
+
+class MockerConfig(Schema):
+    """How the local Dynamo engine (mocker workers) imitates this stack's workers."""
+
+    speedup_ratio: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    block_size: Annotated[int, Field(ge=16, le=1024)] = 64
+    # KV blocks per mocker; default: the KV capacity pre-flight computes for the real GPU.
+    num_gpu_blocks: Annotated[int | None, Field(ge=16)] = None
+
+
+class ServingConfig(Schema):
+    namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "dynamo"
+    deployment_name: Annotated[str | None,
+                               Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = None
+    dynamo_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+")] = "1.6.1"
+    # vLLM runtime image; a digest (repo@sha256:...) is allowed and then needs
+    # runtimeVersionOverride in the graph, which the component sets from dynamoVersion.
+    image: str = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
+    platform_chart_version: str = "1.6.1"
+    backend: Literal["vllm"] = "vllm"
+    topology: Topology = Topology.AGGREGATED
+    router: RouterMode = RouterMode.ROUND_ROBIN
+    prefix_caching: bool = True
+    transfer: TransferBackend = TransferBackend.NONE
+    kv_offload: KvOffload = KvOffload()
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    # Per-GPU memory vLLM needs beyond weights and KV cache: activations at the batch-token
+    # budget, CUDA graphs, NCCL buffers. Stated, not measured; pre-flight prints it.
+    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = 4.0
+    frontend: FrontendConfig = FrontendConfig()
+    workers: Annotated[list[WorkerGroup], Field(min_length=1)]
+    mocker: MockerConfig = MockerConfig()
+
+    @field_validator("image")
+    @classmethod
+    def _image_ref(cls, v: str) -> str:
+        if not re.fullmatch(r"[\w.\-/:]+(@sha256:[0-9a-f]{64})?", v) or v.endswith(":"):
+            raise ValueError(f"'{v}' is not an image reference (repo:tag or repo@sha256:<64 hex>)")
+        return v
+
+    @property
+    def image_is_digest(self) -> bool:
+        return "@sha256:" in self.image
+
+    def by_role(self, role: Role) -> list[WorkerGroup]:
+        return [w for w in self.workers if w.role == role]
+
+
+# --- cost / tags ---------------------------------------------------------------------------
+
+class CostConfig(Schema):
+    budget_usd: Annotated[float, Field(gt=0)] = 500.0
+    price_overrides: dict[str, Annotated[float, Field(gt=0)]] = {}
+    # Wall time outside the workloads: cluster creation, node start, model download and load.
+    setup_hours: Annotated[float, Field(ge=0, le=48)] = 1.0
+    # Assumed decode speed for count-based workload estimates (no measurement exists yet).
+    assumed_itl_ms: Annotated[float, Field(gt=0, le=1000)] = 25.0
+
+
+_TAG_KEY = re.compile(r"^[\w .:/=+\-@]{1,128}$")
+
+
+class TagsConfig(Schema):
+    experiment: Annotated[str, Field(min_length=1, max_length=256)] = "default"
+    extra: dict[str, Annotated[str, Field(max_length=256)]] = {}
+
+    @field_validator("extra")
+    @classmethod
+    def _valid_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if key in ("project", "stack", "experiment") or key.startswith("aws:"):
+                raise ValueError(f"tag '{key}' is reserved: dynamo-bench sets it itself")
+            if not _TAG_KEY.match(key):
+                raise ValueError(f"tag key '{key}' is not a valid AWS tag key")
+        return v
+
+
+# --- the stack -----------------------------------------------------------------------------
+
+class StackConfig(Schema):
+    """Everything one stack file says, validated once at the edge."""
+
+    name: str
+    target: Literal["local", "aws"] = "aws"
+    cluster: ClusterConfig = ClusterConfig()
+    storage: StorageConfig = StorageConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
+    model: ModelConfig = ModelConfig()
+    serving: ServingConfig | None = None
+    workloads: WorkloadsConfig = WorkloadsConfig()
+    cost: CostConfig = CostConfig()
+    tags: TagsConfig = TagsConfig()
+
+    @property
+    def is_attached(self) -> bool:
+        return self.cluster.attach_to is not None
+
+    @property
+    def is_base(self) -> bool:
+        """A base stack owns a cluster and serves nothing itself."""
+        return self.serving is None
+
+    def resource_tags(self) -> dict[str, str]:
+        return {"project": "dynamo-bench", "stack": self.name,
+                "experiment": self.tags.experiment, **self.tags.extra}
+
+
+CONFIG_KEYS = ("target", "cluster", "storage", "monitoring", "model", "serving", "workloads",
+               "cost", "tags")

@@ -1,0 +1,133 @@
+"""Typed parameters of the planned workloads (`dynamo-bench:workloads`).
+
+Each workload holds its `full`-scale values (the plan's) and a `quick` block that overrides some
+of them for local runs and CI: same shape, shorter durations and counts. The quick block is
+validated against the same model, so a typo in it fails at load time too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+Scale = Literal["quick", "full"]
+PositiveInt = Annotated[int, Field(ge=1)]
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              frozen=True)
+
+
+class Workload(_Model):
+    enabled: bool = True
+    quick: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _quick_is_valid(self) -> Self:
+        if self.quick:
+            if "quick" in self.quick or "enabled" in self.quick:
+                raise ValueError("quick may override parameters, not 'quick' or 'enabled'")
+            self.at_scale("quick")
+        return self
+
+    def at_scale(self, scale: Scale) -> Self:
+        """The parameters to run at `scale` (quick = full values with the quick overrides)."""
+        if scale == "full" or not self.quick:
+            return self
+        # quick={} so the result is final (and its own validator does not recurse)
+        merged = {**self.model_dump(by_alias=True, exclude={"quick"}), **self.quick, "quick": {}}
+        return type(self).model_validate(merged)
+
+
+class ConcurrencySweep(Workload):
+    concurrencies: Annotated[list[PositiveInt], Field(min_length=1)] = [1, 2, 4, 8, 16, 32, 64]
+    isl: PositiveInt = 1024
+    osl: PositiveInt = 512
+    duration_s: Annotated[float, Field(gt=0)] = 120.0
+    quick: dict[str, Any] = {"concurrencies": [1, 4, 16], "durationS": 12, "osl": 128}
+
+
+class MultiTurn(Workload):
+    conversations: PositiveInt = 8
+    turns: Annotated[int, Field(ge=1, le=64)] = 5
+    isl: PositiveInt = 512
+    osl: PositiveInt = 256
+    duration_s: Annotated[float, Field(gt=0)] = 300.0
+    # Pause between a turn's answer and the next user message (AIPerf delay), ms.
+    turn_delay_ms: Annotated[float, Field(ge=0)] = 0.0
+    quick: dict[str, Any] = {"conversations": 4, "durationS": 20, "osl": 64}
+
+
+class SequenceDistributions(Workload):
+    distributions: Annotated[list[Literal["uniform", "zipf", "lognormal"]],
+                             Field(min_length=1)] = ["uniform", "zipf", "lognormal"]
+    isl_min: PositiveInt = 128
+    isl_max: PositiveInt = 4096
+    osl_min: PositiveInt = 64
+    osl_max: PositiveInt = 2048
+    concurrency: PositiveInt = 16
+    requests: PositiveInt = 320
+    zipf_exponent: Annotated[float, Field(gt=1.0, le=5.0)] = 1.5
+    lognormal_sigma: Annotated[float, Field(gt=0.0, le=3.0)] = 0.8
+    quick: dict[str, Any] = {"requests": 32, "islMax": 2048, "oslMax": 256}
+
+    @model_validator(mode="after")
+    def _ranges_ordered(self) -> Self:
+        if self.isl_min > self.isl_max:
+            raise ValueError(f"islMin {self.isl_min} > islMax {self.isl_max}: swap them")
+        if self.osl_min > self.osl_max:
+            raise ValueError(f"oslMin {self.osl_min} > oslMax {self.osl_max}: swap them")
+        return self
+
+
+class PrefixCache(Workload):
+    shares: Annotated[list[Share], Field(min_length=1)] = [0.0, 0.25, 0.5, 0.75, 1.0]
+    isl: PositiveInt = 2048
+    osl: PositiveInt = 512
+    concurrency: PositiveInt = 16
+    requests: PositiveInt = 160
+    # Tokens per hash id in the Mooncake-style dataset; the share is exact in whole blocks.
+    block_size: PositiveInt = 512
+    quick: dict[str, Any] = {"requests": 32, "osl": 64}
+
+    @model_validator(mode="after")
+    def _isl_in_blocks(self) -> Self:
+        if self.isl % self.block_size:
+            raise ValueError(f"isl {self.isl} must be a multiple of blockSize {self.block_size} "
+                             "so every share is exact")
+        return self
+
+
+class TraceReplay(Workload):
+    enabled: bool = False
+    isl: PositiveInt = 8192
+    osl: PositiveInt = 1024
+    reuse: Share = 0.70
+    concurrencies: Annotated[list[PositiveInt], Field(min_length=1)] = [16]
+    requests: PositiveInt = 200
+    block_size: PositiveInt = 512
+    quick: dict[str, Any] = {"requests": 24, "isl": 2048, "osl": 64}
+
+
+class WorkloadsConfig(_Model):
+    seed: int = 20261130
+    warmup_requests: Annotated[int, Field(ge=0)] = 8
+    # A step whose failed-request fraction is above this is marked failed in the manifest.
+    error_rate_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
+    request_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    repeats: Annotated[int, Field(ge=1, le=20)] = 1
+    concurrency_sweep: ConcurrencySweep = ConcurrencySweep()
+    multi_turn: MultiTurn = MultiTurn()
+    sequence_distributions: SequenceDistributions = SequenceDistributions()
+    prefix_cache: PrefixCache = PrefixCache()
+    trace_replay: TraceReplay = TraceReplay()
+
+    def enabled(self) -> dict[str, Workload]:
+        """Enabled workloads by their config name (snake_case), in plan order."""
+        names = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
+                 "trace_replay")
+        return {n: getattr(self, n) for n in names if getattr(self, n).enabled}
