@@ -1,0 +1,1 @@
+"""Infrastructure: Pulumi ComponentResources built from the typed stack config."""

@@ -1,0 +1,1 @@
+"""Results and cost: tables, goodput, Pareto, cost per million tokens, comparisons, audit."""

@@ -1,0 +1,43 @@
+"""The one catalogue of metric names used by dashboards, the runner and the reports.
+
+Dynamo names were seen live on the local engine (frontend, router, mocker system port) and are
+checked again by the engine tests against a live /metrics. DCGM names are the dcgm-exporter
+defaults. Nothing else in the project spells a metric name.
+"""
+
+from __future__ import annotations
+
+# --- Dynamo frontend (HTTP service) ------------------------------------------------------------
+FRONTEND_TTFT = "dynamo_frontend_time_to_first_token_seconds"            # histogram
+FRONTEND_ITL = "dynamo_frontend_inter_token_latency_seconds"             # histogram
+FRONTEND_REQUEST_DURATION = "dynamo_frontend_request_duration_seconds"   # histogram
+FRONTEND_REQUESTS = "dynamo_frontend_requests_total"                     # counter
+FRONTEND_OUTPUT_TOKENS = "dynamo_frontend_output_tokens_total"           # counter
+FRONTEND_CACHED_TOKENS = "dynamo_frontend_cached_tokens"                 # histogram (prefix hits)
+FRONTEND_INPUT_SEQUENCE_TOKENS = "dynamo_frontend_input_sequence_tokens"  # histogram
+FRONTEND_MODEL_TOTAL_KV_BLOCKS = "dynamo_frontend_model_total_kv_blocks"
+FRONTEND_WORKER_ACTIVE_DECODE_BLOCKS = "dynamo_frontend_worker_active_decode_blocks"
+FRONTEND_WORKER_ACTIVE_PREFILL_TOKENS = "dynamo_frontend_worker_active_prefill_tokens"
+
+# --- KV router -----------------------------------------------------------------------------
+ROUTER_KV_HIT_RATE = "dynamo_component_router_kv_hit_rate"
+ROUTER_KV_WORKER_REUSED_TOKENS = "dynamo_component_router_kv_worker_reused_tokens_total"
+
+# --- workers (system port) -----------------------------------------------------------------
+WORKER_REQUESTS = "dynamo_component_requests_total"
+WORKER_KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
+WORKER_PREEMPTIONS = "vllm:num_preemptions_total"
+WORKER_REQUESTS_WAITING = "vllm:num_requests_waiting"
+WORKER_REQUESTS_RUNNING = "vllm:num_requests_running"
+
+# --- DCGM exporter (GPU nodes) ---------------------------------------------------------------
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
+DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"
+DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
+
+DYNAMO_FRONTEND = (FRONTEND_TTFT, FRONTEND_ITL, FRONTEND_REQUEST_DURATION, FRONTEND_REQUESTS,
+                   FRONTEND_OUTPUT_TOKENS, FRONTEND_CACHED_TOKENS)
+DYNAMO_WORKER = (WORKER_KV_CACHE_USAGE, WORKER_PREEMPTIONS, WORKER_REQUESTS_WAITING)
+DCGM = (DCGM_GPU_UTIL, DCGM_FB_USED, DCGM_FB_FREE, DCGM_GPU_TEMP, DCGM_POWER_USAGE)

@@ -1,0 +1,1 @@
+"""Load and runs: AIPerf workload definitions, seeded datasets, targets and the runner."""
