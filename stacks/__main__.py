@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from stacks.loader import StackError, all_stack_names
+from stacks.loader import STACKS_DIR, StackError, all_stack_names
 from stacks.preflight import PreflightReport, check_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What to test: check stack files before anything is created or run.")
 console = Console(width=None if sys.stdout.isatty() else 200)
+
+
+@app.callback()
+def _commands() -> None:
+    """Keep `check` a named subcommand (typer collapses a lone command into the app)."""
 
 
 def _memory_table(report: PreflightReport) -> Table:
@@ -56,20 +62,22 @@ def _print_report(report: PreflightReport) -> None:
 
 @app.command()
 def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pulumi.<name>.yaml)."),
-          all_: bool = typer.Option(False, "--all", help="Check every stack in stacks/.")) -> None:
+          all_: bool = typer.Option(False, "--all", help="Check every stack in the stacks dir."),
+          stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                          help="Folder of Pulumi.<stack>.yaml files.")) -> None:
     """Validate stacks: schema, memory fit, GPU counts, topology, workloads, budget.
 
     Exits 0 when every stack is valid, 2 when any is not (every problem is listed with the
     field to change and how).
     """
-    names = all_stack_names() if all_ else list(stacks or [])
+    names = all_stack_names(stacks_dir) if all_ else list(stacks or [])
     if not names:
         console.print("name one or more stacks, or pass --all")
         raise typer.Exit(2)
     failed = 0
     for name in names:
         try:
-            report = check_stack(name)
+            report = check_stack(name, stacks_dir)
         except StackError as exc:
             failed += 1
             console.print(f"\n[bold]{name}[/bold]\n[red]{len(exc.problems)} problem(s):[/red]")

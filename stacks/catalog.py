@@ -64,6 +64,10 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         InstanceType(name="g6e.12xlarge", gpu=L40S, gpus_per_node=4, vcpus=48,
                      memory_gib=384, on_demand_usd_per_hour=10.49264,
                      price_date="2026-07-28", price_source=_BRIEF, efa_interfaces=1),
+        # One L40S and no EFA (EFA starts at g6e.8xlarge): single-GPU trials, TCP-only transfer.
+        InstanceType(name="g6e.4xlarge", gpu=L40S, gpus_per_node=1, vcpus=16, memory_gib=128,
+                     on_demand_usd_per_hour=3.00424, price_date="2025-01-01",
+                     price_source=_UNVERIFIED, efa_interfaces=0),
         InstanceType(name="g6e.48xlarge", gpu=L40S, gpus_per_node=8, vcpus=192,
                      memory_gib=1536, on_demand_usd_per_hour=30.13118,
                      price_date="2025-01-01", price_source=_UNVERIFIED, efa_interfaces=4),

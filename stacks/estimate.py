@@ -42,8 +42,9 @@ class HourlyCost:
 
 
 def nodes_occupied(stack: StackConfig, group: NodeGroup) -> int:
-    """Whole nodes of `group` the stack's workers need (all of them for a base/standalone)."""
-    if stack.serving is None or not stack.is_attached:
+    """Whole nodes of `group` the stack pays for: all of a group it creates itself (base,
+    standalone, or a variant's extra group); of a base's group, the nodes its workers fill."""
+    if stack.serving is None or not stack.is_attached or group in stack.cluster.node_groups:
         return group.count
     gpn = INSTANCE_TYPES[group.instance_type].gpus_per_node
     gpus = sum(w.gpus for w in stack.serving.workers if w.node_group == group.name)

@@ -65,14 +65,18 @@ def _field_path(loc: tuple[Any, ...]) -> str:
 
 def _fix_for(err: dict[str, Any]) -> str:
     kind = err["type"]
+    if kind == "value_error":
+        return ""  # the schema's own validators state the fix in their message
     if kind == "extra_forbidden":
         return "remove it or check its spelling against the schema (stacks/schema.py)"
     if kind == "missing":
         return "add it"
     if kind in ("literal_error", "enum"):
         return f"use one of the allowed values ({err.get('ctx', {}).get('expected', '')})"
-    if kind.startswith(("greater", "less")):
+    if kind.startswith(("greater", "less", "too_short", "too_long")):
         return "bring the value into the allowed range"
+    if kind.endswith(("_type", "_parsing")):
+        return "write a value of the expected type"
     if kind == "string_pattern_mismatch":
         return f"match the pattern {err.get('ctx', {}).get('pattern', '')}"
     return "correct the value"
@@ -105,12 +109,18 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise StackError(name, [Problem(str(path), f"not valid YAML: {exc}",
                                         "fix the YAML syntax")]) from None
-    config = doc.get("config") or {}
+    config = (doc.get("config") if isinstance(doc, dict) else doc) or {}
+    if not isinstance(config, dict):
+        raise StackError(name, [Problem(f"{path.name}: config", "no `config:` mapping",
+                                        f"put the {PROJECT}:<key> entries under `config:`")])
     raw: dict[str, Any] = {}
     problems = []
     for key, value in config.items():
-        ns, _, short = key.partition(":")
+        ns, _, short = str(key).partition(":")
         if ns != PROJECT:
+            if ns.lower().replace("_", "-") == PROJECT:
+                problems.append(Problem(str(key), f"namespace '{ns}' is not the project's",
+                                        f"write {PROJECT}:{short}"))
             continue  # other namespaces (aws:region, kubernetes:...) belong to providers
         if short in SECRET_KEYS:
             continue

@@ -2,30 +2,34 @@
 
 `run_preflight(stack, base)` is pure: it returns every problem found (each naming the field and
 the fix), the per-worker memory table and the cost estimate. `check_stack(name)` loads a stack
-file (and its base, for an attached variant) and runs it.
+file (and its base, for an attached variant) and runs it. The checks of the workers themselves
+(memory, TP, GPUs, placement) live in `stacks.worker_checks`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic.alias_generators import to_camel
 
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import HourlyCost, hourly_cost, planned_hours
 from stacks.loader import STACKS_DIR, Problem, StackError, load_stack
-from stacks.memory import WorkerMemory, worker_memory
+from stacks.memory import WorkerMemory
 from stacks.schema import (
     ClusterConfig,
     ComputeMode,
-    Precision,
     Role,
     RouterMode,
+    ServingConfig,
     StackConfig,
     Topology,
     TransferBackend,
 )
-
-P = "dynamo-bench:"
+from stacks.worker_checks import P, check_workers
+from stacks.workload_config import WORKLOAD_NAMES, Workload
 
 
 @dataclass
@@ -54,20 +58,65 @@ def effective_cluster(stack: StackConfig, base: StackConfig | None) -> ClusterCo
                 "allow_multinode": stack.cluster.allow_multinode or base.cluster.allow_multinode})
 
 
+# Cluster settings a variant may state itself; everything else belongs to its base.
+_VARIANT_CLUSTER_FIELDS = {"attach_to", "node_groups", "allow_multinode"}
+
+
+def _check_attachment(stack: StackConfig, base: StackConfig, out: list[Problem]) -> bool:
+    """A variant owns only its serving deployment (and extra node groups); the base the rest.
+
+    False when `base` owns no cluster, so checking the variant against it would be noise.
+    """
+    where = f"{P}cluster.attachTo"
+    if stack.target == "local":
+        out.append(Problem(where, "a local stack runs on the local engine, not on a cluster",
+                           "remove cluster.attachTo or set target: aws"))
+    if base.is_attached:
+        out.append(Problem(where, f"'{base.name}' is itself attached to "
+                           f"'{base.cluster.attach_to}'",
+                           "attach to a base stack that owns its cluster"))
+        return False
+    if base.target != "aws":
+        out.append(Problem(where, f"'{base.name}' is a local stack and owns no cluster",
+                           "attach to an aws base stack"))
+        return False
+    if not base.is_base:
+        out.append(Problem(where, f"'{base.name}' serves a model itself and would compete for "
+                           "its GPUs", "attach to a base stack (one without serving)"))
+    for name in sorted(stack.cluster.model_fields_set - _VARIANT_CLUSTER_FIELDS):
+        out.append(Problem(f"{P}cluster.{to_camel(name)}", f"set on a variant of "
+                           f"'{base.name}', whose cluster it is", "remove it (change the base)"))
+    for key in ("storage", "monitoring"):
+        if key in stack.model_fields_set:
+            out.append(Problem(f"{P}{key}", f"set on a variant of '{base.name}', which owns "
+                               f"the {key}", "remove it (change the base)"))
+    return True
+
+
 def _check_cluster(stack: StackConfig, cluster: ClusterConfig, base: StackConfig | None,
                    out: list[Problem]) -> None:
+    own = {g.name for g in stack.cluster.node_groups}
     for i, g in enumerate(stack.cluster.node_groups):
         if g.instance_type not in INSTANCE_TYPES:
             out.append(Problem(f"{P}cluster.nodeGroups[{i}].instanceType",
                                f"unknown instance type '{g.instance_type}'",
                                f"use one of {', '.join(INSTANCE_TYPES)}"))
+    for key in stack.cost.price_overrides:
+        if key not in INSTANCE_TYPES:
+            out.append(Problem(f"{P}cost.priceOverrides.{key}", f"unknown instance type "
+                               f"'{key}' (its price would never be used)",
+                               f"use one of {', '.join(INSTANCE_TYPES)}"))
     if base is not None:
-        names = {g.name for g in base.cluster.node_groups}
         for i, g in enumerate(stack.cluster.node_groups):
-            if g.name in names:
+            if g.name in {b.name for b in base.cluster.node_groups}:
                 out.append(Problem(f"{P}cluster.nodeGroups[{i}].name",
                                    f"node group '{g.name}' already exists in base "
                                    f"'{base.name}'", "give the extra group another name"))
+        for g in cluster.node_groups:
+            if g.name not in own and g.instance_type not in INSTANCE_TYPES:
+                out.append(Problem(f"{P}cluster.attachTo", f"base '{base.name}' node group "
+                                   f"'{g.name}' has unknown instance type '{g.instance_type}'",
+                                   f"fix the base (python -m stacks check {base.name})"))
     elif stack.target == "aws" and cluster.compute_mode == ComputeMode.NODEGROUPS:
         has_cpu = any(g.instance_type in INSTANCE_TYPES and INSTANCE_TYPES[g.instance_type].gpu
                       is None and g.count > 0 for g in cluster.node_groups)
@@ -77,117 +126,7 @@ def _check_cluster(stack: StackConfig, cluster: ClusterConfig, base: StackConfig
                                "generator", "add a group such as m7i.4xlarge x 2"))
 
 
-def _check_workers(stack: StackConfig, cluster: ClusterConfig, report: PreflightReport) -> None:
-    out, serving, model = report.problems, stack.serving, stack.model
-    assert serving is not None
-    arch = model.arch
-    for i, w in enumerate(serving.workers):
-        f = f"{P}serving.workers[{i}]"
-        group = cluster.group(w.node_group)
-        if group is None:
-            where = f"base '{stack.cluster.attach_to}'" if stack.is_attached else "this stack"
-            known = [g.name for g in cluster.node_groups]
-            out.append(Problem(f"{f}.nodeGroup", f"node group '{w.node_group}' does not exist "
-                               f"in {where}", f"use one of {known}"))
-            continue
-        inst = INSTANCE_TYPES.get(group.instance_type)
-        if inst is None:
-            continue  # reported by the cluster check
-        if inst.gpu is None:
-            out.append(Problem(f"{f}.nodeGroup", f"node group '{w.node_group}' "
-                               f"({inst.name}) has no GPUs", "place workers on a GPU group"))
-            continue
-        tp = w.tensor_parallel_size
-        if arch.attention_heads % tp:
-            out.append(Problem(f"{f}.tensorParallelSize", f"TP {tp} does not divide the "
-                               f"{arch.attention_heads} attention heads",
-                               "use a divisor such as 1, 2, 4 or 8"))
-        elif (tp > arch.kv_heads and tp % arch.kv_heads) or (tp < arch.kv_heads
-                                                             and arch.kv_heads % tp):
-            out.append(Problem(f"{f}.tensorParallelSize", f"TP {tp} and {arch.kv_heads} KV "
-                               "heads: one must divide the other", "pick a power of two"))
-        if w.node_count > 1 and not cluster.allow_multinode:
-            out.append(Problem(f"{f}.nodeCount", "multinode workers are off",
-                               "set cluster.allowMultinode: true or nodeCount: 1"))
-        if tp > inst.gpus_per_node * w.node_count:
-            out.append(Problem(f"{f}.tensorParallelSize", f"TP {tp} does not fit one "
-                               f"{inst.name} ({inst.gpus_per_node} GPUs) x nodeCount "
-                               f"{w.node_count}", f"use TP <= {inst.gpus_per_node}"))
-        if w.max_model_len > arch.max_context:
-            out.append(Problem(f"{f}.maxModelLen", f"{w.max_model_len} exceeds the model's "
-                               f"context {arch.max_context}", f"use <= {arch.max_context}"))
-        if model.precision == Precision.FP8 and not inst.gpu.fp8_tensor_cores \
-                and not model.accept_fp8_weight_only_fallback:
-            out.append(Problem(f"{P}model.precision", f"FP8 on {inst.gpu.name} (worker {i}, "
-                               f"{inst.name}): no FP8 tensor cores, only a weight-only fallback",
-                               "set model.acceptFp8WeightOnlyFallback: true to test that path, "
-                               "or use an FP8-capable GPU (L40S, H100, B200)"))
-        if model.precision == Precision.NVFP4 and not inst.gpu.fp4_tensor_cores:
-            out.append(Problem(f"{P}model.precision", f"NVFP4 on {inst.gpu.name} (worker {i}) "
-                               "has no FP4 tensor cores", "use a B200 node group"))
-        mem = worker_memory(arch=arch, precision=model.precision.value,
-                            kv_cache_dtype=serving.kv_cache_dtype, instance=inst,
-                            role=w.role.value, replicas=w.replicas, tp=tp,
-                            max_model_len=w.max_model_len,
-                            gpu_memory_utilization=w.gpu_memory_utilization,
-                            overhead_gib=serving.runtime_overhead_gib)
-        report.memory.append(mem)
-        if not mem.fits:
-            out.append(Problem(f"{f}.tensorParallelSize", (
-                f"does not fit: weights {mem.weights_gib_per_gpu:.1f} GiB/GPU + overhead "
-                f"{mem.overhead_gib:.1f} + KV of one {w.max_model_len}-token sequence "
-                f"{mem.full_sequence_kv_gib:.2f} = {mem.needed_gib:.1f} GiB > "
-                f"{mem.budget_gib:.1f} GiB ({inst.gpu.name} x {w.gpu_memory_utilization})"),
-                "raise TP, lower maxModelLen, or use a larger GPU"))
-        if serving.kv_offload.kind != "none":
-            host_gib = serving.kv_offload.cpu_gb * w.replicas
-            if host_gib > inst.memory_gib * 0.8:
-                out.append(Problem(f"{P}serving.kvOffload.cpuGb", f"{host_gib:.0f} GB of CPU "
-                                   f"cache for worker {i} exceeds 80 % of {inst.name} memory",
-                                   "lower cpuGb"))
-        if serving.transfer == TransferBackend.NIXL_LIBFABRIC and inst.efa_interfaces == 0:
-            out.append(Problem(f"{P}serving.transfer", f"nixl-libfabric needs EFA; {inst.name} "
-                               "has none", "use nixl-ucx or an EFA instance type"))
-    _check_packing(stack, cluster, out)
-
-
-def _check_packing(stack: StackConfig, cluster: ClusterConfig, out: list[Problem]) -> None:
-    """Place every replica on whole nodes (largest TP first); report what does not fit."""
-    assert stack.serving is not None
-    for group in cluster.node_groups:
-        inst = INSTANCE_TYPES.get(group.instance_type)
-        workers = [w for w in stack.serving.workers if w.node_group == group.name]
-        if not workers or inst is None or inst.gpu is None:
-            continue
-        free = [inst.gpus_per_node] * group.count
-        asked = sum(w.gpus for w in workers)
-        placed = True
-        for w in sorted(workers, key=lambda w: -w.tensor_parallel_size):
-            for _ in range(w.replicas):
-                need = w.tensor_parallel_size
-                if w.node_count > 1:  # a multinode replica takes whole nodes
-                    whole = [i for i, f in enumerate(free) if f == inst.gpus_per_node]
-                    if len(whole) < w.node_count:
-                        placed = False
-                        break
-                    for i in whole[:w.node_count]:
-                        free[i] = 0
-                    continue
-                slot = next((i for i, f in enumerate(free) if f >= need), None)
-                if slot is None:
-                    placed = False
-                    break
-                free[slot] -= need
-        if not placed:
-            provided = inst.gpus_per_node * group.count
-            out.append(Problem(f"{P}serving.workers", f"workers on '{group.name}' ask for "
-                               f"{asked} GPUs in TP groups; {group.count} x {inst.name} "
-                               f"provide {provided}", "lower replicas/TP or add nodes"))
-
-
-def _check_topology(stack: StackConfig, out: list[Problem]) -> None:
-    s = stack.serving
-    assert s is not None
+def _check_topology(s: ServingConfig, out: list[Problem]) -> None:
     prefill, decode, agg = s.by_role(Role.PREFILL), s.by_role(Role.DECODE), s.by_role(Role.WORKER)
     if s.topology == Topology.DISAGGREGATED:
         if not prefill:
@@ -215,25 +154,44 @@ def _check_topology(stack: StackConfig, out: list[Problem]) -> None:
                            "set prefixCaching: true or router: round-robin"))
 
 
+def _check_image(s: ServingConfig, out: list[Problem]) -> None:
+    """A version tag on the runtime image must be the pinned Dynamo version."""
+    if s.image_is_digest:
+        return
+    tag = s.image.rsplit("/", 1)[-1].partition(":")[2]
+    version = re.match(r"\d+\.\d+\.\d+", tag)
+    if version and version.group() != s.dynamo_version:
+        out.append(Problem(f"{P}serving.image", f"image tag {tag} is not the pinned "
+                           f"dynamoVersion {s.dynamo_version}",
+                           "use the runtime image of that version, or change dynamoVersion"))
+
+
+# The longest context (tokens) one request of a workload needs, and the field that sets it.
+_LONGEST_REQUEST = {
+    "concurrency_sweep": ("isl", lambda x: x.isl + x.osl),
+    "multi_turn": ("turns", lambda x: x.turns * (x.isl + x.osl)),  # history grows per turn
+    "sequence_distributions": ("islMax", lambda x: x.isl_max + x.osl_max),
+    "prefix_cache": ("isl", lambda x: x.isl + x.osl),
+    "trace_replay": ("isl", lambda x: x.isl + x.osl),
+}
+assert set(_LONGEST_REQUEST) == set(WORKLOAD_NAMES)
+
+
 def _check_workload_lengths(stack: StackConfig, out: list[Problem]) -> None:
-    """Every planned request must fit the smallest max_model_len of the workers."""
+    """Every planned request, at full and quick scale, must fit the smallest maxModelLen."""
     assert stack.serving is not None
     limit = min(w.max_model_len for w in stack.serving.workers)
-    w = stack.workloads.enabled()
-    longest = {
-        "concurrencySweep": lambda x: x.isl + x.osl,
-        "multiTurn": lambda x: x.turns * (x.isl + x.osl),
-        "sequenceDistributions": lambda x: x.isl_max + x.osl_max,
-        "prefixCache": lambda x: x.isl + x.osl,
-        "traceReplay": lambda x: x.isl + x.osl,
-    }
-    for name, wl in w.items():
-        camel = name.split("_")[0] + "".join(p.title() for p in name.split("_")[1:])
-        need = longest[camel](wl)
-        if need > limit:
-            out.append(Problem(f"{P}workloads.{camel}", f"longest request needs {need} tokens "
-                               f"but the smallest worker maxModelLen is {limit}",
-                               "shorten the workload or raise maxModelLen"))
+    for name, wl in stack.workloads.enabled().items():
+        field_name, longest = _LONGEST_REQUEST[name]
+        for scale, sub in (("full", ""), ("quick", ".quick")):
+            scaled: Workload = wl.at_scale(scale)
+            need = longest(scaled)
+            if need > limit:
+                out.append(Problem(f"{P}workloads.{to_camel(name)}{sub}.{field_name}",
+                                   f"longest request ({scale} scale) needs {need} tokens but the "
+                                   f"smallest worker maxModelLen is {limit}",
+                                   "shorten the workload or raise maxModelLen"))
+                break
 
 
 def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> PreflightReport:
@@ -243,17 +201,17 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> Prefli
         out.append(Problem(f"{P}cluster.attachTo", f"base stack '{stack.cluster.attach_to}' "
                            "was not given", "load it with check_stack"))
         return report
-    if base is not None and base.is_attached:
-        out.append(Problem(f"{P}cluster.attachTo", f"'{base.name}' is itself attached",
-                           "attach to a base stack that owns its cluster"))
+    if base is not None and not _check_attachment(stack, base, out):
+        return report
     cluster = effective_cluster(stack, base)
     _check_cluster(stack, cluster, base, out)
     if stack.serving is None:
         if stack.is_attached or stack.target == "local":
             out.append(Problem(f"{P}serving", "this stack serves nothing", "add serving"))
     else:
-        _check_topology(stack, out)
-        _check_workers(stack, cluster, report)
+        _check_topology(stack.serving, out)
+        _check_image(stack.serving, out)
+        report.memory = check_workers(stack, cluster, out)
         _check_workload_lengths(stack, out)
     report.hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
                                 (base or stack).storage.model_cache_gib)

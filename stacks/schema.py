@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from stacks.catalog import MODELS, ModelArchitecture
+from stacks.errors import field_error
 from stacks.workload_config import WorkloadsConfig
 
 
@@ -52,11 +53,13 @@ class NodeGroup(Schema):
     def _reservation_needs_id(self) -> NodeGroup:
         reserved = self.capacity_type in (CapacityType.RESERVATION, CapacityType.CAPACITY_BLOCK)
         if reserved and not self.capacity_reservation_id:
-            raise ValueError("capacityType reservation/capacity-block needs "
-                             "capacityReservationId (cr-...): set it or use on-demand")
+            raise field_error("capacityReservationId", message="capacityType "
+                              f"{self.capacity_type.value} needs capacityReservationId "
+                              "(cr-...): set it or use capacityType: on-demand")
         if self.capacity_reservation_id and not reserved:
-            raise ValueError("capacityReservationId is set but capacityType is "
-                             f"{self.capacity_type.value}: set capacityType: reservation")
+            raise field_error("capacityType", message="capacityReservationId is set but "
+                              f"capacityType is {self.capacity_type.value}: set capacityType: "
+                              "reservation (or capacity-block)")
         return self
 
 
@@ -69,8 +72,8 @@ class VpcConfig(Schema):
     @model_validator(mode="after")
     def _existing_vpc_needs_subnets(self) -> VpcConfig:
         if self.id and len(self.private_subnet_ids) < 2:
-            raise ValueError("an existing vpc.id needs privateSubnetIds (two or more, in "
-                             "different AZs)")
+            raise field_error("privateSubnetIds", message="an existing vpc.id needs two or more "
+                              "privateSubnetIds in different AZs: list them or drop vpc.id")
         return self
 
 
@@ -89,15 +92,16 @@ class ClusterConfig(Schema):
     @classmethod
     def _region_shape(cls, v: str) -> str:
         if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d", v):
-            raise ValueError(f"'{v}' is not an AWS region name (e.g. us-east-1)")
+            raise ValueError(f"'{v}' is not an AWS region name: use one such as us-east-1")
         return v
 
     @model_validator(mode="after")
     def _unique_groups(self) -> ClusterConfig:
         names = [g.name for g in self.node_groups]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"node group names must be unique; repeated: {dupes}")
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise field_error("nodeGroups", i, "name", message=f"node group name '{name}' "
+                                  "is repeated: give each group its own name")
         return self
 
     def group(self, name: str) -> NodeGroup | None:
@@ -145,8 +149,8 @@ class ModelConfig(Schema):
     @model_validator(mode="after")
     def _known_or_given(self) -> ModelConfig:
         if self.architecture is None and self.id not in MODELS:
-            raise ValueError(f"model '{self.id}' is not in the catalogue "
-                             f"({', '.join(MODELS)}): add model.architecture")
+            raise field_error("id", message=f"model '{self.id}' is not in the catalogue "
+                              f"({', '.join(MODELS)}): add model.architecture")
         return self
 
     @property
@@ -190,12 +194,14 @@ class KvOffload(Schema):
 
     @model_validator(mode="after")
     def _sizes_match_kind(self) -> KvOffload:
-        if self.kind == "cpu" and self.cpu_gb <= 0:
-            raise ValueError("kvOffload kind cpu needs cpuGb > 0")
-        if self.kind == "disk" and (self.disk_gb <= 0 or self.cpu_gb <= 0):
-            raise ValueError("kvOffload kind disk needs cpuGb > 0 (staging tier) and diskGb > 0")
+        if self.kind in ("cpu", "disk") and self.cpu_gb <= 0:
+            raise field_error("cpuGb", message=f"kvOffload kind {self.kind} needs cpuGb > 0 "
+                              "(the disk tier stages through CPU memory): set it")
+        if self.kind == "disk" and self.disk_gb <= 0:
+            raise field_error("diskGb", message="kvOffload kind disk needs diskGb > 0: set it")
         if self.kind == "none" and (self.cpu_gb or self.disk_gb):
-            raise ValueError("kvOffload sizes are set but kind is none: set kind cpu or disk")
+            raise field_error("kind", message="kvOffload sizes are set but kind is none: set "
+                              "kind cpu or disk, or remove the sizes")
         return self
 
 
@@ -262,7 +268,8 @@ class ServingConfig(Schema):
     @classmethod
     def _image_ref(cls, v: str) -> str:
         if not re.fullmatch(r"[\w.\-/:]+(@sha256:[0-9a-f]{64})?", v) or v.endswith(":"):
-            raise ValueError(f"'{v}' is not an image reference (repo:tag or repo@sha256:<64 hex>)")
+            raise ValueError(f"'{v}' is not an image reference: write repo:tag or "
+                             "repo@sha256:<64 hex>")
         return v
 
     @property
@@ -296,9 +303,11 @@ class TagsConfig(Schema):
     def _valid_keys(cls, v: dict[str, str]) -> dict[str, str]:
         for key in v:
             if key in ("project", "stack", "experiment") or key.startswith("aws:"):
-                raise ValueError(f"tag '{key}' is reserved: dynamo-bench sets it itself")
+                raise field_error(key, message=f"tag '{key}' is reserved (dynamo-bench or AWS "
+                                  "sets it): use another key")
             if not _TAG_KEY.match(key):
-                raise ValueError(f"tag key '{key}' is not a valid AWS tag key")
+                raise field_error(key, message=f"tag key '{key}' is not a valid AWS tag key: "
+                                  "use 1-128 letters, digits, spaces and _.:/=+-@")
         return v
 
 

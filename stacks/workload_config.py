@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+
+from stacks.errors import field_error, relocated
 
 Scale = Literal["quick", "full"]
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -27,11 +29,13 @@ class Workload(_Model):
     quick: dict[str, Any] = {}
 
     @model_validator(mode="after")
-    def _quick_is_valid(self) -> Self:
-        if self.quick:
-            if "quick" in self.quick or "enabled" in self.quick:
-                raise ValueError("quick may override parameters, not 'quick' or 'enabled'")
-            self.at_scale("quick")
+    def _quick_keys(self) -> Self:
+        # The merged quick values are validated by WorkloadsConfig, after this model's own
+        # (subclass) validators: a wrong full value is then reported as itself, not as quick.
+        for key in ("quick", "enabled"):
+            if key in self.quick:
+                raise field_error("quick", key, message=f"quick may override parameters, "
+                                  f"not '{key}': move it out of the quick block")
         return self
 
     def at_scale(self, scale: Scale) -> Self:
@@ -78,9 +82,11 @@ class SequenceDistributions(Workload):
     @model_validator(mode="after")
     def _ranges_ordered(self) -> Self:
         if self.isl_min > self.isl_max:
-            raise ValueError(f"islMin {self.isl_min} > islMax {self.isl_max}: swap them")
+            raise field_error("islMin", message=f"islMin {self.isl_min} > islMax "
+                              f"{self.isl_max}: swap them")
         if self.osl_min > self.osl_max:
-            raise ValueError(f"oslMin {self.osl_min} > oslMax {self.osl_max}: swap them")
+            raise field_error("oslMin", message=f"oslMin {self.osl_min} > oslMax "
+                              f"{self.osl_max}: swap them")
         return self
 
 
@@ -97,8 +103,8 @@ class PrefixCache(Workload):
     @model_validator(mode="after")
     def _isl_in_blocks(self) -> Self:
         if self.isl % self.block_size:
-            raise ValueError(f"isl {self.isl} must be a multiple of blockSize {self.block_size} "
-                             "so every share is exact")
+            raise field_error("isl", message=f"isl {self.isl} must be a multiple of blockSize "
+                              f"{self.block_size} so every share is exact: round it")
         return self
 
 
@@ -126,8 +132,19 @@ class WorkloadsConfig(_Model):
     prefix_cache: PrefixCache = PrefixCache()
     trace_replay: TraceReplay = TraceReplay()
 
+    @model_validator(mode="after")
+    def _quick_is_valid(self) -> Self:
+        for name in WORKLOAD_NAMES:
+            try:
+                getattr(self, name).at_scale("quick")
+            except ValidationError as exc:  # report it at <workload>.quick.<field>
+                raise relocated(exc, to_camel(name), "quick") from None
+        return self
+
     def enabled(self) -> dict[str, Workload]:
         """Enabled workloads by their config name (snake_case), in plan order."""
-        names = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
-                 "trace_replay")
-        return {n: getattr(self, n) for n in names if getattr(self, n).enabled}
+        return {n: getattr(self, n) for n in WORKLOAD_NAMES if getattr(self, n).enabled}
+
+
+WORKLOAD_NAMES = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
+                  "trace_replay")

@@ -1,0 +1,185 @@
+"""Pre-flight checks of the serving workers: placement, TP, precision, memory fit, GPU counts.
+
+Pure: each check appends `Problem`s naming the worker's field (`dynamo-bench:serving.workers[i]
+.<field>`) and returns nothing else, except `check_workers`, which also returns the per-worker
+memory table the CLI prints even for a valid stack.
+"""
+
+from __future__ import annotations
+
+from stacks.catalog import INSTANCE_TYPES, InstanceType, ModelArchitecture
+from stacks.loader import PROJECT, Problem
+from stacks.memory import WorkerMemory, worker_memory
+from stacks.schema import (
+    ClusterConfig,
+    NodeGroup,
+    Precision,
+    ServingConfig,
+    StackConfig,
+    TransferBackend,
+    WorkerGroup,
+)
+
+P = f"{PROJECT}:"
+
+# A CPU (or disk) KV cache may take this share of a node's memory (or disk); the rest is for
+# the pods' own processes, page cache and the OS.
+HOST_SHARE = 0.8
+
+
+def _check_tp(arch: ModelArchitecture, w: WorkerGroup, inst: InstanceType, multinode: bool,
+              f: str, out: list[Problem]) -> None:
+    tp = w.tensor_parallel_size
+    if arch.attention_heads % tp:
+        out.append(Problem(f"{f}.tensorParallelSize", f"TP {tp} does not divide the "
+                           f"{arch.attention_heads} attention heads",
+                           "use a divisor such as 1, 2, 4 or 8"))
+    elif (tp > arch.kv_heads and tp % arch.kv_heads) or (tp < arch.kv_heads
+                                                         and arch.kv_heads % tp):
+        out.append(Problem(f"{f}.tensorParallelSize", f"TP {tp} and {arch.kv_heads} KV "
+                           "heads: one must divide the other", "pick a power of two"))
+    if w.node_count > 1 and not multinode:
+        out.append(Problem(f"{f}.nodeCount", "multinode workers are off",
+                           "set cluster.allowMultinode: true or nodeCount: 1"))
+    if tp > inst.gpus_per_node * w.node_count:
+        out.append(Problem(f"{f}.tensorParallelSize", f"TP {tp} does not fit one "
+                           f"{inst.name} ({inst.gpus_per_node} GPUs) x nodeCount "
+                           f"{w.node_count}", f"use TP <= {inst.gpus_per_node}"))
+
+
+def _check_precision(stack: StackConfig, i: int, inst: InstanceType,
+                     out: list[Problem]) -> None:
+    model, gpu = stack.model, inst.gpu
+    assert gpu is not None
+    if model.precision == Precision.FP8 and not gpu.fp8_tensor_cores \
+            and not model.accept_fp8_weight_only_fallback:
+        out.append(Problem(f"{P}model.precision", f"FP8 on {gpu.name} (worker {i}, "
+                           f"{inst.name}): no FP8 tensor cores, only a weight-only fallback",
+                           "set model.acceptFp8WeightOnlyFallback: true to test that path, "
+                           "or use an FP8-capable GPU (L40S, H100, B200)"))
+    if model.precision == Precision.NVFP4 and not gpu.fp4_tensor_cores:
+        out.append(Problem(f"{P}model.precision", f"NVFP4 on {gpu.name} (worker {i}) "
+                           "has no FP4 tensor cores", "use a B200 node group"))
+
+
+def _check_memory(mem: WorkerMemory, w: WorkerGroup, f: str, out: list[Problem]) -> None:
+    if not mem.fits:
+        out.append(Problem(f"{f}.tensorParallelSize", (
+            f"does not fit: weights {mem.weights_gib_per_gpu:.1f} GiB/GPU + overhead "
+            f"{mem.overhead_gib:.1f} + KV of one {w.max_model_len}-token sequence "
+            f"{mem.full_sequence_kv_gib:.2f} = {mem.needed_gib:.1f} GiB > "
+            f"{mem.budget_gib:.1f} GiB ({mem.gpu} x {w.gpu_memory_utilization})"),
+            "raise TP, lower maxModelLen, or use a larger GPU"))
+
+
+def _check_host(serving: ServingConfig, w: WorkerGroup, i: int, group: NodeGroup,
+                inst: InstanceType, out: list[Problem]) -> None:
+    """CPU/disk KV offload of the replicas that share one node must fit that node."""
+    offload = serving.kv_offload
+    if offload.kind == "none":
+        return
+    per_node = min(w.replicas, max(1, inst.gpus_per_node // w.tensor_parallel_size))
+    cpu = offload.cpu_gb * per_node
+    if cpu > inst.memory_gib * HOST_SHARE:
+        out.append(Problem(f"{P}serving.kvOffload.cpuGb", f"{per_node} replica(s) of worker {i} "
+                           f"on one {inst.name} need {cpu:.0f} GB of CPU cache, over "
+                           f"{HOST_SHARE:.0%} of its {inst.memory_gib} GiB", "lower cpuGb"))
+    disk = offload.disk_gb * per_node
+    if offload.kind == "disk" and disk > group.disk_gib * HOST_SHARE:
+        out.append(Problem(f"{P}serving.kvOffload.diskGb", f"{per_node} replica(s) of worker "
+                           f"{i} need {disk:.0f} GB of disk cache, over {HOST_SHARE:.0%} of "
+                           f"node group '{group.name}' diskGib {group.disk_gib}",
+                           "lower diskGb or raise the group's diskGib"))
+
+
+def _gpus_taken(w: WorkerGroup, gpus_per_node: int) -> int:
+    # a multinode replica takes whole nodes
+    return w.replicas * (w.node_count * gpus_per_node if w.node_count > 1
+                         else w.tensor_parallel_size)
+
+
+def _first_unplaced(workers: list[tuple[int, WorkerGroup]], gpus_per_node: int,
+                    nodes: int) -> int | None:
+    """Place replicas on nodes (largest first); the index of the first worker that fails."""
+    free = [gpus_per_node] * nodes
+    for i, w in sorted(workers, key=lambda iw: -iw[1].tensor_parallel_size * iw[1].node_count):
+        for _ in range(w.replicas):
+            if w.node_count > 1:
+                whole = [n for n, left in enumerate(free) if left == gpus_per_node]
+                if len(whole) < w.node_count:
+                    return i
+                for n in whole[:w.node_count]:
+                    free[n] = 0
+                continue
+            slot = next((n for n, left in enumerate(free) if left >= w.tensor_parallel_size),
+                        None)
+            if slot is None:
+                return i
+            free[slot] -= w.tensor_parallel_size
+    return None
+
+
+def _check_packing(serving: ServingConfig, cluster: ClusterConfig, out: list[Problem]) -> None:
+    """Total GPUs asked must be there, in whole TP groups per node, on each group used."""
+    for group in cluster.node_groups:
+        inst = INSTANCE_TYPES.get(group.instance_type)
+        if inst is None or inst.gpu is None:
+            continue
+        # a TP group larger than its nodes is reported by _check_tp already
+        workers = [(i, w) for i, w in enumerate(serving.workers) if w.node_group == group.name
+                   and w.tensor_parallel_size <= inst.gpus_per_node * w.node_count]
+        unplaced = _first_unplaced(workers, inst.gpus_per_node, group.count)
+        if unplaced is not None:
+            asked = sum(_gpus_taken(w, inst.gpus_per_node) for _, w in workers)
+            out.append(Problem(f"{P}serving.workers[{unplaced}].replicas",
+                               f"workers on '{group.name}' take {asked} GPUs in whole TP groups; "
+                               f"{group.count} x {inst.name} provide "
+                               f"{group.count * inst.gpus_per_node}",
+                               "lower replicas/TP or add nodes"))
+
+
+def check_workers(stack: StackConfig, cluster: ClusterConfig,
+                  out: list[Problem]) -> list[WorkerMemory]:
+    """Check every worker group against the cluster it runs on; return the memory table."""
+    serving, arch = stack.serving, stack.model.arch
+    assert serving is not None
+    table: list[WorkerMemory] = []
+    known = [g.name for g in cluster.node_groups]
+    where = f"base '{stack.cluster.attach_to}'" if stack.is_attached else "this stack"
+    fe = serving.frontend.node_group
+    if fe is not None and cluster.group(fe) is None:
+        out.append(Problem(f"{P}serving.frontend.nodeGroup", f"node group '{fe}' does not "
+                           f"exist in {where}", f"use one of {known}"))
+    for i, w in enumerate(serving.workers):
+        f = f"{P}serving.workers[{i}]"
+        group = cluster.group(w.node_group)
+        if group is None:
+            out.append(Problem(f"{f}.nodeGroup", f"node group '{w.node_group}' does not exist "
+                               f"in {where}", f"use one of {known}"))
+            continue
+        inst = INSTANCE_TYPES.get(group.instance_type)
+        if inst is None:
+            continue  # reported by the cluster check
+        if inst.gpu is None:
+            out.append(Problem(f"{f}.nodeGroup", f"node group '{w.node_group}' "
+                               f"({inst.name}) has no GPUs", "place workers on a GPU group"))
+            continue
+        _check_tp(arch, w, inst, cluster.allow_multinode, f, out)
+        if w.max_model_len > arch.max_context:
+            out.append(Problem(f"{f}.maxModelLen", f"{w.max_model_len} exceeds the model's "
+                               f"context {arch.max_context}", f"use <= {arch.max_context}"))
+        _check_precision(stack, i, inst, out)
+        mem = worker_memory(arch=arch, precision=stack.model.precision.value,
+                            kv_cache_dtype=serving.kv_cache_dtype, instance=inst,
+                            role=w.role.value, replicas=w.replicas, tp=w.tensor_parallel_size,
+                            max_model_len=w.max_model_len,
+                            gpu_memory_utilization=w.gpu_memory_utilization,
+                            overhead_gib=serving.runtime_overhead_gib)
+        table.append(mem)
+        _check_memory(mem, w, f, out)
+        _check_host(serving, w, i, group, inst, out)
+        if serving.transfer == TransferBackend.NIXL_LIBFABRIC and inst.efa_interfaces == 0:
+            out.append(Problem(f"{P}serving.transfer", f"nixl-libfabric needs EFA; {inst.name} "
+                               f"(worker {i}) has none", "use nixl-ucx or an EFA instance type"))
+    _check_packing(serving, cluster, out)
+    return table

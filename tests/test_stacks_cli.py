@@ -1,0 +1,92 @@
+"""`python -m stacks check`: exit codes, the memory table and the cost lines it prints."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from stacks.__main__ import app
+from stacks.loader import STACKS_DIR, all_stack_names, load_stack
+
+REPO = STACKS_DIR.parent
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_check_all_in_a_real_process_passes_and_prints_every_table() -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "stacks", "check", "--all"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = all_stack_names()
+    for name in names:
+        stack = load_stack(name)
+        assert f"\n{name} (target {stack.target}," in proc.stdout
+        if stack.serving is not None:
+            assert f"{name}: memory per worker (per GPU)" in proc.stdout
+    assert "base-a100: memory per worker" not in proc.stdout  # a base serves nothing
+    assert proc.stdout.count("\nOK\n") == len(names)
+    assert f"{len(names)}/{len(names)} stack(s) valid" in proc.stdout
+
+
+def table_row(out: str, role: str) -> list[str]:
+    row = next(line for line in out.splitlines() if line.startswith(f"│ {role} "))
+    return [cell.strip() for cell in row.strip("│").split("│")]
+
+
+def test_memory_table_and_cost_of_one_stack() -> None:
+    code, out = run("check", "agg-a100")
+    assert code == 0, out
+    role, replicas, tp, gpu, budget, weights, overhead, kv_token, full_seq, capacity, fits = \
+        table_row(out, "worker")
+    assert (role, replicas, tp) == ("worker", "4", "4")
+    assert gpu == "A100-SXM4-40GB (p4d.24xlarge)"
+    assert (budget, weights, overhead) == ("36.0", "14.20", "4.0")
+    assert (kv_token, full_seq, capacity, fits) == ("24,576", "0.75 (32,768 tok)", "777,577",
+                                                    "yes")
+    assert "cost estimate: $45.71/h (nodes p4d (2 x p4d.24xlarge) $43.92," in out
+    assert "planned: 1.26 h (setup 0.25 h + workloads at full scale) = $57.72; budget $200" in out
+    assert "1/1 stack(s) valid" in out
+
+
+def test_disaggregated_table_has_a_row_per_role() -> None:
+    code, out = run("check", "disagg-l40s-decode")
+    assert code == 0, out
+    assert table_row(out, "prefill")[3] == "A100-SXM4-40GB (p4d.24xlarge)"
+    assert table_row(out, "decode")[3] == "L40S (g6e.12xlarge)"
+
+
+def test_local_stack_is_priced_as_its_aws_equivalent() -> None:
+    code, out = run("check", "local-agg")
+    assert code == 0, out
+    assert "cost AWS-equivalent estimate (local run costs nothing): $22.14/h" in out
+
+
+def test_one_invalid_stack_fails_the_run_but_the_others_are_still_checked(
+        tmp_path: Path) -> None:
+    shutil.copy(STACKS_DIR / "Pulumi.local-agg.yaml", tmp_path)
+    text = (STACKS_DIR / "Pulumi.local-disagg.yaml").read_text()
+    (tmp_path / "Pulumi.broken.yaml").write_text(text.replace("transfer: nixl-ucx",
+                                                              "transfer: none"))
+    code, out = run("check", "--all", "--stacks-dir", str(tmp_path))
+    assert code == 2
+    assert "- dynamo-bench:serving.transfer: disaggregated needs a KV transfer backend" in out
+    assert "local-agg: memory per worker (per GPU)" in out
+    assert "1/2 stack(s) valid" in out
+
+
+def test_unknown_stack_and_no_stack_exit_2() -> None:
+    code, out = run("check", "no-such-stack")
+    assert code == 2
+    assert "- stack: no stack file Pulumi.no-such-stack.yaml" in " ".join(out.split())
+    code, out = run("check")
+    assert code == 2
+    assert "name one or more stacks, or pass --all" in out
