@@ -9,7 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from stacks.loader import STACKS_DIR, StackError, all_stack_names
+from stacks.forecast import Campaign, plan_campaigns
+from stacks.loader import STACKS_DIR, StackError, all_stack_names, load_stack
 from stacks.preflight import PreflightReport, check_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -88,6 +89,102 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
         failed += not report.ok
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
     raise typer.Exit(2 if failed else 0)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def _print_campaign(c: Campaign) -> None:
+    what = "standalone" if c.kind == "standalone" else "base; its variants run one after another"
+    t = Table(title=f"{c.name} ({what})", title_justify="left")
+    for col in ("stack", "phase", "wall", "GPUs under load", "$ attributed"):
+        t.add_column(col, justify="left" if col in ("stack", "phase") else "right")
+    if c.kind == "base":
+        t.add_row(c.name, "start-up (cluster, storage, model download)", _hours(c.base_startup_s),
+                  "0", "")
+    for r in c.runs:
+        t.add_row(r.stack, "start-up", _hours(r.startup_s), "0", "")
+        t.add_row("", "model load (assumed)", _hours(r.model_load_s), "0", "")
+        for step, sec in r.steps_s.items():
+            t.add_row("", step, _hours(sec), str(r.gpus_loaded), "")
+        t.add_row("", "[bold]total[/bold]", _hours(r.wall_s), "",
+                  f"${r.attributed_usd:,.2f} (${r.hourly.total:,.2f}/h)")
+    console.print(t)
+    for r in c.runs:
+        if r.warning:
+            console.print(f"[yellow]{r.stack}: {r.warning}[/yellow]")
+    ratio = c.billed_over_loaded
+    console.print(f"campaign {c.name}: wall {_hours(c.wall_s)}, ${c.cost_usd:,.2f} billed "
+                  f"(${c.hourly.total:,.2f}/h for {c.billed_gpus} GPUs and fixed fees); "
+                  f"GPU-hours billed {c.billed_gpu_hours:,.2f} / under load "
+                  f"{c.loaded_gpu_hours:,.2f} = "
+                  + (f"{ratio:.2f}x" if ratio else "n/a (nothing runs load)"))
+
+
+@app.command()
+def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants are grouped "
+                                            "with their base, a lone base brings all its "
+                                            "variants."),
+         scale: str = typer.Option("full", help="Workload scale: full or quick."),
+         stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                         help="Folder of Pulumi.<stack>.yaml files.")) -> None:
+    """Forecast before `pulumi up`: wall time per phase and step, dollars, and the campaign's
+    billed GPU-hours over GPU-hours under load. Exits 2 if a stack fails pre-flight."""
+    if scale not in ("full", "quick"):
+        console.print(f"--scale {scale}: use full or quick")
+        raise typer.Exit(2)
+    try:
+        named = [load_stack(n, stacks_dir) for n in stacks]
+        bases = {s.cluster.attach_to: load_stack(s.cluster.attach_to, stacks_dir)
+                 for s in named if s.is_attached}
+    except StackError as exc:
+        console.print(str(exc), markup=False)
+        raise typer.Exit(2) from None
+    known = []
+    for n in all_stack_names(stacks_dir):
+        try:
+            known.append(load_stack(n, stacks_dir))
+        except StackError:
+            continue  # `stacks check` reports it; it cannot be one of the planned variants
+    invalid = 0
+    for c in plan_campaigns(named, bases, known, scale):  # type: ignore[arg-type]
+        _print_campaign(c)
+        for r in c.runs:
+            problems = check_stack(r.stack, stacks_dir).problems
+            if problems:
+                invalid += 1
+                console.print(f"[red]{r.stack}: {len(problems)} pre-flight problem(s); run "
+                              f"`python -m stacks check {r.stack}`[/red]")
+    raise typer.Exit(2 if invalid else 0)
+
+
+@app.command()
+def render(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.yaml)."),
+           out: Path = typer.Option(Path("rendered"), "--out",
+                                    help="Folder for <out>/<stack>/*.yaml.")) -> None:
+    """Write the Kubernetes objects, Helm releases and AWS resources `pulumi up` would create.
+
+    Runs the Pulumi program offline (mocks: no cloud, no Pulumi CLI). Exits 2 and lists every
+    problem when the stack fails pre-flight (nothing is rendered then).
+    """
+    from stacks.render import render_stack, type_counts  # pulumi is only needed here
+
+    try:
+        result = render_stack(stack, out)
+    except StackError as exc:
+        console.print(f"[red]{len(exc.problems)} problem(s):[/red]")
+        for p in exc.problems:
+            console.print(f"  - {p}", markup=False)
+        raise typer.Exit(2) from None
+    counts = type_counts(result.run)
+    t = Table(title=f"{stack}: {sum(counts.values())} resources -> {result.folder}",
+              title_justify="left")
+    t.add_column("type")
+    t.add_column("count", justify="right")
+    for kind, n in sorted(counts.items()):
+        t.add_row(kind, str(n))
+    console.print(t)
 
 
 def main() -> None:

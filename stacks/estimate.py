@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from stacks.catalog import (
+    BYTES_PER_PARAM,
     EFS_STANDARD_USD_PER_GB_MONTH,
     EKS_AUTO_MODE_FEE_FRACTION,
     EKS_CONTROL_PLANE_USD_PER_HOUR,
@@ -24,6 +25,12 @@ from stacks.workload_config import Scale
 
 # AIPerf's fixed cost per invocation (start-up, tokenizer, export), measured ~9-10 s locally.
 AIPERF_FIXED_S = 10.0
+# Model load of one worker, assumed until the runner measures it: the checkpoint read from EFS
+# and copied to the GPUs at an effective 0.5 GiB/s, then vLLM's engine start (torch.compile,
+# CUDA graph capture, KV cache allocation), a few minutes for a MoE model.
+MODEL_LOAD_GIB_PER_S = 0.5
+ENGINE_INIT_S = 240.0
+GIB = 1024**3
 
 
 def instance_price(instance_type: str, stack: StackConfig) -> float:
@@ -51,9 +58,20 @@ def nodes_occupied(stack: StackConfig, group: NodeGroup) -> int:
     return min(group.count, math.ceil(gpus / gpn)) if gpn else 0
 
 
-def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: ComputeMode,
-                storage_gib: float) -> HourlyCost:
-    cost = HourlyCost()
+def auto_mode_fee(instance_usd: float) -> float:
+    """EKS Auto Mode management fee on top of an instance cost (same period)."""
+    return instance_usd * EKS_AUTO_MODE_FEE_FRACTION
+
+
+def efs_usd_per_hour(storage_gib: float) -> float:
+    """EFS Standard storage, prorated from the monthly price to one hour."""
+    return storage_gib * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH
+
+
+def node_cost_lines(stack: StackConfig, groups: list[NodeGroup],
+                    compute_mode: ComputeMode) -> dict[str, float]:
+    """Per-hour cost of the nodes of `groups` the stack occupies (+ Auto Mode fee)."""
+    lines: dict[str, float] = {}
     for g in groups:
         if g.instance_type not in INSTANCE_TYPES:
             continue
@@ -61,13 +79,28 @@ def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: Compu
         if n == 0:
             continue
         price = instance_price(g.instance_type, stack)
-        cost.lines[f"nodes {g.name} ({n} x {g.instance_type})"] = n * price
+        lines[f"nodes {g.name} ({n} x {g.instance_type})"] = n * price
         if compute_mode == ComputeMode.AUTO:
-            cost.lines[f"auto mode fee {g.name}"] = n * price * EKS_AUTO_MODE_FEE_FRACTION
+            lines[f"auto mode fee {g.name}"] = auto_mode_fee(n * price)
+    return lines
+
+
+def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: ComputeMode,
+                storage_gib: float) -> HourlyCost:
+    cost = HourlyCost(node_cost_lines(stack, groups, compute_mode))
     cost.lines["EKS control plane"] = EKS_CONTROL_PLANE_USD_PER_HOUR
-    cost.lines["EFS model cache storage"] = (storage_gib * EFS_STANDARD_USD_PER_GB_MONTH
-                                             / HOURS_PER_MONTH)
+    cost.lines["EFS model cache storage"] = efs_usd_per_hour(storage_gib)
     return cost
+
+
+def model_load_seconds(stack: StackConfig) -> float:
+    """Assumed time for one worker to load the model and start its engine (workers load in
+    parallel, so this is the deployment's load time too); 0 for a stack that serves nothing."""
+    if stack.serving is None:
+        return 0.0
+    arch = stack.model.arch
+    weights_gib = arch.total_params_b * 1e9 * BYTES_PER_PARAM[stack.model.precision.value] / GIB
+    return weights_gib / MODEL_LOAD_GIB_PER_S + ENGINE_INIT_S
 
 
 def _count_based_s(requests: int, concurrency: int, osl: float, itl_ms: float) -> float:

@@ -1,0 +1,180 @@
+"""Forecast of a campaign before `pulumi up`: wall time, dollars, billed vs loaded GPU-hours (pure).
+
+A campaign is what runs while nodes bill:
+- a standalone stack: its start-up, model load and workload steps, on its own nodes;
+- a base and its variants, one variant after another: the base's nodes (and fixed fees) bill
+  from the base's start-up to the last variant's last step, each variant adds its start-up,
+  model load and steps (and bills its own extra node groups, if any, during its own time).
+GPU-hours under load are the GPUs a variant's workers use, during its workload steps only, so
+billed / loaded says how much of the paid GPU time carried load. The runner's timeline gives
+the same ratio measured after the fact.
+
+Start-up is the stack's `cost.setupHours` minus the assumed model load, which that budget
+includes (see `stacks.estimate.model_load_seconds`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stacks.catalog import INSTANCE_TYPES
+from stacks.estimate import (
+    HourlyCost,
+    hourly_cost,
+    model_load_seconds,
+    node_cost_lines,
+    workload_steps_seconds,
+)
+from stacks.preflight import effective_cluster
+from stacks.schema import NodeGroup, StackConfig
+from stacks.workload_config import Scale
+
+
+def gpus_in(groups: list[NodeGroup]) -> int:
+    """GPUs on every node of `groups` (what bills, loaded or not)."""
+    return sum(g.count * INSTANCE_TYPES[g.instance_type].gpus_per_node for g in groups
+               if g.instance_type in INSTANCE_TYPES)
+
+
+def gpus_loaded(stack: StackConfig) -> int:
+    """GPUs the stack's workers run on."""
+    return sum(w.gpus for w in stack.serving.workers) if stack.serving else 0
+
+
+@dataclass(frozen=True)
+class StackRun:
+    """One stack's turn in a campaign."""
+
+    stack: str
+    startup_s: float
+    model_load_s: float
+    steps_s: dict[str, float]
+    gpus_loaded: int
+    # What this stack alone is charged per hour of its turn (nodes it occupies, fixed fees).
+    hourly: HourlyCost
+    # Per hour of its turn, billed on top of the campaign's base (a variant's own node groups).
+    extra_usd_per_hour: float = 0.0
+    extra_gpus: int = 0
+    # Set when cost.setupHours is shorter than the assumed model load.
+    warning: str = ""
+
+    @property
+    def load_s(self) -> float:
+        return sum(self.steps_s.values())
+
+    @property
+    def wall_s(self) -> float:
+        return self.startup_s + self.model_load_s + self.load_s
+
+    @property
+    def attributed_usd(self) -> float:
+        return self.hourly.total * self.wall_s / 3600
+
+    @property
+    def loaded_gpu_hours(self) -> float:
+        return self.gpus_loaded * self.load_s / 3600
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    kind: str  # "standalone" | "base"
+    # Billed for the whole campaign: the standalone stack's or the base's nodes and fees.
+    hourly: HourlyCost
+    billed_gpus: int
+    base_startup_s: float = 0.0
+    runs: list[StackRun] = field(default_factory=list)
+
+    @property
+    def wall_s(self) -> float:
+        return self.base_startup_s + sum(r.wall_s for r in self.runs)
+
+    @property
+    def cost_usd(self) -> float:
+        extra = sum(r.extra_usd_per_hour * r.wall_s for r in self.runs) / 3600
+        return self.hourly.total * self.wall_s / 3600 + extra
+
+    @property
+    def billed_gpu_hours(self) -> float:
+        extra = sum(r.extra_gpus * r.wall_s for r in self.runs) / 3600
+        return self.billed_gpus * self.wall_s / 3600 + extra
+
+    @property
+    def loaded_gpu_hours(self) -> float:
+        return sum(r.loaded_gpu_hours for r in self.runs)
+
+    @property
+    def billed_over_loaded(self) -> float | None:
+        loaded = self.loaded_gpu_hours
+        return self.billed_gpu_hours / loaded if loaded else None
+
+
+def _stack_run(stack: StackConfig, base: StackConfig | None, scale: Scale) -> StackRun:
+    cluster = effective_cluster(stack, base)
+    storage_gib = (base or stack).storage.model_cache_gib
+    load = model_load_seconds(stack)
+    setup = stack.cost.setup_hours * 3600
+    warning = ""
+    if load > setup:
+        warning = (f"cost.setupHours {stack.cost.setup_hours:g} h is shorter than the assumed "
+                   f"model load {load / 60:.0f} min: raise it")
+    own = stack.cluster.node_groups if base is not None else []
+    return StackRun(
+        stack=stack.name, startup_s=max(setup - load, 0.0), model_load_s=load,
+        steps_s=workload_steps_seconds(stack, scale) if stack.serving else {},
+        gpus_loaded=gpus_loaded(stack),
+        hourly=hourly_cost(stack, cluster.node_groups, cluster.compute_mode, storage_gib),
+        extra_usd_per_hour=sum(node_cost_lines(stack, own, cluster.compute_mode).values()),
+        extra_gpus=gpus_in(own), warning=warning)
+
+
+def standalone_campaign(stack: StackConfig, scale: Scale = "full") -> Campaign:
+    if stack.is_attached:
+        raise ValueError(f"{stack.name} is attached to {stack.cluster.attach_to}: "
+                         "plan it with its base (base_campaign)")
+    run = _stack_run(stack, None, scale)
+    return Campaign(name=stack.name, kind="standalone", hourly=run.hourly,
+                    billed_gpus=gpus_in(stack.cluster.node_groups), runs=[run])
+
+
+def base_campaign(base: StackConfig, variants: list[StackConfig],
+                  scale: Scale = "full") -> Campaign:
+    """The base starts once, then `variants` run one after another on its nodes."""
+    strays = [v.name for v in variants if v.cluster.attach_to != base.name]
+    if strays:
+        raise ValueError(f"{', '.join(strays)} not attached to {base.name}: plan them apart")
+    return Campaign(
+        name=base.name, kind="base",
+        hourly=hourly_cost(base, base.cluster.node_groups, base.cluster.compute_mode,
+                           base.storage.model_cache_gib),
+        billed_gpus=gpus_in(base.cluster.node_groups),
+        base_startup_s=base.cost.setup_hours * 3600,
+        runs=[_stack_run(v, base, scale) for v in variants])
+
+
+def plan_campaigns(stacks: list[StackConfig], bases: dict[str, StackConfig],
+                   known: list[StackConfig], scale: Scale = "full") -> list[Campaign]:
+    """Group the named stacks into campaigns, in the order they were named.
+
+    Variants go with their base (`bases` maps each attachTo name to its config); a base named
+    without any of its variants brings every variant among `known` that attaches to it.
+    """
+    order: list[str] = []
+    variants: dict[str, list[StackConfig]] = {}
+    for s in stacks:
+        key = s.cluster.attach_to if s.is_attached else s.name
+        if key not in variants:
+            order.append(key)
+            variants[key] = []
+        if s.is_attached:
+            variants[key].append(s)
+    named = {s.name: s for s in stacks}
+    campaigns = []
+    for key in order:
+        if key in named and not named[key].is_base:
+            campaigns.append(standalone_campaign(named[key], scale))
+            continue
+        base = named.get(key) or bases[key]
+        runs = variants[key] or [v for v in known if v.cluster.attach_to == key]
+        campaigns.append(base_campaign(base, runs, scale))
+    return campaigns
