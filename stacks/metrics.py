@@ -30,6 +30,19 @@ WORKER_PREEMPTIONS = "vllm:num_preemptions_total"
 WORKER_REQUESTS_WAITING = "vllm:num_requests_waiting"
 WORKER_REQUESTS_RUNNING = "vllm:num_requests_running"
 
+# --- vLLM workers, real engine only ----------------------------------------------------------
+# The mocker exports none of these, so the engine tests cannot see them live; names are from
+# vLLM's Prometheus logger (vllm/v1/metrics/loggers.py: counters vllm:prefix_cache_queries,
+# vllm:prefix_cache_hits and, for hits served by a KV connector such as CPU offload,
+# vllm:external_prefix_cache_queries / _hits; the client library adds _total).
+WORKER_PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+WORKER_PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+WORKER_EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
+WORKER_EXTERNAL_PREFIX_CACHE_HITS = "vllm:external_prefix_cache_hits_total"
+
+# --- Prometheus itself -------------------------------------------------------------------------
+SCRAPE_UP = "up"  # 1 while a scrape target (a pod of a PodMonitor) answers
+
 # --- DCGM exporter (GPU nodes) ---------------------------------------------------------------
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -41,3 +54,5 @@ DYNAMO_FRONTEND = (FRONTEND_TTFT, FRONTEND_ITL, FRONTEND_REQUEST_DURATION, FRONT
                    FRONTEND_OUTPUT_TOKENS, FRONTEND_CACHED_TOKENS)
 DYNAMO_WORKER = (WORKER_KV_CACHE_USAGE, WORKER_PREEMPTIONS, WORKER_REQUESTS_WAITING)
 DCGM = (DCGM_GPU_UTIL, DCGM_FB_USED, DCGM_FB_FREE, DCGM_GPU_TEMP, DCGM_POWER_USAGE)
+VLLM_ENGINE_ONLY = (WORKER_PREFIX_CACHE_QUERIES, WORKER_PREFIX_CACHE_HITS,
+                    WORKER_EXTERNAL_PREFIX_CACHE_QUERIES, WORKER_EXTERNAL_PREFIX_CACHE_HITS)

@@ -1,0 +1,348 @@
+"""The `DynamoGraphDeployment` (nvidia.com/v1beta1) of a stack, built from its serving config.
+
+Pure: `build_graph_deployment(stack, namespace=..., efa=...)` returns the custom resource as a
+dict; the Dynamo component applies it. Field names follow the vendored CRD
+(../shared/reference/crds/nvidia.com_dynamographdeployments.yaml, v1beta1): spec.backendFramework,
+spec.env, spec.components[] {name, type, replicas, podTemplate (container `main`),
+multinode.nodeCount, sharedMemorySize, runtimeVersionOverride}. vLLM and Dynamo flags were
+checked against the installed ai-dynamo 1.6.1 (`dynamo.frontend`, `dynamo.vllm`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from components import kv_config
+from components.conventions import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    HF_TOKEN_KEY,
+    HF_TOKEN_SECRET,
+    MODEL_CACHE_MOUNT,
+    MODEL_CACHE_PVC,
+    NODE_GROUP_LABEL,
+)
+from stacks.catalog import INSTANCE_TYPES, InstanceType
+from stacks.loader import Problem, StackError
+from stacks.schema import (
+    ClusterConfig,
+    NodeGroup,
+    Role,
+    ServingConfig,
+    StackConfig,
+    TransferBackend,
+)
+
+API_VERSION = "nvidia.com/v1beta1"
+KIND = "DynamoGraphDeployment"
+FRONTEND_COMPONENT = "frontend"
+FRONTEND_PORT = 8000
+HF_HOME = f"{MODEL_CACHE_MOUNT}/hf"
+GRAPH_LABEL = "dynamo-bench.io/graph"
+# Only the EFA worker pods carry this label: they require each other in one zone.
+EFA_ZONE_LABEL = "dynamo-bench.io/efa-zone-group"
+ZONE_KEY = "topology.kubernetes.io/zone"
+# Host memory a worker pod needs besides any CPU KV cache: the vLLM engine and its TP worker
+# processes (CUDA contexts, NCCL, tokenizer) and weights streamed through host memory while
+# loading. Stated, not measured.
+WORKER_BASE_MEMORY_GIB = 16
+WORKER_MEMORY_GIB_PER_GPU = 8
+WORKER_CPU_PER_GPU = 6
+# /dev/shm for NCCL between TP ranks; tmpfs counts against the pod's memory.
+WORKER_SHM_GIB = 16
+# Frontends and workers talk over TCP and publish events over ZMQ: no NATS, no etcd
+# (the platform chart is installed with both off and Kubernetes discovery).
+RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
+
+P = "dynamo-bench:"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def deployment_name(stack: StackConfig) -> str:
+    """serving.deploymentName, or the stack name made DNS-safe (short: the operator prefixes
+    child object names with it)."""
+    assert stack.serving is not None
+    if stack.serving.deployment_name:
+        return stack.serving.deployment_name
+    slug = re.sub(r"[^a-z0-9-]+", "-", stack.name.lower()).strip("-")[:40].strip("-")
+    return slug or "dynamo-bench"
+
+
+def component_names(serving: ServingConfig) -> list[str]:
+    """One stable, DNS-safe name per worker group: `<role>-<nodeGroup>`, numbered on repeats."""
+    names: list[str] = []
+    for w in serving.workers:
+        base = f"{w.role.value}-{w.node_group}"[:60].strip("-")
+        name, n = base, 2
+        while name in names or name == FRONTEND_COMPONENT:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+def runtime_version_override(serving: ServingConfig) -> str | None:
+    """The Dynamo version for `runtimeVersionOverride` when the image tag does not state it
+    (a digest, or a tag that is not exactly the pinned version); None otherwise."""
+    core = "{}.{}.{}".format(*kv_config.version_tuple(serving.dynamo_version))
+    tag = "" if serving.image_is_digest else serving.image.rsplit("/", 1)[-1].partition(":")[2]
+    return None if tag == core else core
+
+
+def _env(values: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def _hf_token_env() -> dict[str, Any]:
+    return {"name": HF_TOKEN_KEY,
+            "valueFrom": {"secretKeyRef": {"name": HF_TOKEN_SECRET, "key": HF_TOKEN_KEY}}}
+
+
+def _gpu_tolerations() -> list[dict[str, str]]:
+    return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}]
+
+
+def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
+    serving = stack.serving
+    assert serving is not None
+    pod: dict[str, Any] = {
+        "containers": [{
+            "name": "main",
+            "image": serving.image,
+            "command": ["python3", "-m", "dynamo.frontend"],
+            "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", serving.router.value],
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        }],
+    }
+    if serving.frontend.node_group:
+        pod["nodeSelector"] = {NODE_GROUP_LABEL: serving.frontend.node_group}
+    return _component(serving, FRONTEND_COMPONENT, "frontend", serving.frontend.replicas,
+                      {"metadata": {"labels": labels}, "spec": pod})
+
+
+def _component(serving: ServingConfig, name: str, kind: str, replicas: int,
+               pod_template: dict[str, Any]) -> dict[str, Any]:
+    comp: dict[str, Any] = {"name": name, "type": kind, "replicas": replicas,
+                            "podTemplate": pod_template}
+    override = runtime_version_override(serving)
+    if override:
+        comp["runtimeVersionOverride"] = override
+    return comp
+
+
+class _Worker:
+    """Everything the pod of one worker group needs, derived once."""
+
+    def __init__(self, stack: StackConfig, index: int, cluster: ClusterConfig, efa: bool):
+        serving = stack.serving
+        assert serving is not None
+        self.stack, self.serving, self.i = stack, serving, index
+        self.w = serving.workers[index]
+        self.field = f"{P}serving.workers[{index}]"
+        group = cluster.group(self.w.node_group)
+        if group is None:
+            raise StackError(stack.name, [Problem(
+                f"{self.field}.nodeGroup", f"node group '{self.w.node_group}' is not in the "
+                f"cluster given ({[g.name for g in cluster.node_groups]})",
+                "pass the effective cluster (base + variant groups) as cluster=")])
+        self.group = group
+        self.instance: InstanceType | None = INSTANCE_TYPES.get(group.instance_type)
+        self.rdma = kv_config.uses_rdma(serving, efa)
+        if self.w.tensor_parallel_size % self.w.node_count:
+            raise StackError(stack.name, [Problem(
+                f"{self.field}.nodeCount", f"TP {self.w.tensor_parallel_size} does not split "
+                f"evenly over {self.w.node_count} nodes", "use a nodeCount that divides TP")])
+        # A multinode worker runs one pod per node; each requests its share of the TP group.
+        self.gpus_per_pod = self.w.tensor_parallel_size // self.w.node_count
+
+    def args(self) -> list[str]:
+        w, s, m = self.w, self.serving, self.stack.model
+        args = ["--model", m.id, "--served-model-name", m.name]
+        if m.revision:
+            args += ["--revision", m.revision]
+        args += ["--tensor-parallel-size", str(w.tensor_parallel_size)]
+        if w.expert_parallel:
+            args.append("--enable-expert-parallel")
+        args += ["--max-model-len", str(w.max_model_len),
+                 "--gpu-memory-utilization", str(w.gpu_memory_utilization)]
+        if w.role != Role.WORKER:
+            args += ["--disaggregation-mode", w.role.value]
+        args += kv_config.kv_args(s, w.role, rdma=self.rdma)
+        return args + list(w.extra_args)
+
+    def env(self) -> list[dict[str, Any]]:
+        values = {
+            "HF_HOME": HF_HOME,
+            # The model download Job fills the cache; workers must never download themselves.
+            "HF_HUB_OFFLINE": "1",
+            # Deterministic block hashes across workers, so KV events match between them.
+            "PYTHONHASHSEED": "0",
+            **kv_config.kvbm_env(self.serving, self.w.role),
+        }
+        if self.rdma:
+            values["FI_PROVIDER"] = "efa"
+        values.update(self.w.env)  # the stack's own env wins
+        return [*_env(values), _hf_token_env()]
+
+    def cpu_cache_gib(self) -> float:
+        return (self.serving.kv_offload.cpu_gb
+                if kv_config.offloads(self.serving, self.w.role) else 0.0)
+
+    def memory_gib(self) -> int:
+        need = (WORKER_BASE_MEMORY_GIB + WORKER_MEMORY_GIB_PER_GPU * self.gpus_per_pod
+                + WORKER_SHM_GIB + self.cpu_cache_gib())
+        return math.ceil(need)
+
+    def kvbm_disk(self) -> str | None:
+        """The size of KVBM's disk tier (an emptyDir), when this worker has one."""
+        if "DYN_KVBM_DISK_CACHE_DIR" not in kv_config.kvbm_env(self.serving, self.w.role):
+            return None
+        return f"{math.ceil(self.serving.kv_offload.disk_gb)}G"
+
+    def efa_devices(self) -> int:
+        """EFA interfaces per pod: the node's interfaces shared by the pods on it."""
+        inst = self.instance
+        if inst is None or inst.efa_interfaces == 0:
+            raise StackError(self.stack.name, [Problem(
+                f"{P}serving.transfer", f"nixl-libfabric needs EFA, and node group "
+                f"'{self.group.name}' ({self.group.instance_type}) has none",
+                "use nixl-ucx or an EFA instance type")])
+        return max(1, inst.efa_interfaces * self.gpus_per_pod // inst.gpus_per_node)
+
+    def resources(self) -> dict[str, Any]:
+        gpus = str(self.gpus_per_pod)
+        requests: dict[str, str] = {"cpu": str(WORKER_CPU_PER_GPU * self.gpus_per_pod),
+                                    "memory": f"{self.memory_gib()}Gi", GPU_RESOURCE: gpus}
+        limits: dict[str, str] = {GPU_RESOURCE: gpus}
+        if self.rdma:
+            requests[EFA_RESOURCE] = limits[EFA_RESOURCE] = str(self.efa_devices())
+        if self.kvbm_disk():
+            requests["ephemeral-storage"] = self.kvbm_disk()
+        return {"requests": requests, "limits": limits}
+
+    def check_fits(self) -> None:
+        """Pods packed on one node must fit its memory (the CPU KV cache is the big part)."""
+        inst = self.instance
+        if inst is None or not inst.gpus_per_node:
+            return
+        per_node = max(1, inst.gpus_per_node // self.gpus_per_pod)
+        if per_node * self.memory_gib() > 0.9 * inst.memory_gib:
+            raise StackError(self.stack.name, [Problem(
+                f"{P}serving.kvOffload.cpuGb", f"{per_node} worker pod(s) of "
+                f"{self.memory_gib()} GiB each do not fit one {inst.name} "
+                f"({inst.memory_gib} GiB)", "lower cpuGb or TP-pack fewer workers per node")])
+
+    def pod_template(self, labels: dict[str, str]) -> dict[str, Any]:
+        container: dict[str, Any] = {
+            "name": "main",
+            "image": self.serving.image,
+            "command": ["python3", "-m", "dynamo.vllm"],
+            "args": self.args(),
+            "env": self.env(),
+            "resources": self.resources(),
+            "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT}],
+        }
+        volumes: list[dict[str, Any]] = [
+            {"name": MODEL_CACHE_PVC,
+             "persistentVolumeClaim": {"claimName": MODEL_CACHE_PVC}}]
+        if self.kvbm_disk():
+            volumes.append({"name": "kvbm-disk", "emptyDir": {"sizeLimit": self.kvbm_disk()}})
+            container["volumeMounts"].append({"name": "kvbm-disk",
+                                              "mountPath": kv_config.KVBM_DISK_DIR})
+        spec: dict[str, Any] = {
+            "containers": [container],
+            "volumes": volumes,
+            "nodeSelector": {NODE_GROUP_LABEL: self.w.node_group},
+            "tolerations": _gpu_tolerations(),
+        }
+        if self.rdma:
+            # libfabric needs the EFA device files and locked memory; EFA traffic does not
+            # cross AZs, so all EFA workers of the graph share one zone.
+            container["securityContext"] = {"privileged": True}
+            labels = {**labels, EFA_ZONE_LABEL: labels[GRAPH_LABEL]}
+            spec["affinity"] = self._one_zone_affinity(labels[GRAPH_LABEL])
+        return {"metadata": {"labels": labels}, "spec": spec}
+
+    def _one_zone_affinity(self, graph: str) -> dict[str, Any]:
+        # The first EFA pod matches its own selector, which the scheduler accepts; every later
+        # one must join that pod's zone.
+        affinity: dict[str, Any] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuring"
+                                                    "Execution": [{
+            "labelSelector": {"matchLabels": {EFA_ZONE_LABEL: graph}},
+            "topologyKey": ZONE_KEY}]}}
+        if self.group.availability_zone:
+            affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{
+                    "key": ZONE_KEY, "operator": "In",
+                    "values": [self.group.availability_zone]}]}]}}
+        return affinity
+
+    def component(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        self.check_fits()
+        comp = _component(self.serving, name, self.w.role.value, self.w.replicas,
+                          self.pod_template(labels))
+        comp["sharedMemorySize"] = f"{WORKER_SHM_GIB}Gi"
+        if self.w.node_count > 1:
+            comp["multinode"] = {"nodeCount": self.w.node_count}
+        return comp
+
+
+def _check_supported(stack: StackConfig, efa: bool) -> None:
+    serving = stack.serving
+    if serving is None:
+        raise StackError(stack.name, [Problem(f"{P}serving", "this stack serves nothing; "
+                                              "a base stack has no graph", "add serving")])
+    problems = []
+    if serving.kv_offload.kind == "disk" and not kv_config.uses_kvbm(serving):
+        problems.append(Problem(f"{P}serving.kvOffload.kind", "disk offload needs KVBM, and "
+                                f"dynamoVersion {serving.dynamo_version} uses vLLM's native "
+                                "offloading, which has no disk tier in Dynamo yet",
+                                "use kind: cpu, or a dynamoVersion below 1.6"))
+    if serving.transfer == TransferBackend.NIXL_LIBFABRIC and not efa:
+        problems.append(Problem(f"{P}serving.transfer", "nixl-libfabric needs EFA devices on "
+                                "the worker nodes, and the cluster offers none (efa=False)",
+                                "use nixl-ucx, or EFA-enabled node groups"))
+    if problems:
+        raise StackError(stack.name, problems)
+
+
+def _check_one_zone(stack: StackConfig, groups: list[NodeGroup]) -> None:
+    zones = sorted({g.availability_zone for g in groups if g.availability_zone})
+    if len(zones) > 1:
+        raise StackError(stack.name, [Problem(
+            f"{P}cluster.nodeGroups", f"EFA workers sit in node groups pinned to different "
+            f"zones {zones}; EFA traffic stays in one AZ", "pin those groups to one zone")])
+
+
+def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
+                           cluster: ClusterConfig | None = None) -> dict[str, Any]:
+    """The DynamoGraphDeployment of `stack` in `namespace`.
+
+    `efa`: the worker nodes have EFA devices and the EFA device plugin. `cluster`: the cluster
+    the workers run on; defaults to the stack's own, so an attached variant must pass the
+    effective cluster (its base's node groups plus its own, `stacks.preflight.effective_cluster`).
+    Raises StackError (field and fix named) for settings the graph cannot express.
+    """
+    _check_supported(stack, efa)
+    serving = stack.serving
+    assert serving is not None
+    if not _DNS_LABEL.match(namespace):
+        raise ValueError(f"namespace '{namespace}' is not a DNS label")
+    name = deployment_name(stack)
+    labels = {"app.kubernetes.io/part-of": "dynamo-bench", GRAPH_LABEL: name}
+    cluster = cluster or stack.cluster
+    workers = [_Worker(stack, i, cluster, efa) for i in range(len(serving.workers))]
+    _check_one_zone(stack, [w.group for w in workers if w.rdma])
+    components = [_frontend(stack, labels)]
+    for worker, comp_name in zip(workers, component_names(serving), strict=True):
+        components.append(worker.component(comp_name, labels))
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {"backendFramework": serving.backend, "env": _env(RUNTIME_ENV),
+                 "components": components},
+    }

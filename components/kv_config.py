@@ -1,0 +1,142 @@
+"""vLLM KV settings for one Dynamo worker (pure): transfer connector, KV events, offloading.
+
+Facts these follow (Dynamo 1.6.1 `dynamo.vllm` sources and Dynamo's vLLM docs):
+- Prefill and decode workers move KV with NIXL: `--kv-transfer-config` with
+  `{"kv_connector":"NixlConnector","kv_role":"kv_both"}`. On EFA the NIXL backend must be
+  LIBFABRIC (UCX has no EFA transport and silently falls back to TCP); without RDMA the KV is
+  staged through host memory (`"kv_buffer_device":"cpu"`).
+- The KV router only sees a worker's cache if that worker publishes KV events
+  (`--kv-events-config`, ZMQ); prefix caching must be on for events to exist.
+- KV offload before Dynamo 1.6 is KVBM (`DynamoConnector`, sized by `DYN_KVBM_*` env); from 1.6
+  on it is vLLM's native `OffloadingConnector` (sized by `cpu_bytes_to_use`). vLLM's shorthand
+  `--kv-offloading-size/--kv-offloading-backend native` REPLACES the configured connector with
+  OffloadingConnector, which would drop NIXL on a disaggregated worker, so the connector is
+  always written out in full and composed with NIXL through MultiConnector (KVBM: PdConnector).
+- Offload is placed where prefills run and prefixes are reused: aggregated and prefill workers
+  (Dynamo's disaggregated KVBM recipes do the same); decode workers keep plain NIXL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from stacks.schema import Role, RouterMode, ServingConfig, Topology, TransferBackend
+
+KV_EVENTS_PORT = 20080
+KVBM_MODULE = "kvbm.vllm_integration.connector"
+# Dynamo's native-offload guide: KVBM is deprecated since 1.5 and native offload is the path
+# from 1.6 on.
+NATIVE_OFFLOAD_SINCE = (1, 6, 0)
+# Where KVBM's disk tier lives inside the worker pod (an emptyDir sized to diskGb).
+KVBM_DISK_DIR = "/kvbm-disk"
+GIB = 1 << 30
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    """'1.6.1' or '1.6.1-rc2' -> (1, 6, 1)."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        raise ValueError(f"'{version}' is not a MAJOR.MINOR.PATCH version")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def uses_kvbm(serving: ServingConfig) -> bool:
+    return (serving.kv_offload.kind != "none"
+            and version_tuple(serving.dynamo_version) < NATIVE_OFFLOAD_SINCE)
+
+
+def offloads(serving: ServingConfig, role: Role) -> bool:
+    """Does a worker of this role carry the KV offload tier?"""
+    return serving.kv_offload.kind != "none" and role in (Role.WORKER, Role.PREFILL)
+
+
+def publishes_kv_events(serving: ServingConfig, role: Role) -> bool:
+    """Workers whose cache the KV router scores: aggregated and prefill workers."""
+    return serving.router == RouterMode.KV and role in (Role.WORKER, Role.PREFILL)
+
+
+def uses_rdma(serving: ServingConfig, efa: bool) -> bool:
+    return serving.transfer == TransferBackend.NIXL_LIBFABRIC and efa
+
+
+def nixl_connector(rdma: bool) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    if rdma:
+        cfg["kv_connector_extra_config"] = {"backends": ["LIBFABRIC"]}
+    else:
+        cfg["kv_buffer_device"] = "cpu"
+    return cfg
+
+
+def kvbm_connector() -> dict[str, Any]:
+    return {"kv_connector": "DynamoConnector", "kv_connector_module_path": KVBM_MODULE,
+            "kv_role": "kv_both"}
+
+
+def native_offload_connector(serving: ServingConfig, role: Role) -> dict[str, Any]:
+    extra: dict[str, Any] = {"cpu_bytes_to_use": int(serving.kv_offload.cpu_gb * GIB)}
+    if publishes_kv_events(serving, role):
+        # Without self-describing events the router treats CPU-resident prefixes as misses.
+        extra["self_describing_kv_events"] = True
+    return {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+            "kv_connector_extra_config": extra}
+
+
+def kv_transfer_config(serving: ServingConfig, role: Role, *, rdma: bool) -> dict | None:
+    """The `--kv-transfer-config` of one worker, or None when it needs none."""
+    disagg = serving.topology == Topology.DISAGGREGATED
+    nixl = nixl_connector(rdma) if disagg else None
+    if not offloads(serving, role):
+        return nixl
+    if uses_kvbm(serving):
+        if nixl is None:
+            return kvbm_connector()
+        return {"kv_connector": "PdConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"connectors": [kvbm_connector(), nixl]},
+                "kv_connector_module_path": KVBM_MODULE}
+    offload = native_offload_connector(serving, role)
+    if nixl is None:
+        return offload
+    return {"kv_connector": "MultiConnector", "kv_role": "kv_both",
+            "kv_connector_extra_config": {"connectors": [nixl, offload]}}
+
+
+def kv_events_config() -> dict[str, Any]:
+    # Every pod has its own network namespace, so one fixed port serves all workers.
+    return {"enable_kv_cache_events": True, "publisher": "zmq", "topic": "kv-events",
+            "endpoint": f"tcp://*:{KV_EVENTS_PORT}"}
+
+
+def kvbm_env(serving: ServingConfig, role: Role) -> dict[str, str]:
+    """KVBM sizing env (Dynamo < 1.6 only); empty for every other worker."""
+    if not (uses_kvbm(serving) and offloads(serving, role)):
+        return {}
+    off = serving.kv_offload
+    env = {"DYN_KVBM_CPU_CACHE_GB": _number(off.cpu_gb)}
+    if off.kind == "disk":
+        env["DYN_KVBM_DISK_CACHE_GB"] = _number(off.disk_gb)
+        env["DYN_KVBM_DISK_CACHE_DIR"] = KVBM_DISK_DIR
+    return env
+
+
+def kv_args(serving: ServingConfig, role: Role, *, rdma: bool) -> list[str]:
+    """The worker flags for prefix caching, KV events and the KV connector."""
+    args = ["--enable-prefix-caching" if serving.prefix_caching else "--no-enable-prefix-caching"]
+    if publishes_kv_events(serving, role):
+        args += ["--kv-events-config", _json(kv_events_config())]
+    transfer = kv_transfer_config(serving, role, rdma=rdma)
+    if transfer is not None:
+        args += ["--kv-transfer-config", _json(transfer)]
+    if serving.kv_cache_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    return args
+
+
+def _json(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)

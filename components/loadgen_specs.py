@@ -1,0 +1,188 @@
+"""Kubernetes objects around the serving deployment (pure): the load generator's namespace and
+RBAC, the storage classes, the shared PVCs, the HF token Secret and the model download Job.
+
+Functions take plain values (names, ids, tags, sizes) and return object dicts; the Pulumi
+components turn them into resources. Facts followed:
+- EFS CSI dynamic provisioning: `provisioningMode: efs-ap` + `fileSystemId` + `directoryPerms`
+  (aws-efs-csi-driver docs); access points enforce one POSIX identity, so every pod of the
+  PVC reads what the download Job wrote.
+- EBS CSI tags volumes from StorageClass parameters named `tagSpecification_<n>` with value
+  `key=value` (aws-ebs-csi-driver docs/tagging.md); values are Go templates, so `{{` is refused.
+  EKS Auto Mode's built-in EBS driver has the provisioner `ebs.csi.eks.amazonaws.com`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.conventions import (
+    EBS_STORAGE_CLASS,
+    EFS_STORAGE_CLASS,
+    HF_TOKEN_KEY,
+    HF_TOKEN_SECRET,
+    LOADGEN_SERVICE_ACCOUNT,
+    MODEL_CACHE_MOUNT,
+    MODEL_CACHE_PVC,
+    RESULTS_PVC,
+)
+from components.model_download import DOWNLOAD_SCRIPT
+
+EBS_PROVISIONER = "ebs.csi.aws.com"
+EBS_AUTO_MODE_PROVISIONER = "ebs.csi.eks.amazonaws.com"
+EFS_PROVISIONER = "efs.csi.aws.com"
+# The download Job installs this client into a plain Python image (no GPU image pull needed).
+DOWNLOAD_IMAGE = "python:3.12-slim"
+HUGGINGFACE_HUB_VERSION = "2.4.0"
+DOWNLOAD_JOB = "model-download"
+LOADGEN_ROLE = "dynamo-bench-loadgen"
+_PART_OF = {"app.kubernetes.io/part-of": "dynamo-bench"}
+
+
+def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {**_PART_OF, **labels}}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+# --- load generator ------------------------------------------------------------------------
+
+def loadgen_rbac(namespace: str) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, Role and RoleBinding for the load-generator Jobs.
+
+    Least privilege, in this namespace only: run and clean up its Jobs, follow their Pods and
+    logs, and keep workload inputs/outputs in ConfigMaps. No Secrets, no cluster scope.
+    """
+    rules = [
+        {"apiGroups": ["batch"], "resources": ["jobs"],
+         "verbs": ["create", "get", "list", "watch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]},
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": _meta(LOADGEN_SERVICE_ACCOUNT, namespace)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": _meta(LOADGEN_ROLE, namespace), "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": _meta(LOADGEN_ROLE, namespace),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": LOADGEN_ROLE},
+         "subjects": [{"kind": "ServiceAccount", "name": LOADGEN_SERVICE_ACCOUNT,
+                       "namespace": namespace}]},
+    ]
+
+
+# --- storage -------------------------------------------------------------------------------
+
+def efs_storage_class(file_system_id: str) -> dict[str, Any]:
+    if not file_system_id.startswith("fs-"):
+        raise ValueError(f"'{file_system_id}' is not an EFS file system id (fs-...)")
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": _meta(EFS_STORAGE_CLASS),
+        "provisioner": EFS_PROVISIONER,
+        "parameters": {"provisioningMode": "efs-ap", "fileSystemId": file_system_id,
+                       "directoryPerms": "700", "basePath": "/dynamo-bench"},
+        # Deleting a claim deletes its access point (the data stays on the file system until
+        # the file system goes), so `pulumi destroy` leaves no access point behind.
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
+
+
+def ebs_tag_parameters(tags: dict[str, str]) -> dict[str, str]:
+    """EBS CSI `tagSpecification_<n>: key=value` parameters, in a stable order."""
+    params = {}
+    for n, (key, value) in enumerate(sorted(tags.items()), start=1):
+        if "=" in key or "{{" in key or "{{" in value:
+            raise ValueError(f"tag '{key}={value}': EBS CSI tag parameters split on the first "
+                             "'=' and expand '{{': rename the tag")
+        params[f"tagSpecification_{n}"] = f"{key}={value}"
+    return params
+
+
+def ebs_storage_class(tags: dict[str, str], *, auto_mode: bool = False) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": _meta(EBS_STORAGE_CLASS),
+        "provisioner": EBS_AUTO_MODE_PROVISIONER if auto_mode else EBS_PROVISIONER,
+        "parameters": {"type": "gp3", "encrypted": "true", **ebs_tag_parameters(tags)},
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": True,
+    }
+
+
+def storage_classes(*, efs_file_system_id: str, tags: dict[str, str],
+                    auto_mode: bool = False) -> list[dict[str, Any]]:
+    """The EFS access-point class (RWX, model cache and results) and the tagged EBS gp3 class."""
+    return [efs_storage_class(efs_file_system_id), ebs_storage_class(tags, auto_mode=auto_mode)]
+
+
+def _rwx_claim(name: str, namespace: str, gib: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": _meta(name, namespace),
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": EFS_STORAGE_CLASS,
+                     "resources": {"requests": {"storage": f"{gib}Gi"}}}}
+
+
+def pvcs(namespace: str, *, model_cache_gib: int, results_gib: int) -> list[dict[str, Any]]:
+    """RWX claims on EFS: the model cache (workers and the download Job) and the results."""
+    return [_rwx_claim(MODEL_CACHE_PVC, namespace, model_cache_gib),
+            _rwx_claim(RESULTS_PVC, namespace, results_gib)]
+
+
+def hf_token_secret(namespace: str, token: str) -> dict[str, Any]:
+    """The Hugging Face token Secret the workers and the download Job read (key HF_TOKEN)."""
+    if not token:
+        raise ValueError("the HF token is empty: set it with "
+                         "`pulumi config set --secret dynamo-bench:hfToken <token>`")
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _meta(HF_TOKEN_SECRET, namespace),
+            "stringData": {HF_TOKEN_KEY: token}}
+
+
+# --- model download --------------------------------------------------------------------------
+
+def model_download_job(namespace: str, *, model_id: str, revision: str | None,
+                       timeout_minutes: int, affinity: dict[str, Any] | None = None,
+                       image: str = DOWNLOAD_IMAGE) -> dict[str, Any]:
+    """A Job that fills the model cache PVC once (see components.model_download).
+
+    Idempotent: a re-run on a complete snapshot exits at once. activeDeadlineSeconds bounds the
+    whole Job; a failed attempt is retried (finished files are kept, the download resumes).
+    """
+    env = [{"name": "MODEL_ID", "value": model_id},
+           {"name": "MODEL_REVISION", "value": revision or ""},
+           {"name": "HF_HOME", "value": f"{MODEL_CACHE_MOUNT}/hf"},
+           {"name": "DOWNLOAD_SCRIPT", "value": DOWNLOAD_SCRIPT},
+           {"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": {
+               "name": HF_TOKEN_SECRET, "key": HF_TOKEN_KEY}}}]
+    install = (f"pip install --no-cache-dir --quiet "
+               f"'huggingface_hub=={HUGGINGFACE_HUB_VERSION}'")
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{
+            "name": "download",
+            "image": image,
+            "command": ["sh", "-c", f'{install} && exec python -c "$DOWNLOAD_SCRIPT"'],
+            "env": env,
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+            "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT}],
+        }],
+        "volumes": [{"name": MODEL_CACHE_PVC,
+                     "persistentVolumeClaim": {"claimName": MODEL_CACHE_PVC}}],
+    }
+    if affinity:
+        pod["affinity"] = affinity
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": _meta(DOWNLOAD_JOB, namespace),
+        "spec": {"backoffLimit": 3, "activeDeadlineSeconds": timeout_minutes * 60,
+                 "template": {"metadata": {"labels": {**_PART_OF, "job": DOWNLOAD_JOB}},
+                              "spec": pod}},
+    }

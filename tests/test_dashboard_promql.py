@@ -1,0 +1,91 @@
+"""The dashboards' PromQL, checked by Prometheus itself (promtool from the Debian package):
+every query parses, and the hit-rate and quantile queries compute the right numbers from
+known input series."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from components.dashboards import DASHBOARDS
+from stacks import metrics as m
+
+pytestmark = pytest.mark.prometheus
+PROMTOOL = shutil.which("promtool")
+
+
+def _as_prometheus(expr: str) -> str:
+    """Grafana variables replaced by what Grafana would send."""
+    return expr.replace("$__rate_interval", "1m").replace("$namespace", ".*")
+
+
+def _panels():
+    for key, build in DASHBOARDS.items():
+        for panel in build()["panels"]:
+            for target in panel["targets"]:
+                yield f"{key}: {panel['title']} {target['refId']}", _as_prometheus(target["expr"])
+
+
+def _rules(exprs: list[str]) -> dict:
+    return {"groups": [{"name": "dashboards", "rules": [
+        {"record": f"dashboard:query_{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+
+
+def _promtool(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    assert PROMTOOL, "promtool is missing: apt-get install prometheus (.ci/run does)"
+    return subprocess.run([PROMTOOL, *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_every_dashboard_query_parses(tmp_path):
+    panels = list(_panels())
+    assert len(panels) >= 20
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(_rules([e for _, e in panels])))
+    result = _promtool(tmp_path, "check", "rules", "rules.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(panels)} rules found" in result.stdout
+
+
+def test_promtool_rejects_a_broken_query(tmp_path):
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(_rules(["sum(rate(x[1m])"])))
+    assert _promtool(tmp_path, "check", "rules", "rules.yml").returncode != 0
+
+
+def _query(dashboard: str, title: str, ref: str = "A") -> str:
+    panel = next(p for p in DASHBOARDS[dashboard]()["panels"] if p["title"] == title)
+    return _as_prometheus(next(t["expr"] for t in panel["targets"] if t["refId"] == ref))
+
+
+def test_hit_rate_and_ttft_quantile_evaluate_to_the_expected_numbers(tmp_path):
+    hit_rate = _query("kv-offload", "Offload-tier (KV connector) hit rate")
+    ttft_p50 = _query("pareto", "Time to first token", "A")
+    lbl = '{namespace="dynamo", pod="prefill-0"}'
+    series = [
+        # 600 of 1000 queried tokens per minute come from the offload tier -> 0.6
+        {"series": f"{m.WORKER_EXTERNAL_PREFIX_CACHE_QUERIES}{lbl}", "values": "0+1000x10"},
+        {"series": f"{m.WORKER_EXTERNAL_PREFIX_CACHE_HITS}{lbl}", "values": "0+600x10"},
+        # every request's TTFT falls in (0.5, 1]: the median interpolates to 0.75 s
+        {"series": f'{m.FRONTEND_TTFT}_bucket{{namespace="dynamo", le="0.5"}}',
+         "values": "0+0x10"},
+        {"series": f'{m.FRONTEND_TTFT}_bucket{{namespace="dynamo", le="1"}}',
+         "values": "0+10x10"},
+        {"series": f'{m.FRONTEND_TTFT}_bucket{{namespace="dynamo", le="+Inf"}}',
+         "values": "0+10x10"},
+    ]
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [
+            {"expr": hit_rate, "eval_time": "5m",
+             "exp_samples": [{"labels": '{pod="prefill-0"}', "value": 0.6}]},
+            {"expr": ttft_p50, "eval_time": "5m", "exp_samples": [{"labels": "{}",
+                                                                   "value": 0.75}]},
+        ]}],
+    }
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(_rules([hit_rate, ttft_p50])))
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(tests))
+    result = _promtool(tmp_path, "test", "rules", "test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
