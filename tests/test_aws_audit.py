@@ -11,16 +11,15 @@ from pathlib import Path
 
 import boto3
 import pytest
+from aws_moto import REGION, aws_env, moto_server  # noqa: F401 (fixtures)
 from botocore.stub import Stubber
 from moto import mock_aws
-from moto.server import ThreadedMotoServer
 from typer.testing import CliRunner
 
 from reports.audit import Resource, audit, deletion_plan, resource_from_arn
 from reports.audit_delete import delete_resources
 from reports.aws_cli import aws_app, clients_for
 
-REGION = "us-east-1"
 ROOT = Path(__file__).resolve().parents[1]
 # What an audit of s1 must find: one of each kind (two subnets).
 EXPECTED_KINDS = sorted([
@@ -121,22 +120,14 @@ def still_there(c, ids: dict[str, str]) -> dict[str, bool]:
     }
 
 
-@pytest.fixture
-def aws_env(monkeypatch, tmp_path):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(tmp_path / "none"),
-                 "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
 
 def _plant_three(c) -> tuple[dict, dict, dict]:
     return (plant(c, "s1", "10.1.0.0/16"), plant(c, "s2", "10.2.0.0/16"),
             plant(c, None, "10.3.0.0/16"))
 
 
-def test_in_process_audit_lists_only_this_stack_and_delete_removes_only_it(aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_in_process_audit_lists_only_this_stack_and_delete_removes_only_it():
     runner = CliRunner()
     with mock_aws():
         c = clients_for(REGION)
@@ -177,35 +168,30 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def test_through_aws_endpoint_url_against_a_moto_server(aws_env, monkeypatch):
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
-        c = clients_for(REGION)
-        assert c("ec2").meta.endpoint_url == f"http://{host}:{port}"
-        mine, other, untagged = _plant_three(c)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+@pytest.mark.usefixtures("moto_server")
+def test_through_aws_endpoint_url_against_a_moto_server():
+    c = clients_for(REGION)
+    assert c("ec2").meta.endpoint_url == os.environ["AWS_ENDPOINT_URL"]  # 127.0.0.1:<free>
+    mine, other, untagged = _plant_three(c)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-        listed = _cli("audit", "s1", "--region", REGION, env=env)
-        assert listed.returncode == 1, listed.stderr
-        for key in ("instance", "volume", "eni", "efs", "clb", "eks"):
-            assert mine[key] in listed.stdout and other[key] not in listed.stdout
-        assert "19 resource(s) tagged stack=s1" in listed.stdout
+    listed = _cli("audit", "s1", "--region", REGION, env=env)
+    assert listed.returncode == 1, listed.stderr
+    for key in ("instance", "volume", "eni", "efs", "clb", "eks"):
+        assert mine[key] in listed.stdout and other[key] not in listed.stdout
+    assert "19 resource(s) tagged stack=s1" in listed.stdout
 
-        deleted = _cli("audit", "s1", "--region", REGION, "--delete", "--yes", "--poll-s", "0",
-                       env=env)
-        assert deleted.returncode == 0, deleted.stdout + deleted.stderr
-        assert not any(still_there(c, mine).values())
-        assert all(still_there(c, other).values()) and all(still_there(c, untagged).values())
-        assert _cli("audit", "s1", "--region", REGION, env=env).returncode == 0
-        assert _cli("audit", "s2", "--region", REGION, env=env).returncode == 1
-    finally:
-        server.stop()
+    deleted = _cli("audit", "s1", "--region", REGION, "--delete", "--yes", "--poll-s", "0",
+                   env=env)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert not any(still_there(c, mine).values())
+    assert all(still_there(c, other).values()) and all(still_there(c, untagged).values())
+    assert _cli("audit", "s1", "--region", REGION, env=env).returncode == 0
+    assert _cli("audit", "s2", "--region", REGION, env=env).returncode == 1
 
 
-def test_failures_are_reported_and_untagged_input_is_never_deleted(aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_failures_are_reported_and_untagged_input_is_never_deleted():
     ec2 = boto3.client("ec2", region_name=REGION)
     stub = Stubber(ec2)
     stub.add_client_error("delete_volume", "InvalidVolume.NotFound", "gone already",

@@ -5,31 +5,19 @@ catalogue because the pricing API is not there."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta
 
 import moto.ec2.models.instances as moto_instances
 import pytest
 import requests
-from moto.server import ThreadedMotoServer
+from aws_moto import aws_env, moto_server  # noqa: F401 (fixtures)
 from typer.testing import CliRunner
 
 from reports.aws_cli import aws_app, clients_for
 
 T0 = datetime(2026, 8, 1, 0, 0)
 
-
-@pytest.fixture
-def moto_server(monkeypatch, tmp_path):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),
-                 "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():
-        monkeypatch.setenv(k, v)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 def _run(ec2, monkeypatch, at_h: float, itype: str, stack: str) -> str:
@@ -40,7 +28,8 @@ def _run(ec2, monkeypatch, at_h: float, itype: str, stack: str) -> str:
             {"Key": "stack", "Value": stack}]}])["Instances"][0]["InstanceId"]
 
 
-def test_cost_shows_computed_beside_billed(moto_server, monkeypatch, tmp_path):
+@pytest.mark.usefixtures("moto_server")
+def test_cost_shows_computed_beside_billed(monkeypatch, tmp_path):
     ec2 = clients_for("us-east-1")("ec2")
     _run(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100-standalone")
     gone = _run(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100-standalone")
@@ -55,7 +44,8 @@ def test_cost_shows_computed_beside_billed(moto_server, monkeypatch, tmp_path):
              "Metrics": {"UnblendedCost": {"Amount": "133.10", "Unit": "USD"}}},
             {"Keys": ["stack$agg-a100"],
              "Metrics": {"UnblendedCost": {"Amount": "88.00", "Unit": "USD"}}}]}]}]}
-    assert requests.post(f"{moto_server}/moto-api/static/ce/cost-and-usage-results",
+    moto_url = os.environ["AWS_ENDPOINT_URL"]
+    assert requests.post(f"{moto_url}/moto-api/static/ce/cost-and-usage-results",
                          json=seeded, timeout=10).status_code == 201
 
     res = CliRunner().invoke(aws_app, [

@@ -7,6 +7,7 @@ from datetime import date
 import boto3
 import pytest
 import requests
+from aws_moto import aws_env  # noqa: F401 (fixtures)
 from botocore.stub import Stubber
 from moto import mock_aws
 
@@ -39,15 +40,9 @@ SEEDED = {"results": [{"ResultsByTime": [
 ], "DimensionValueAttributes": [], "GroupDefinitions": [{"Type": "TAG", "Key": "stack"}]}]}
 
 
-@pytest.fixture
-def aws_env(monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
 
-
-def test_seeded_results_come_back_grouped_by_stack(aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_seeded_results_come_back_grouped_by_stack():
     with mock_aws():
         assert requests.post(MOTO_CE, json=SEEDED, timeout=10).status_code == 201
         ce = boto3.client("ce", region_name="us-east-1")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import boto3
 import moto.ec2.models.instances as moto_instances
 import pytest
+from aws_moto import aws_env  # noqa: F401 (fixtures)
 from moto import mock_aws
 
 from reports.node_hours import (
@@ -22,13 +23,6 @@ P4D, M7I = 21.957642, 0.8064
 PRICES = {"p4d.24xlarge": P4D, "m7i.4xlarge": M7I, "g6e.12xlarge": 10.49264}
 
 
-@pytest.fixture
-def aws_env(monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-
 
 def _launch(ec2, monkeypatch, at_h: float, itype: str, stack: str | None) -> str:
     """Run one instance whose launch time is T0 + at_h hours (moto's clock patched)."""
@@ -40,7 +34,8 @@ def _launch(ec2, monkeypatch, at_h: float, itype: str, stack: str | None) -> str
         "InstanceId"]
 
 
-def test_cost_of_a_period_from_tagged_instances_matches_hand_computation(aws_env, monkeypatch):
+@pytest.mark.usefixtures("aws_env")
+def test_cost_of_a_period_from_tagged_instances_matches_hand_computation(monkeypatch):
     with mock_aws():
         ec2 = boto3.client("ec2", region_name="us-east-1")
         p4d_a = _launch(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100-standalone")
