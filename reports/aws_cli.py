@@ -130,6 +130,10 @@ def audit_cmd(stack: str = typer.Argument(..., help="Stack whose tag (stack=<nam
                                       f"stack={stack}", remaining))
     console.print(f"{len(outcomes) - len(failed)} handled, {len(failed)} failed, "
                   f"{len(remaining)} left")
+    if remaining or failed:
+        console.print("AWS finishes some deletions after the call returns (a load balancer's "
+                      "network interfaces, a cluster's security groups): run the audit again "
+                      "in a few minutes; what still fails needs a look by hand.")
     raise typer.Exit(1 if remaining or failed else 0)
 
 

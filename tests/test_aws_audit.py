@@ -232,3 +232,20 @@ def test_failures_are_reported_and_untagged_input_is_never_deleted():
 def test_tagging_api_arns_map_to_listing_kinds(arn, kind, rid, parent):
     r = resource_from_arn(arn, {"stack": "s1"})
     assert (r.kind, r.id, r.parent) == (kind, rid, parent)
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_cli_reports_what_it_could_not_delete_and_exits_non_zero():
+    with mock_aws():
+        c = clients_for(REGION)
+        topic = c("sns").create_topic(Name="alerts", Tags=_tags("s3"))["TopicArn"]
+        vol = c("ec2").create_volume(AvailabilityZone=f"{REGION}a", Size=1, TagSpecifications=[
+            {"ResourceType": "volume", "Tags": _tags("s3")}])["VolumeId"]
+        res = CliRunner().invoke(aws_app, ["audit", "s3", "--region", REGION, "--delete",
+                                           "--yes", "--poll-s", "0"])
+        out = " ".join(res.output.split())
+        assert res.exit_code == 1
+        assert f"deleted ec2:volume {vol}" in out
+        assert f"failed sns {topic} no automatic deletion for sns" in out
+        assert "1 handled, 1 failed, 1 left" in out and "run the audit again" in out
+        assert [r.id for r in audit(c, "s3")] == [topic]
