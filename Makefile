@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
 
-.PHONY: venv engine demo test lint check bench clean
+.PHONY: venv engine demo test lint check bench bench-reports clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt
@@ -38,6 +38,10 @@ test: venv engine
 
 lint: venv
 	$(BIN)/ruff check .
+
+# Report build time on a synthesised 100,000-request run (a benchmark, not a test).
+bench-reports: venv
+	$(BIN)/python -m reports.bench --requests 100000
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,84 @@
+"""`python -m reports build <run-dir>...` and `python -m reports compare <stack|run-dir>...`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from reports.build import build_report
+from reports.goodput import DEFAULT_SLOS, parse_slo
+from reports.runs import RunError, resolve_run_dirs
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Reports: tables, goodput, Pareto, cost and comparisons from run folders.")
+console = Console(width=None if sys.stdout.isatty() else 200)
+
+SLO_HELP = ("SLO as name:ttft_ms=5000,tok_s_per_user=50[,itl_ms=25] (repeatable; default: "
+            + "; ".join(f"{s.name}: {s.definition}" for s in DEFAULT_SLOS) + ")")
+
+
+def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
+         runs_root: Path, with_compare: bool, no_cache: bool) -> None:
+    try:
+        slos = tuple(parse_slo(s) for s in slo) if slo else DEFAULT_SLOS
+        dirs = resolve_run_dirs(targets, runs_root)
+    except (ValueError, RunError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    t0 = time.perf_counter()
+    with console.status(f"loading {len(dirs)} run(s) and building the report"):
+        try:
+            report = build_report(dirs, out, name=name, slos=slos, with_compare=with_compare,
+                                  use_cache=not no_cache)
+        except RunError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2) from None
+    n_req = len(report.requests)
+    console.print(f"report [bold]{report.name}[/bold]: {len(report.steps)} steps, {n_req:,} "
+                  f"requests, {time.perf_counter() - t0:.1f} s -> {report.out_dir / 'report.md'}")
+    for key, table in report.tables.items():
+        console.print(f"  {key}.csv: {len(table)} rows")
+
+
+@app.command()
+def build(run_dirs: list[str] = typer.Argument(..., help="Run folders runs/<stack>/<run-id>."),
+          out: Path = typer.Option(Path("reports/out"), help="Parent folder of the report."),
+          name: str = typer.Option(None, help="Report folder name (default from the runs)."),
+          slo: list[str] = typer.Option(None, help=SLO_HELP),
+          runs_root: Path = typer.Option(Path("runs"), help="Where stack names are looked up."),
+          no_cache: bool = typer.Option(False, help="Re-parse the exports, ignore the parquet "
+                                                    "cache.")) -> None:
+    """Tables, plots and report.md for one or more runs."""
+    _run(run_dirs, out, name, slo, runs_root, False, no_cache)
+
+
+@app.command("compare")
+def compare_cmd(targets: list[str] = typer.Argument(..., help="Stack names (latest run) or run "
+                                                             "folders."),
+                out: Path = typer.Option(Path("reports/out")),
+                name: str = typer.Option(None),
+                slo: list[str] = typer.Option(None, help=SLO_HELP),
+                runs_root: Path = typer.Option(Path("runs")),
+                no_cache: bool = typer.Option(False)) -> None:
+    """Everything `build` writes, plus aggregated vs disaggregated side-by-side tables."""
+    _run(targets, out, name, slo, runs_root, True, no_cache)
+
+
+try:  # `cost` and `audit` (the AWS side) live in reports.aws_cli and mount here
+    from reports.aws_cli import register as _register_aws
+except ImportError:  # pragma: no cover - only while that module is absent
+    _register_aws = None
+if _register_aws is not None:
+    _register_aws(app)
+
+
+def main() -> None:
+    app(prog_name="python -m reports")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Runs -> tables -> files: CSVs, PNGs and report.md in reports/out/<name>/ (the I/O shell)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from reports import compare, markdown, plots, tables
+from reports.cost_efficiency import cost_efficiency
+from reports.goodput import DEFAULT_SLOS, Slo, goodput
+from reports.hypotheses import all_hypotheses
+from reports.runs import RunFrames, RunRecord, load_run
+from reports.stackinfo import StackInfo, stack_info
+
+
+@dataclass
+class Report:
+    name: str
+    out_dir: Path
+    tables: dict[str, pd.DataFrame]
+    plots: dict[str, Path | None]
+    steps: pd.DataFrame
+    requests: pd.DataFrame
+
+
+def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, StackInfo],
+                                            dict[str, RunRecord]]:
+    """One steps/requests frame over all runs, with each stack's GPUs and per-GPU output."""
+    infos: dict[str, StackInfo] = {}
+    records: dict[str, RunRecord] = {}
+    for r in runs:
+        infos.setdefault(r.record.stack, stack_info(r.record))
+        records[r.record.run_id] = r.record
+    steps = pd.concat([r.steps for r in runs], ignore_index=True)
+    requests = pd.concat([r.requests for r in runs], ignore_index=True)
+    steps["gpus"] = steps["stack"].map(lambda s: infos[s].gpus)
+    steps["output_tok_s_per_gpu"] = steps["output_tok_s"] / steps["gpus"].where(
+        steps["gpus"] > 0)
+    return steps, requests, infos, records
+
+
+def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str, StackInfo],
+                   records: dict[str, RunRecord], slos: tuple[Slo, ...],
+                   with_compare: bool) -> dict[str, pd.DataFrame]:
+    sweep = tables.concurrency_sweep(steps)
+    pc = tables.prefix_cache(steps)
+    out = {
+        "concurrency_sweep": sweep,
+        "multi_turn": tables.multi_turn(steps, requests),
+        "sequence_distribution": tables.sequence_distribution(requests),
+        "prefix_cache": pc,
+        "goodput": goodput(steps, requests, slos),
+        "cost_efficiency": cost_efficiency(steps, requests, infos, records),
+        "fidelity": tables.fidelity(steps),
+    }
+    if with_compare:
+        out["compare_concurrency"] = compare.concurrency_side_by_side(sweep, infos)
+        out["compare_prefix_cache"] = compare.prefix_side_by_side(pc, infos)
+    return out
+
+
+def make_plots(t: dict[str, pd.DataFrame], requests: pd.DataFrame, slo: Slo,
+               out_dir: Path) -> dict[str, Path | None]:
+    return {
+        "pareto": plots.pareto(t["concurrency_sweep"], slo, out_dir / "pareto.png"),
+        "latency_vs_concurrency": plots.latency_vs_concurrency(
+            t["concurrency_sweep"], out_dir / "latency_vs_concurrency.png"),
+        "ttft_per_turn": plots.ttft_per_turn(t["multi_turn"], out_dir / "ttft_per_turn.png"),
+        "prefix_share": plots.prefix_share(t["prefix_cache"], out_dir / "prefix_share.png"),
+        "length_distributions": plots.length_distributions(
+            requests, out_dir / "length_distributions.png"),
+    }
+
+
+def default_name(runs: list[RunFrames], with_compare: bool) -> str:
+    if len(runs) == 1:
+        return f"{runs[0].record.stack}-{runs[0].record.run_id}"
+    stacks = sorted({r.record.stack for r in runs})
+    return ("compare-" if with_compare else "") + "-vs-".join(stacks)
+
+
+def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = None,
+                 slos: tuple[Slo, ...] = DEFAULT_SLOS, with_compare: bool = False,
+                 use_cache: bool = True) -> Report:
+    runs = [load_run(d, use_cache=use_cache) for d in run_dirs]
+    steps, requests, infos, records = combine(runs)
+    t = compute_tables(steps, requests, infos, records, slos, with_compare)
+    name = name or default_name(runs, with_compare)
+    out_dir = out_root / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for key, table in t.items():
+        table.to_csv(out_dir / f"{key}.csv", index=False)
+    steps.to_csv(out_dir / "steps.csv", index=False)
+    figs = make_plots(t, requests, slos[0], out_dir)
+    hyps = all_hypotheses(t, steps, infos)
+    (out_dir / "report.md").write_text(markdown.render(
+        name, t, figs, hyps, [r.record for r in runs], infos, slos))
+    return Report(name, out_dir, t, figs, steps, requests)

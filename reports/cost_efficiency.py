@@ -1,0 +1,111 @@
+"""Dollars per million output tokens, per stack and step.
+
+$/1M output tokens = (cost of the period) / (successful output tokens in the period) x 1e6.
+The period is the step's AIPerf profiling window (first request start to last request end);
+successful output tokens are the output tokens of the requests that succeeded in it.
+
+Two bases for the cost of the period, stated on every row:
+- measured: the run record lists the nodes that served the run (`nodes`, written by the aws
+  runner) and `reports.node_hours.period_cost` prices their overlap with the window, plus the
+  fixed fees; prices from the record's `prices` or the catalogue;
+- estimate: the stack's hourly cost from the price catalogue (`stacks.estimate.hourly_cost`)
+  x the window. Local runs are always estimates: what the same layout would cost on AWS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+
+from reports.runs import RunRecord
+from reports.stackinfo import StackInfo
+from stacks.catalog import INSTANCE_TYPES
+
+
+@dataclass(frozen=True)
+class StepCost:
+    lines: dict[str, float]     # USD over the period, by what it pays for
+    basis: str
+
+    @property
+    def total(self) -> float:
+        return sum(self.lines.values())
+
+
+def _is_node_line(name: str) -> bool:
+    return name.startswith(("nodes ", "auto mode fee"))
+
+
+def scope_of(lines: dict[str, float]) -> str:
+    return "; ".join(lines) + "; network transfer not included"
+
+
+def estimated_cost(info: StackInfo, period_s: float) -> StepCost:
+    hours = period_s / 3600
+    return StepCost({k: v * hours for k, v in info.hourly.lines.items()}, info.cost_basis)
+
+
+def measured_cost(record: RunRecord, start_ns: int, end_ns: int) -> StepCost | None:
+    """Cost from the nodes the run record says served it; None when it names none."""
+    nodes = record.extra.get("nodes")
+    if not nodes:
+        return None
+    from reports import node_hours  # the aws runner's accounting (issue 6)
+
+    usage = node_hours.usage_from_manifest(record.extra)
+    prices = dict(record.extra.get("prices") or {})
+    for n in usage:
+        prices.setdefault(n.instance_type, INSTANCE_TYPES[n.instance_type].on_demand_usd_per_hour)
+    start = datetime.fromtimestamp(start_ns / 1e9, UTC)
+    end = datetime.fromtimestamp(end_ns / 1e9, UTC)
+    cluster = record.config.get("cluster") or {}
+    pc = node_hours.period_cost(usage, start, end, prices,
+                                auto_mode=cluster.get("computeMode") == "auto",
+                                efs_gib=float((record.config.get("storage") or {})
+                                              .get("modelCacheGib", 0)))
+    return StepCost(dict(pc.lines), "measured: node-hours of the run record x prices")
+
+
+def usd_per_million(period_cost_usd: float, output_tokens: float) -> float:
+    return period_cost_usd / output_tokens * 1e6 if output_tokens > 0 else math.nan
+
+
+def cost_efficiency(steps: pd.DataFrame, requests: pd.DataFrame,
+                    infos: dict[str, StackInfo], records: dict[str, RunRecord]
+                    ) -> pd.DataFrame:
+    windows = requests.groupby(["run_id", "step"]).agg(
+        start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+    ok = requests[requests["ok"].astype(bool)]
+    tokens = ok.groupby(["run_id", "step"])["osl"].sum()
+    rows: list[dict[str, Any]] = []
+    for _, st in steps.iterrows():
+        key = (st["run_id"], st["step"])
+        if key not in windows.index:
+            continue
+        start_ns, end_ns = (int(x) for x in windows.loc[key])
+        period_s = (end_ns - start_ns) / 1e9
+        info = infos[st["stack"]]
+        cost = measured_cost(records[st["run_id"]], start_ns, end_ns) or \
+            estimated_cost(info, period_s)
+        out_tokens = float(tokens.get(key, 0.0))
+        gpu = sum(v for k, v in cost.lines.items() if _is_node_line(k))
+        rows.append({
+            "configuration": info.label, "stack": st["stack"], "step": st["step"],
+            "workload": st["workload"], "concurrency": st["concurrency"],
+            "gpus": info.gpus, "gpu_types": info.gpu_types,
+            "gpu_cost_usd_per_h": gpu / period_s * 3600 if period_s else math.nan,
+            "other_cost_usd_per_h": (cost.total - gpu) / period_s * 3600 if period_s
+            else math.nan,
+            "cost_scope": scope_of(cost.lines), "cost_basis": cost.basis,
+            "period": f"AIPerf profiling window of {st['step']} "
+                      f"({datetime.fromtimestamp(start_ns / 1e9, UTC):%Y-%m-%d %H:%M:%S} UTC, "
+                      f"{period_s:.2f} s)",
+            "period_s": period_s, "period_cost_usd": cost.total,
+            "successful_output_tokens": out_tokens,
+            "output_tok_s": st["output_tok_s"],
+            "usd_per_1m_output_tokens": usd_per_million(cost.total, out_tokens)})
+    return pd.DataFrame(rows)

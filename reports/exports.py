@@ -1,0 +1,179 @@
+"""Parse one step's AIPerf 0.13.0 exports into tidy rows (pure functions + thin file readers).
+
+Structures verified in the installed AIPerf source and on real runs against the local engine:
+- `profile_export_aiperf.json`: one stats object per metric, {unit, avg, p1..p99, min, max,
+  std, count, sum}; `request_count` counts successes only, `error_request_count` is present
+  only when errors happened, `input_config.phases[kind=profiling].concurrency` is the requested
+  concurrency and `input_config.datasets[0]` names the dataset (synthetic ISL/OSL or a file).
+- `profile_export.jsonl`: one request per line, {metadata: {conversation_id, turn_index,
+  x_request_id, request_start_ns, request_end_ns, benchmark_phase, was_cancelled, ...},
+  metrics: {name: {value, unit}}}; warm-up rows are kept by AIPerf (benchmark_phase "warmup")
+  and dropped here; failed/cancelled rows carry `error` {code, type, message} and few metrics.
+- `server_metrics_export.json`: {summary, metrics: {name: {type, unit, series: [{endpoint_url,
+  labels, stats}]}}}; stats are deltas over the profiling window: counters {total, rate},
+  histograms {count, sum, avg, p50_estimate, ...}, gauges {avg, min, max, p50, ...}.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+AIPERF_SUMMARY = "profile_export_aiperf.json"
+AIPERF_RECORDS = "profile_export.jsonl"
+SERVER_METRICS = "server_metrics_export.json"
+
+# Per-request metrics kept from the JSONL (AIPerf name -> column). Everything in ms / tokens.
+REQUEST_METRICS = {
+    "time_to_first_token": "ttft_ms",
+    "inter_token_latency": "itl_ms",
+    "request_latency": "request_latency_ms",
+    "input_sequence_length": "isl",
+    "output_sequence_length": "osl",
+    "output_token_throughput_per_user": "tok_s_per_user",
+    # the client's view of prefix hits: kept for fidelity, never used as the server hit rate
+    "usage_prompt_cache_read_tokens": "client_cached_tokens",
+}
+
+# Step-level statistics taken from AIPerf's own summary: (metric, stat) -> column.
+SUMMARY_STATS = {
+    ("time_to_first_token", "p50"): "ttft_p50_ms",
+    ("time_to_first_token", "p99"): "ttft_p99_ms",
+    ("time_to_first_token", "avg"): "ttft_mean_ms",
+    ("inter_token_latency", "p50"): "itl_p50_ms",
+    ("inter_token_latency", "p99"): "itl_p99_ms",
+    ("inter_token_latency", "avg"): "itl_mean_ms",
+    ("request_latency", "p50"): "request_latency_p50_ms",
+    ("request_latency", "p99"): "request_latency_p99_ms",
+    ("output_token_throughput", "avg"): "output_tok_s",
+    ("output_token_throughput_per_user", "p50"): "output_tok_s_per_user_p50",
+    ("request_throughput", "avg"): "request_throughput",
+    ("request_count", "avg"): "requests",
+    ("error_request_count", "avg"): "errors",
+    ("total_output_tokens", "avg"): "total_output_tokens",
+    ("benchmark_duration", "avg"): "duration_s",
+    ("effective_concurrency", "avg"): "achieved_concurrency",
+}
+
+
+def read_json(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+def summary_row(summary: dict[str, Any]) -> dict[str, Any]:
+    """Step-level figures exactly as AIPerf computed them (None where AIPerf has none)."""
+    row: dict[str, Any] = {}
+    for (metric, stat), col in SUMMARY_STATS.items():
+        obj = summary.get(metric)
+        row[col] = obj.get(stat) if isinstance(obj, dict) else None
+    row["errors"] = row["errors"] or 0  # AIPerf omits error_request_count when it is zero
+    row["requests"] = row["requests"] or 0
+    row["error_types"] = "; ".join(
+        f"{e.get('error_details', {}).get('type', '?')} x{e.get('count', 0)}"
+        for e in summary.get("error_summary") or [])
+    config = summary.get("input_config") or {}
+    row["concurrency"] = profiling_concurrency(config)
+    row.update(dataset_spec(config))
+    row["aiperf_version"] = summary.get("aiperf_version")
+    row["benchmark_id"] = summary.get("benchmark_id")
+    row["was_cancelled"] = bool(summary.get("was_cancelled"))
+    return row
+
+
+def profiling_concurrency(input_config: dict[str, Any]) -> int | None:
+    for phase in input_config.get("phases") or []:
+        if phase.get("kind") == "profiling" and phase.get("concurrency") is not None:
+            return int(phase["concurrency"])
+    return None
+
+
+def dataset_spec(input_config: dict[str, Any]) -> dict[str, Any]:
+    """What was asked of the dataset: synthetic ISL/OSL means, or the input file."""
+    ds = (input_config.get("datasets") or [{}])[0]
+    prompts = ds.get("prompts") or {}
+    return {
+        "dataset_type": ds.get("type"),
+        "dataset_path": ds.get("path"),
+        "dataset_format": ds.get("format"),
+        "requested_isl_mean": (prompts.get("isl") or {}).get("mean"),
+        "requested_osl_mean": (prompts.get("osl") or {}).get("mean"),
+    }
+
+
+def request_rows(lines: bytes) -> list[dict[str, Any]]:
+    """Profiling-phase requests from AIPerf's JSONL, successes and failures alike."""
+    rows = []
+    for line in lines.splitlines():
+        if not line.strip():
+            continue
+        rec = orjson.loads(line)
+        meta = rec.get("metadata") or {}
+        if meta.get("benchmark_phase") != "profiling":
+            continue
+        metrics = rec.get("metrics") or {}
+        err = rec.get("error")
+        row = {
+            "conversation_id": meta.get("conversation_id"),
+            "turn_index": meta.get("turn_index"),
+            "x_request_id": meta.get("x_request_id"),
+            "start_ns": meta.get("request_start_ns"),
+            "end_ns": meta.get("request_end_ns"),
+            "cancelled": bool(meta.get("was_cancelled")),
+            "ok": err is None,
+            "error_type": (err or {}).get("type"),
+            "error_code": (err or {}).get("code"),
+        }
+        for name, col in REQUEST_METRICS.items():
+            m = metrics.get(name)
+            row[col] = m.get("value") if isinstance(m, dict) else None
+        rows.append(row)
+    return rows
+
+
+def server_metric_rows(export: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server-metrics export as tidy rows: one per (metric, series, stat)."""
+    rows = []
+    for name, metric in (export.get("metrics") or {}).items():
+        for series in metric.get("series") or []:
+            labels = json.dumps(series.get("labels") or {}, sort_keys=True)
+            for stat, value in (series.get("stats") or {}).items():
+                if isinstance(value, (int, float)):
+                    rows.append({"metric": name, "type": metric.get("type"),
+                                 "endpoint": series.get("endpoint_url"), "labels": labels,
+                                 "stat": stat, "value": float(value)})
+    return rows
+
+
+def dataset_lengths(path: Path) -> list[dict[str, Any]]:
+    """Requested lengths per (conversation, turn) of a Mooncake-style dataset.
+
+    Rows carrying `session_id` are that session's turns in file order; rows without one are
+    single-turn sessions that AIPerf names session_000000, session_000001, ... in file order
+    (checked on real runs).
+    """
+    rows = []
+    turns: dict[str, int] = {}
+    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        rec = orjson.loads(line)
+        sid = str(rec.get("session_id") or f"session_{i:06d}")
+        turn = turns.get(sid, 0)
+        turns[sid] = turn + 1
+        rows.append({"conversation_id": sid, "turn_index": turn,
+                     "requested_isl": rec.get("input_length"),
+                     "requested_osl": rec.get("output_length")})
+    return rows
+
+
+def synthetic_requested_osl(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Requested output length per (conversation, turn) from AIPerf's inputs.json payloads."""
+    rows = []
+    for session in inputs.get("data") or []:
+        for turn, payload in enumerate(session.get("payloads") or []):
+            osl = payload.get("max_completion_tokens", payload.get("max_tokens"))
+            rows.append({"conversation_id": session.get("session_id"), "turn_index": turn,
+                         "requested_osl": osl})
+    return rows

@@ -1,0 +1,115 @@
+"""Goodput under a service-level objective (SLO), per stack and step.
+
+An SLO is a TTFT bound plus a per-user speed bound and/or an ITL bound. A request meets it when
+its own TTFT, per-user output speed and ITL meet the bounds (failed requests never do); a step
+meets it when its p50 TTFT, p50 per-user speed and p50 ITL do (the seed recipes' SLA is
+">= 50 tok/s per user and p50 TTFT < 5 s"). The best operating point of a stack is the step
+meeting the SLO with the most output tok/s per GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from reports.tables import pct
+
+
+@dataclass(frozen=True)
+class Slo:
+    name: str
+    ttft_ms: float
+    min_tok_s_per_user: float | None = None
+    itl_ms: float | None = None
+
+    @property
+    def definition(self) -> str:
+        parts = [f"TTFT < {self.ttft_ms:g} ms"]
+        if self.min_tok_s_per_user is not None:
+            parts.append(f"per-user output >= {self.min_tok_s_per_user:g} tok/s")
+        if self.itl_ms is not None:
+            parts.append(f"ITL <= {self.itl_ms:g} ms")
+        return " and ".join(parts)
+
+
+DEFAULT_SLOS = (
+    Slo("sla-tps50-ttft5s", ttft_ms=5000, min_tok_s_per_user=50),
+    Slo("ttft2s-itl25ms", ttft_ms=2000, itl_ms=25),
+)
+
+_KEYS = {"ttft_ms": "ttft_ms", "tok_s_per_user": "min_tok_s_per_user", "itl_ms": "itl_ms"}
+
+
+def parse_slo(spec: str) -> Slo:
+    """`name:ttft_ms=5000,tok_s_per_user=50[,itl_ms=20]` -> Slo."""
+    name, _, body = spec.partition(":")
+    if not body:
+        raise ValueError(f"SLO '{spec}': write it as name:ttft_ms=5000,tok_s_per_user=50 "
+                         "(keys: ttft_ms, tok_s_per_user, itl_ms)")
+    values: dict[str, float] = {}
+    for item in body.split(","):
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if key not in _KEYS:
+            raise ValueError(f"SLO '{spec}': unknown key '{key}'; use ttft_ms, "
+                             "tok_s_per_user or itl_ms")
+        try:
+            values[_KEYS[key]] = float(raw)
+        except ValueError:
+            raise ValueError(f"SLO '{spec}': '{key}' needs a number, got '{raw}'") from None
+    if "ttft_ms" not in values:
+        raise ValueError(f"SLO '{spec}': ttft_ms is required")
+    return Slo(name.strip() or "slo", **values)
+
+
+def request_meets(req: pd.DataFrame, slo: Slo) -> pd.Series:
+    ok = req["ok"].astype(bool) & (req["ttft_ms"] < slo.ttft_ms)
+    if slo.min_tok_s_per_user is not None:
+        ok &= req["tok_s_per_user"] >= slo.min_tok_s_per_user
+    if slo.itl_ms is not None:
+        ok &= req["itl_ms"] <= slo.itl_ms
+    return ok.fillna(False)
+
+
+def step_meets(step: pd.Series, req_ok: pd.DataFrame, slo: Slo) -> bool:
+    if not len(req_ok) or not step["ttft_p50_ms"] < slo.ttft_ms:
+        return False
+    if slo.min_tok_s_per_user is not None and \
+            not pct(req_ok["tok_s_per_user"], 50) >= slo.min_tok_s_per_user:
+        return False
+    return not (slo.itl_ms is not None and not step["itl_p50_ms"] <= slo.itl_ms)
+
+
+def goodput(steps: pd.DataFrame, requests: pd.DataFrame,
+            slos: tuple[Slo, ...] = DEFAULT_SLOS) -> pd.DataFrame:
+    by_step = {k: g for k, g in requests.groupby(["run_id", "step"], sort=False)}
+    rows = []
+    for slo in slos:
+        for _, st in steps.iterrows():
+            req = by_step.get((st["run_id"], st["step"]), requests.iloc[0:0])
+            met = int(request_meets(req, slo).sum())
+            total = len(req)
+            duration = st["duration_s"]
+            rows.append({
+                "stack": st["stack"], "step": st["step"], "workload": st["workload"],
+                "concurrency": st["concurrency"], "slo": slo.name,
+                "slo_definition": slo.definition, "requests": total,
+                "errors": int((~req["ok"].astype(bool)).sum()) if total else 0,
+                "requests_meeting_slo": met,
+                "goodput_fraction": met / total if total else math.nan,
+                "goodput_req_s": met / duration if duration else math.nan,
+                "step_meets_slo": step_meets(st, req[req["ok"].astype(bool)], slo),
+                "output_tok_s": st["output_tok_s"],
+                "output_tok_s_per_gpu": st["output_tok_s_per_gpu"]})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    meeting = out[out["step_meets_slo"]]
+    best = meeting.groupby(["stack", "slo"])["output_tok_s_per_gpu"].max()
+    out["best_output_tok_s_per_gpu"] = [best.get((s, n), math.nan)
+                                        for s, n in zip(out["stack"], out["slo"], strict=True)]
+    out["best_point"] = out["step_meets_slo"] & (
+        out["output_tok_s_per_gpu"] == out["best_output_tok_s_per_gpu"])
+    return out

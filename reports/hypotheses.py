@@ -1,0 +1,159 @@
+"""The plan's four hypotheses, each with the figures from the compared runs that bear on it.
+
+Only what the data shows: figures with their spread and sample counts, and "not measured"
+naming the run that is missing. No verdicts beyond the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from reports.compare import topology_pairs
+from reports.stackinfo import StackInfo
+
+
+@dataclass
+class Hypothesis:
+    title: str
+    question: str
+    findings: list[str] = field(default_factory=list)
+
+
+def _f(x: float, fmt: str = ".1f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def _spread(row: pd.Series, col: str) -> str:
+    lo, hi, n = row.get(f"{col}_min"), row.get(f"{col}_max"), row.get("repeats", 1)
+    return (f"{_f(row[col])} ms (min {_f(lo)}, max {_f(hi)}; {int(n)} repeat(s), "
+            f"{int(row['requests'])} requests)")
+
+
+def short_inputs_low_load(sweep: pd.DataFrame, infos: dict[str, StackInfo],
+                          steps: pd.DataFrame) -> Hypothesis:
+    h = Hypothesis("H1: short inputs at low load",
+                   "Does disaggregation add transfer and scheduling cost (TTFT, ITL, KV "
+                   "transfer time) when inputs are short and load is low?")
+    pairs = topology_pairs(infos)
+    for agg, dis in pairs:
+        a, d = sweep[sweep["stack"] == agg], sweep[sweep["stack"] == dis]
+        common = sorted(set(a["concurrency"]) & set(d["concurrency"]))
+        if not common:
+            continue
+        c = common[0]
+        ra = a[a["concurrency"] == c].iloc[0]
+        rd = d[d["concurrency"] == c].iloc[0]
+        h.findings += [
+            f"c{c}: {dis} minus {agg} TTFT p50 = {_f(rd['ttft_p50_ms'] - ra['ttft_p50_ms'])} ms "
+            f"({agg}: {_spread(ra, 'ttft_p50_ms')}; {dis}: {_spread(rd, 'ttft_p50_ms')})",
+            f"c{c}: {dis} minus {agg} ITL p50 = {_f(rd['itl_p50_ms'] - ra['itl_p50_ms'], '.2f')}"
+            f" ms ({agg} {_f(ra['itl_p50_ms'], '.2f')} ms, {dis} "
+            f"{_f(rd['itl_p50_ms'], '.2f')} ms)"]
+    if not h.findings:
+        h.findings.append("not measured: needs a concurrency sweep of an aggregated and a "
+                          "disaggregated stack at a common concurrency")
+    h.findings.append("KV transfer time: not measured (no transfer-time metric in the "
+                      "server export of these runs)")
+    return h
+
+
+def multi_turn_reuse(mt: pd.DataFrame, steps: pd.DataFrame,
+                     infos: dict[str, StackInfo]) -> Hypothesis:
+    h = Hypothesis("H2: multi-turn conversations",
+                   "Does routing / offload cut recomputation (server hit/miss, eviction) in "
+                   "aggregated and disaggregated mode?")
+    for stack, s in (mt.groupby("stack") if not mt.empty else []):
+        turns = s[s["turn"] != "all"]
+        allrow = s[s["turn"] == "all"].iloc[0]
+        st = steps[(steps["stack"] == stack) & (steps["workload"] == "multi_turn")]
+        first, last = turns.iloc[0], turns.iloc[-1]
+        h.findings.append(
+            f"{infos[stack].label}: server prefix hit rate {_f(allrow['server_hit_rate'] * 100)} %"
+            f" over the step; TTFT p50 turn {first['turn']} {_f(first['ttft_p50_ms'])} ms -> "
+            f"turn {last['turn']} {_f(last['ttft_p50_ms'])} ms ({int(allrow['requests'])} "
+            f"requests, {int(allrow['conversations'])} conversations); preemptions (server) "
+            f"{_f(st['server_preemptions'].sum(), '.0f')}")
+    if not h.findings:
+        h.findings.append("not measured: no multi-turn step in these runs")
+    else:
+        h.findings.append("eviction counts: not measured (the engines export no eviction "
+                          "counter; preemptions are shown instead)")
+    return h
+
+
+def long_inputs_high_load(sweep: pd.DataFrame, seq: pd.DataFrame, goodput: pd.DataFrame,
+                          steps: pd.DataFrame, infos: dict[str, StackInfo]) -> Hypothesis:
+    h = Hypothesis("H3: long inputs at high load",
+                   "Does disaggregation cut prefill interference while decode becomes the "
+                   "bottleneck (per-stage queues, GPU use, SLO attainment)?")
+    for agg, dis in topology_pairs(infos):
+        a, d = sweep[sweep["stack"] == agg], sweep[sweep["stack"] == dis]
+        common = sorted(set(a["concurrency"]) & set(d["concurrency"]))
+        if common:
+            c = common[-1]
+            ra, rd = a[a["concurrency"] == c].iloc[0], d[d["concurrency"] == c].iloc[0]
+            h.findings.append(
+                f"c{c} (highest common): TTFT p99 {agg} {_f(ra['ttft_p99_ms'])} ms vs {dis} "
+                f"{_f(rd['ttft_p99_ms'])} ms; ITL p50 {_f(ra['itl_p50_ms'], '.2f')} vs "
+                f"{_f(rd['itl_p50_ms'], '.2f')} ms")
+    for _, r in seq.iterrows():
+        h.findings.append(
+            f"{r['stack']} {r['distribution']}: TTFT p50 {_f(r['ttft_p50_ms'])} ms overall, "
+            f"{_f(r['long_ttft_p50_ms'])} ms for the longest decile of requested ISL "
+            f"(>= {_f(r['long_isl_threshold'], '.0f')} tokens, {int(r['long_requests'])} "
+            f"requests); failures: {r['failures']}")
+    if not goodput.empty:
+        first = goodput["slo"].iloc[0]
+        g = goodput[(goodput["slo"] == first) & (goodput["workload"] != "multi_turn")]
+        for stack, s in g.groupby("stack"):
+            share = s["requests_meeting_slo"].sum() / max(1, s["requests"].sum()) * 100
+            h.findings.append(f"{stack}: {int(s['step_meets_slo'].sum())}/{len(s)} steps meet "
+                              f"SLO {first}; request goodput {_f(share)} %")
+    q = steps.groupby("stack")["server_queue_avg"].mean()
+    for stack, v in q.items():
+        h.findings.append(f"{stack}: mean worker queue (vllm:num_requests_waiting) "
+                          f"{_f(v, '.2f')} over all steps")
+    if steps["server_gpu_util_avg"].isna().all():
+        h.findings.append("GPU utilisation: not measured (no DCGM metrics in these runs)")
+    if len(h.findings) <= 1:
+        h.findings.insert(0, "not measured: needs sweeps or sequence-distribution steps of "
+                          "both topologies")
+    return h
+
+
+def cost_at_slo(goodput: pd.DataFrame, cost: pd.DataFrame,
+                infos: dict[str, StackInfo]) -> Hypothesis:
+    h = Hypothesis("H4: cost",
+                   "Does a load range favour mixed GPUs (period cost and successful tokens at "
+                   "an equal SLO)?")
+    if not goodput.empty and not cost.empty:
+        first = goodput["slo"].iloc[0]
+        best = goodput[(goodput["slo"] == first) & goodput["best_point"]]
+        for _, b in best.iterrows():
+            c = cost[(cost["stack"] == b["stack"]) & (cost["step"] == b["step"])]
+            usd = c["usd_per_1m_output_tokens"].iloc[0] if len(c) else math.nan
+            basis = c["cost_basis"].iloc[0] if len(c) else "no cost row"
+            h.findings.append(
+                f"{infos[b['stack']].label}: best point meeting {first} is {b['step']} at "
+                f"{_f(b['output_tok_s_per_gpu'])} output tok/s per GPU, "
+                f"${_f(usd, '.3f')} per 1M output tokens ({basis})")
+        missing = sorted(set(infos) - set(best["stack"]))
+        for s in missing:
+            h.findings.append(f"{s}: no step meets {first}: no cost at this SLO")
+    gpu_types = {t for i in infos.values() for t in i.gpu_types.split(", ") if t}
+    if len(gpu_types) < 2:
+        h.findings.append("mixed-GPU configuration: not measured (all compared stacks use "
+                          f"{', '.join(sorted(gpu_types)) or 'no GPUs'})")
+    return h
+
+
+def all_hypotheses(tables: dict[str, pd.DataFrame], steps: pd.DataFrame,
+                   infos: dict[str, StackInfo]) -> list[Hypothesis]:
+    return [short_inputs_low_load(tables["concurrency_sweep"], infos, steps),
+            multi_turn_reuse(tables["multi_turn"], steps, infos),
+            long_inputs_high_load(tables["concurrency_sweep"], tables["sequence_distribution"],
+                                  tables["goodput"], steps, infos),
+            cost_at_slo(tables["goodput"], tables["cost_efficiency"], infos)]

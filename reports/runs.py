@@ -1,0 +1,248 @@
+"""Run folders -> the run record and tidy frames (requests, steps, server metrics).
+
+A run folder is `runs/<stack>/<run-id>/` with `manifest.json` and one folder per step holding
+AIPerf's exports; a step id is the step folder's path below the run
+(`concurrency_sweep/c4`, `prefix_cache/share050`, a repeat as `concurrency_sweep/c4/r2`).
+Frames are cached as parquet in `<run>/.reports-cache/`, rebuilt when any export changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from reports import exports, server
+
+CACHE_DIR = ".reports-cache"
+CACHE_VERSION = "1"
+MANIFEST = "manifest.json"
+_REPEAT = re.compile(r"^r(\d+)$")
+
+
+class RunError(Exception):
+    """A run folder the reports cannot use; the message says what is missing and the fix."""
+
+
+@dataclass
+class RunRecord:
+    """What report.md cites for a run: identity, config and the versions that ran."""
+
+    path: Path
+    stack: str
+    run_id: str
+    config: dict[str, Any]
+    config_hash: str
+    versions: dict[str, Any]
+    datasets: dict[str, Any]
+    steps: dict[str, dict[str, Any]]
+    started_at: str | None = None
+    ended_at: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_step_id(step_id: str) -> dict[str, Any]:
+    """`concurrency_sweep/c4/r2` -> workload, variant, repeat, group (id without the repeat)."""
+    parts = step_id.split("/")
+    repeat = 1
+    if len(parts) > 1 and (m := _REPEAT.match(parts[-1])):
+        repeat, parts = int(m.group(1)), parts[:-1]
+    return {"workload": parts[0], "variant": "/".join(parts[1:]) or "main",
+            "repeat": repeat, "group": "/".join(parts)}
+
+
+def _steps_of(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Manifest steps as {step id: record}, whether stored as a mapping or a list."""
+    steps = manifest.get("steps") or {}
+    if isinstance(steps, list):
+        return {str(s.get("id") or s.get("step")): s for s in steps}
+    return {str(k): v for k, v in steps.items()}
+
+
+def read_record(run_dir: Path) -> RunRecord:
+    path = run_dir / MANIFEST
+    if not path.exists():
+        raise RunError(f"{run_dir}: no {MANIFEST}; pass a run folder written by "
+                       "`python -m workloads run` (runs/<stack>/<run-id>/)")
+    m = json.loads(path.read_text())
+    config = m.get("stack_config") or m.get("config") or {}
+    config_hash = m.get("stack_config_sha256") or m.get("config_hash") or hashlib.sha256(
+        json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    attempts = m.get("attempts") or [{}]
+    versions = m.get("versions") or attempts[-1].get("versions") or {}
+    known = {"stack", "run_id", "config", "stack_config", "config_hash", "stack_config_sha256",
+             "versions", "datasets", "steps", "started_at", "ended_at"}
+    return RunRecord(
+        path=run_dir, stack=str(m.get("stack") or run_dir.parent.name),
+        run_id=str(m.get("run_id") or run_dir.name), config=config, config_hash=config_hash,
+        versions=versions, datasets=m.get("datasets") or {}, steps=_steps_of(m),
+        started_at=m.get("started_at") or m.get("created") or attempts[0].get("started"),
+        ended_at=m.get("ended_at") or attempts[-1].get("ended"),
+        extra={k: v for k, v in m.items() if k not in known})
+
+
+def step_dirs(run_dir: Path) -> dict[str, Path]:
+    """Every step folder below the run (a folder holding AIPerf's summary export)."""
+    out = {}
+    for summary in sorted(run_dir.rglob(exports.AIPERF_SUMMARY)):
+        rel = summary.parent.relative_to(run_dir).as_posix()
+        if rel.startswith(".") or rel.endswith(".partial") or "/phases/" in f"/{rel}/":
+            continue
+        out[rel] = summary.parent
+    return out
+
+
+def _dataset_file(record: RunRecord, step_id: str, aiperf_path: str | None) -> Path | None:
+    """The step's dataset file: the manifest's entry, else AIPerf's recorded path."""
+    candidates = []
+    for entry in (record.steps.get(step_id, {}).get("dataset"), record.datasets.get(step_id)):
+        if isinstance(entry, dict) and entry.get("path"):
+            candidates.append(Path(entry["path"]))
+    if aiperf_path:
+        candidates.append(Path(aiperf_path))
+    for c in candidates:
+        for p in (c, record.path / c, record.path / step_id / c.name,
+                  record.path / "datasets" / c.name):
+            if p.is_file():
+                return p
+    return None
+
+
+def _manifest_step_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    sat = rec.get("client_saturated", rec.get("saturated"))
+    if isinstance(rec.get("saturation"), dict):
+        sat = rec["saturation"].get("saturated", rec["saturation"].get("flag", sat))
+    return {"status": rec.get("status"), "client_saturated": sat,
+            "client_cpu_percent_peak": rec.get("client_cpu_percent_peak"),
+            "step_started_at": rec.get("started_at"), "step_ended_at": rec.get("ended_at")}
+
+
+def load_step(record: RunRecord, step_id: str, step_dir: Path
+              ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """(step row, requests frame, server-metrics frame) for one step folder."""
+    keys = {"stack": record.stack, "run_id": record.run_id, "step": step_id,
+            **parse_step_id(step_id)}
+    summary = exports.read_json(step_dir / exports.AIPERF_SUMMARY)
+    row = {**keys, **exports.summary_row(summary),
+           **_manifest_step_fields(record.steps.get(step_id, {}))}
+    records_path = step_dir / exports.AIPERF_RECORDS
+    req = pd.DataFrame(exports.request_rows(records_path.read_bytes())
+                       if records_path.exists() else [], columns=_REQUEST_COLUMNS)
+    req = _with_requested_lengths(req, record, step_id, step_dir, row).astype(_REQUEST_DTYPES)
+    sm_path = step_dir / exports.SERVER_METRICS
+    srv = pd.DataFrame(exports.server_metric_rows(exports.read_json(sm_path))
+                       if sm_path.exists() else [], columns=_SERVER_COLUMNS)
+    row.update(server.step_figures(srv))
+    row["server_metrics_scraped"] = sm_path.exists()
+    for k, v in keys.items():
+        req[k] = v
+        srv[k] = v
+    return row, req, srv
+
+
+_REQUEST_COLUMNS = ["conversation_id", "turn_index", "x_request_id", "start_ns", "end_ns",
+                    "cancelled", "ok", "error_type", "error_code",
+                    *exports.REQUEST_METRICS.values()]
+# Fixed dtypes, so steps with and without failures (all-None error columns) concatenate cleanly.
+_REQUEST_DTYPES = {"conversation_id": object, "turn_index": "Int64", "x_request_id": object,
+                   "start_ns": "Int64", "end_ns": "Int64", "cancelled": bool, "ok": bool,
+                   "error_type": object, "error_code": float, "requested_isl": float,
+                   "requested_osl": float,
+                   **{c: float for c in exports.REQUEST_METRICS.values()}}
+_SERVER_COLUMNS = ["metric", "type", "endpoint", "labels", "stat", "value"]
+
+
+def _with_requested_lengths(req: pd.DataFrame, record: RunRecord, step_id: str,
+                            step_dir: Path, row: dict[str, Any]) -> pd.DataFrame:
+    """Add requested_isl/requested_osl per request where the dataset says them."""
+    req = req.assign(requested_isl=float("nan"), requested_osl=float("nan"))
+    path = _dataset_file(record, step_id, row.get("dataset_path"))
+    if path is not None and row.get("dataset_format") == "mooncake_trace":
+        asked = pd.DataFrame(exports.dataset_lengths(path))
+        req = req.drop(columns=["requested_isl", "requested_osl"]).merge(
+            asked, on=["conversation_id", "turn_index"], how="left")
+    elif (step_dir / "inputs.json").exists():
+        asked = pd.DataFrame(exports.synthetic_requested_osl(
+            exports.read_json(step_dir / "inputs.json")))
+        if not asked.empty:
+            req = req.drop(columns=["requested_osl"]).merge(
+                asked, on=["conversation_id", "turn_index"], how="left")
+        req["requested_isl"] = row.get("requested_isl_mean")
+    return req
+
+
+def _fingerprint(dirs: dict[str, Path], run_dir: Path) -> str:
+    h = hashlib.sha256(CACHE_VERSION.encode())
+    files = [run_dir / MANIFEST] + [d / n for d in dirs.values()
+                                    for n in (exports.AIPERF_SUMMARY, exports.AIPERF_RECORDS,
+                                              exports.SERVER_METRICS, "inputs.json")]
+    for f in files:
+        if f.exists():
+            st = f.stat()
+            h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+@dataclass
+class RunFrames:
+    record: RunRecord
+    steps: pd.DataFrame
+    requests: pd.DataFrame
+    server: pd.DataFrame
+
+
+def load_run(run_dir: Path, use_cache: bool = True) -> RunFrames:
+    """All frames of one run, from the parquet cache when the exports have not changed."""
+    run_dir = run_dir.resolve()
+    record = read_record(run_dir)
+    dirs = step_dirs(run_dir)
+    if not dirs:
+        raise RunError(f"{run_dir}: no step folders with {exports.AIPERF_SUMMARY}; "
+                       "has the run completed any step?")
+    cache = run_dir / CACHE_DIR
+    stamp = _fingerprint(dirs, run_dir)
+    names = ("steps", "requests", "server")
+    if use_cache and (cache / "fingerprint").exists() and \
+            (cache / "fingerprint").read_text() == stamp:
+        frames = [pd.read_parquet(cache / f"{n}.parquet") for n in names]
+        return RunFrames(record, *frames)
+    rows, reqs, srvs = [], [], []
+    for step_id, d in dirs.items():
+        row, req, srv = load_step(record, step_id, d)
+        rows.append(row)
+        reqs.append(req)
+        srvs.append(srv)
+    frames = [pd.DataFrame(rows), pd.concat(reqs, ignore_index=True),
+              pd.concat(srvs, ignore_index=True)]
+    try:
+        cache.mkdir(exist_ok=True)
+        for n, f in zip(names, frames, strict=True):
+            f.to_parquet(cache / f"{n}.parquet", index=False)
+        (cache / "fingerprint").write_text(stamp)
+    except OSError:
+        pass  # a read-only run folder still reports, just without the cache
+    return RunFrames(record, *frames)
+
+
+def resolve_run_dirs(targets: list[str], runs_root: Path) -> list[Path]:
+    """Run folders from arguments: a run folder, or a stack name (its latest run)."""
+    out = []
+    for t in targets:
+        p = Path(t)
+        if (p / MANIFEST).exists() or p.is_dir() and any(p.rglob(exports.AIPERF_SUMMARY)):
+            out.append(p)
+            continue
+        stack_dir = runs_root / t
+        runs = sorted((d for d in stack_dir.glob("*") if (d / MANIFEST).exists()),
+                      key=lambda d: (d / MANIFEST).stat().st_mtime) if stack_dir.is_dir() else []
+        if not runs:
+            raise RunError(f"'{t}' is neither a run folder nor a stack with runs under "
+                           f"{runs_root}: run `python -m workloads run {t}` first or give the "
+                           "run folder's path")
+        out.append(runs[-1])
+    return out

@@ -1,0 +1,67 @@
+"""What the reports need to know about the stack a run measured: GPUs, topology, hourly cost.
+
+The stack config is taken from the run manifest (what actually ran), falling back to the stack
+file of the same name; an attached variant's base is read from its stack file. For a local run
+the hourly cost is what the same layout would cost on AWS from the price catalogue: an
+estimate, labelled so everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reports.runs import RunRecord
+from stacks.estimate import HourlyCost, hourly_cost
+from stacks.loader import StackError, load_stack, parse_config
+from stacks.preflight import effective_cluster
+from stacks.schema import StackConfig
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    name: str
+    target: str
+    topology: str
+    router: str
+    gpus: int
+    gpu_types: str
+    workers: str
+    hourly: HourlyCost
+    cost_basis: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.topology}, {self.router}, {self.gpus} GPU)"
+
+
+def _config(record: RunRecord) -> StackConfig:
+    if record.config:
+        try:
+            return parse_config(record.stack, {k: v for k, v in record.config.items()
+                                               if k != "name"})
+        except StackError:
+            pass  # an older manifest shape: the stack file still describes the layout
+    return load_stack(record.stack)
+
+
+def stack_info(record: RunRecord) -> StackInfo:
+    stack = _config(record)
+    base = load_stack(stack.cluster.attach_to) if stack.is_attached else None
+    cluster = effective_cluster(stack, base)
+    serving = stack.serving
+    groups = {g.name: g.instance_type for g in cluster.node_groups}
+    workers = serving.workers if serving else []
+    gpu_types = sorted({groups.get(w.node_group, "?") for w in workers})
+    hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
+                         (base or stack).storage.model_cache_gib)
+    basis = ("estimate: AWS on-demand catalogue price of the layout the local engine imitates"
+             if stack.target == "local" else
+             "estimate: catalogue price x run period (no measured node-hours in the run record)")
+    return StackInfo(
+        name=stack.name, target=stack.target,
+        topology=serving.topology.value if serving else "none",
+        router=serving.router.value if serving else "none",
+        gpus=sum(w.gpus for w in workers), gpu_types=", ".join(gpu_types),
+        workers=", ".join(f"{w.replicas}x{w.role.value} TP{w.tensor_parallel_size}"
+                          for w in workers),
+        hourly=hourly, cost_basis=basis)

@@ -1,0 +1,232 @@
+"""Every CSV value checked against an independent computation from the raw AIPerf exports of
+real runs (the committed fixtures: real AIPerf 0.13.0 against the real local Dynamo engine)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from reports_fixtures import (
+    STACKS,
+    copy_runs,
+    histogram_totals,
+    metric,
+    p,
+    profiling_records,
+    run_dir,
+    summary,
+)
+
+from reports.build import build_report
+from stacks.catalog import (
+    EFS_STANDARD_USD_PER_GB_MONTH,
+    EKS_CONTROL_PLANE_USD_PER_HOUR,
+    HOURS_PER_MONTH,
+    INSTANCE_TYPES,
+)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reports")
+    root = copy_runs(tmp)
+    report = build_report([run_dir(root, s) for s in STACKS], tmp / "out", name="cmp",
+                          with_compare=True)
+    csv = {path.stem: pd.read_csv(path) for path in report.out_dir.glob("*.csv")}
+    return root, report, csv
+
+
+def _approx(a: float, b: float, rel: float = 1e-9) -> bool:
+    """Equal up to the CSV round trip (floats are written with 17 significant digits)."""
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-9)
+
+
+def test_sweep_percentiles_are_aiperfs_own_per_concurrency(built):
+    root, _, csv = built
+    sweep = csv["concurrency_sweep"]
+    assert set(sweep["stack"]) == set(STACKS)
+    for stack in STACKS:
+        base = run_dir(root, stack) / "concurrency_sweep"
+        for c, dirs in ((1, [base / "c1", base / "c1" / "r2"]), (4, [base / "c4"])):
+            row = sweep[(sweep["stack"] == stack) & (sweep["concurrency"] == c)].iloc[0]
+            sums = [summary(d) for d in dirs]
+            for col, (name, stat) in {"ttft_p50_ms": ("time_to_first_token", "p50"),
+                                      "ttft_p99_ms": ("time_to_first_token", "p99"),
+                                      "itl_p50_ms": ("inter_token_latency", "p50"),
+                                      "itl_p99_ms": ("inter_token_latency", "p99"),
+                                      "request_latency_p99_ms": ("request_latency", "p99"),
+                                      "output_tok_s": ("output_token_throughput", "avg")}.items():
+                expected = sum(s[name][stat] for s in sums) / len(sums)
+                assert _approx(row[col], expected), (stack, c, col)
+            assert row["repeats"] == len(dirs)
+            assert _approx(row["ttft_p50_ms_min"], min(s["time_to_first_token"]["p50"]
+                                                       for s in sums))
+            assert _approx(row["ttft_p50_ms_max"], max(s["time_to_first_token"]["p50"]
+                                                       for s in sums))
+            recs = [r for d in dirs for r in profiling_records(d)]
+            assert row["requests"] == sum(1 for r in recs if "error" not in r)
+            assert row["errors"] == sum(1 for r in recs if "error" in r)
+            # 8 imitated A100s per local stack (2 x TP4, or 1 prefill + 1 decode x TP4)
+            assert _approx(row["output_tok_s_per_gpu"], row["output_tok_s"] / 8)
+
+
+def test_errors_are_kept_and_counted(built):
+    root, report, csv = built
+    step = run_dir(root, "local-agg-kv") / "concurrency_sweep" / "c4"
+    recs = profiling_records(step)
+    errors = [r for r in recs if "error" in r]
+    assert errors, "the fixture cancels ~25 % of this step's requests"
+    assert summary(step)["error_request_count"]["avg"] == len(errors)
+    req = report.requests
+    sel = req[(req["stack"] == "local-agg-kv") & (req["step"] == "concurrency_sweep/c4")]
+    assert len(sel) == len(recs)  # warm-up rows dropped, failures kept
+    assert int((~sel["ok"]).sum()) == len(errors)
+    row = csv["concurrency_sweep"].query("stack == 'local-agg-kv' and concurrency == 4").iloc[0]
+    assert row["errors"] == len(errors)
+
+
+def test_multi_turn_ttft_per_turn_and_conversation_latency(built):
+    root, _, csv = built
+    mt = csv["multi_turn"]
+    for stack in STACKS:
+        recs = [r for r in profiling_records(run_dir(root, stack) / "multi_turn" / "main")
+                if "error" not in r]
+        rows = mt[mt["stack"] == stack].set_index("turn")
+        assert set(rows.index) == {"0", "1", "2", "all"}
+        for turn in (0, 1, 2):
+            ttft = [metric(r, "time_to_first_token") for r in recs
+                    if r["metadata"]["turn_index"] == turn]
+            assert rows.loc[str(turn), "requests"] == len(ttft) == 4
+            assert _approx(rows.loc[str(turn), "ttft_p50_ms"], p(ttft, 50))
+            assert _approx(rows.loc[str(turn), "ttft_p99_ms"], p(ttft, 99))
+        spans: dict[str, list[int]] = {}
+        for r in recs:
+            md = r["metadata"]
+            s = spans.setdefault(md["conversation_id"], [md["request_start_ns"], 0])
+            s[0] = min(s[0], md["request_start_ns"])
+            s[1] = max(s[1], md["request_end_ns"])
+        conv_ms = [(e - s) / 1e6 for s, e in spans.values()]
+        assert _approx(rows.loc["all", "conversation_latency_p50_ms"], p(conv_ms, 50))
+        assert math.isnan(rows.loc["0", "server_hit_rate"])  # not separable per turn
+        assert rows.loc["all", "server_hit_rate"] > 0  # history is re-sent: the server hits
+
+
+def test_sequence_distribution_requested_vs_actual(built):
+    root, _, csv = built
+    sd = csv["sequence_distribution"]
+    for stack in STACKS:
+        rd = run_dir(root, stack)
+        for dist in ("uniform", "zipf"):
+            rows = [json.loads(x) for x in
+                    (rd / "datasets" / f"sequence_distributions-{dist}.jsonl").read_text()
+                    .splitlines()]
+            step = rd / "sequence_distributions" / dist
+            recs = [r for r in profiling_records(step) if "error" not in r]
+            row = sd[(sd["stack"] == stack) & (sd["distribution"] == dist)].iloc[0]
+            assert _approx(row["requested_isl_mean"],
+                           sum(r["input_length"] for r in rows) / len(rows))
+            assert _approx(row["requested_osl_p99"], p([r["output_length"] for r in rows], 99))
+            assert _approx(row["actual_isl_mean"],
+                           sum(metric(r, "input_sequence_length") for r in recs) / len(recs))
+            # the pooled per-request p50 agrees with AIPerf's own for a single repeat
+            assert _approx(row["ttft_p50_ms"], summary(step)["time_to_first_token"]["p50"])
+            ttft = [metric(r, "time_to_first_token") for r in recs]
+            assert _approx(row["ttft_p99_over_p50"], p(ttft, 99) / p(ttft, 50))
+            # the server counts the chat template too: actual ISL > requested, OSL exact
+            assert row["actual_isl_mean"] > row["requested_isl_mean"]
+            assert _approx(row["actual_osl_mean"], row["requested_osl_mean"])
+
+
+def test_prefix_hit_rate_is_recomputed_from_server_metrics(built):
+    root, _, csv = built
+    pc = csv["prefix_cache"]
+    for stack in STACKS:
+        ttft0 = None
+        for share in (0.0, 0.5, 1.0):
+            step = run_dir(root, stack) / "prefix_cache" / f"share{round(share * 100):03d}"
+            c_sum, c_n = histogram_totals(step, "dynamo_frontend_cached_tokens")
+            i_sum, i_n = histogram_totals(step, "dynamo_frontend_input_sequence_tokens")
+            row = pc[(pc["stack"] == stack) & (pc["prefix_share"] == share)].iloc[0]
+            assert _approx(row["server_hit_rate"], (c_sum / c_n) / (i_sum / i_n))
+            ttft = summary(step)["time_to_first_token"]["p50"]
+            assert _approx(row["ttft_p50_ms"], ttft)
+            ttft0 = ttft if share == 0 else ttft0
+            assert _approx(row["ttft_reduction_vs_0pct"], (1 - ttft / ttft0) * 100)
+        rates = pc[pc["stack"] == stack].sort_values("prefix_share")["server_hit_rate"]
+        assert rates.iloc[0] == 0 and rates.is_monotonic_increasing
+        assert rates.iloc[-1] < 1.0  # a 100 % share is not a 100 % hit rate
+
+
+def test_cost_per_million_by_hand(built):
+    root, _, csv = built
+    cost = csv["cost_efficiency"]
+    step = run_dir(root, "local-agg") / "concurrency_sweep" / "c4"
+    recs = profiling_records(step)
+    start = min(r["metadata"]["request_start_ns"] for r in recs)
+    end = max(r["metadata"]["request_end_ns"] for r in recs)
+    tokens = sum(metric(r, "output_sequence_length") for r in recs if "error" not in r)
+    hourly = (INSTANCE_TYPES["p4d.24xlarge"].on_demand_usd_per_hour      # 1 x p4d imitated
+              + EKS_CONTROL_PLANE_USD_PER_HOUR
+              + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)  # model cache 200 GiB
+    period_cost = hourly * (end - start) / 1e9 / 3600
+    row = cost[(cost["stack"] == "local-agg") & (cost["step"] == "concurrency_sweep/c4")].iloc[0]
+    assert row["successful_output_tokens"] == tokens == summary(step)["total_output_tokens"]["avg"]
+    assert _approx(row["period_cost_usd"], period_cost)
+    assert _approx(row["usd_per_1m_output_tokens"], period_cost / tokens * 1e6)
+    assert row["cost_basis"].startswith("estimate")
+    assert "EKS control plane" in row["cost_scope"] and "network" in row["cost_scope"]
+    assert _approx(row["gpu_cost_usd_per_h"], INSTANCE_TYPES["p4d.24xlarge"]
+                   .on_demand_usd_per_hour)
+
+
+def test_goodput_fraction_recomputed(built):
+    root, _, csv = built
+    g = csv["goodput"]
+    step = run_dir(root, "local-agg-kv") / "concurrency_sweep" / "c4"
+    recs = profiling_records(step)
+    met = sum(1 for r in recs if "error" not in r
+              and metric(r, "time_to_first_token") < 5000
+              and metric(r, "output_token_throughput_per_user") >= 50)
+    row = g[(g["stack"] == "local-agg-kv") & (g["step"] == "concurrency_sweep/c4")
+            & (g["slo"] == "sla-tps50-ttft5s")].iloc[0]
+    assert row["requests_meeting_slo"] == met
+    assert _approx(row["goodput_fraction"], met / len(recs))  # failures never meet an SLO
+    assert row["goodput_fraction"] < 1
+    best = g[(g["slo"] == "sla-tps50-ttft5s") & g["best_point"]]
+    for stack, b in best.groupby("stack"):
+        meeting = g[(g["stack"] == stack) & (g["slo"] == "sla-tps50-ttft5s")
+                    & g["step_meets_slo"]]
+        assert _approx(b["output_tok_s_per_gpu"].iloc[0], meeting["output_tok_s_per_gpu"].max())
+
+
+def test_compare_side_by_side(built):
+    _, _, csv = built
+    sweep, side = csv["concurrency_sweep"], csv["compare_concurrency"]
+    pairs = set(zip(side["aggregated_stack"], side["disaggregated_stack"], strict=True))
+    assert pairs == {("local-agg", "local-disagg"), ("local-agg-kv", "local-disagg")}
+    for _, r in side.iterrows():
+        a = sweep.query(f"stack == '{r['aggregated_stack']}' and concurrency == "
+                        f"{r['concurrency']}").iloc[0]
+        d = sweep.query(f"stack == '{r['disaggregated_stack']}' and concurrency == "
+                        f"{r['concurrency']}").iloc[0]
+        assert r["aggregated_ttft_p50_ms"] == pytest.approx(a["ttft_p50_ms"])
+        assert r["disaggregated_tps"] == pytest.approx(d["output_tok_s"])
+    pcs = csv["compare_prefix_cache"]
+    r = pcs.iloc[0]
+    assert _approx(r["improvement_pct"], (r["aggregated_ttft_p50_ms"]
+                                          - r["disaggregated_ttft_p50_ms"])
+                   / r["aggregated_ttft_p50_ms"] * 100)
+
+
+def test_fidelity_ratio_against_frontend_histograms(built):
+    root, _, csv = built
+    fid = csv["fidelity"]
+    step = run_dir(root, "local-disagg") / "concurrency_sweep" / "c4"
+    s, n = histogram_totals(step, "dynamo_frontend_time_to_first_token_seconds")
+    row = fid[(fid["stack"] == "local-disagg") & (fid["step"] == "concurrency_sweep/c4")].iloc[0]
+    client = summary(step)["time_to_first_token"]["avg"]
+    assert _approx(row["ttft_ratio"], client / (s / n * 1000))
+    assert row["requested_concurrency"] == 4
+    assert row["client_saturated"] in (False, "False")
