@@ -1,0 +1,115 @@
+"""Pure parts of the runner: error counting, achieved concurrency, lengths, verdicts, manifest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stacks.loader import load_stack, parse_config
+from workloads import results
+from workloads.manifest import COMPLETE, FAILED, Manifest
+from workloads.saturation import verdict
+
+
+def _rec(start, end, *, conv="req-000000", turn=0, error=None, cancelled=False, phase="profiling",
+         isl=None):
+    rec = {"metadata": {"conversation_id": conv, "turn_index": turn, "request_start_ns": start,
+                        "request_end_ns": end, "benchmark_phase": phase,
+                        "was_cancelled": cancelled},
+           "metrics": {}}
+    if isl is not None:
+        rec["metrics"]["input_sequence_length"] = {"value": isl, "unit": "tokens"}
+    if error:
+        rec["error"] = error
+    return rec
+
+
+def test_errors_timeouts_and_cancellations_are_counted_apart():
+    recs = [_rec(0, 1), _rec(0, 1), _rec(0, 1, error={"code": 503, "type": "Service Unavailable"}),
+            _rec(0, 1, error={"code": None, "type": "TimeoutError", "message": "timed out"}),
+            _rec(0, 1, cancelled=True, error={"type": "Cancelled"})]
+    c = results.count(recs)
+    assert (c.succeeded, c.errors, c.timeouts, c.cancelled) == (2, 1, 1, 1)
+    assert c.failed == 3 and c.error_rate == pytest.approx(0.6)
+
+
+def test_only_profiling_records_count(tmp_path):
+    lines = [_rec(0, 1, phase="warmup"), _rec(0, 1), _rec(0, 1, error={"code": 500})]
+    (tmp_path / results.RECORDS).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    recs = results.read_records(tmp_path)
+    assert results.count(recs).requests == 2
+
+
+def test_achieved_concurrency_from_timestamps():
+    # closed loop, 4 lanes, each starting its next request when the last one ends
+    lanes = [_rec(j * 40 + k, j * 40 + 40 + k) for j in range(3) for k in range(4)]
+    assert results.achieved_concurrency(lanes) == pytest.approx(4.0, rel=0.05)
+    # a client that could only keep 2 of 4 in flight
+    starved = [_rec(j * 40 + k, j * 40 + 40 + k) for j in range(3) for k in range(2)]
+    assert results.achieved_concurrency(starved) == pytest.approx(2.0, rel=0.05)
+
+
+def test_request_lengths_match_rows_by_session_and_turn():
+    rows = [{"session_id": "conv-00000", "input_length": 512, "output_length": 64},
+            {"session_id": "conv-00000", "input_length": 500, "output_length": 32},
+            {"session_id": "conv-00001", "input_length": 128, "output_length": 16}]
+    recs = [_rec(0, 1, conv="conv-00000", turn=1, isl=1200),
+            _rec(0, 1, conv="conv-00001", turn=0, isl=140)]
+    out = results.request_lengths(recs, rows)
+    assert [(o["requested_input_tokens"], o["requested_output_tokens"], o["input_tokens"])
+            for o in out] == [(500, 32, 1200), (128, 16, 140)]
+
+
+def test_client_bound_verdict():
+    assert not verdict(16, 15.6, 0.5, 2)["client_bound"]
+    low = verdict(16, 11.0, 0.5, 2)
+    assert low["client_bound"] and "achieved concurrency" in low["reasons"][0]
+    busy = verdict(16, 15.9, 1.9, 2)
+    assert busy["client_bound"] and "cores" in busy["reasons"][0]
+
+
+@pytest.fixture()
+def stack():
+    return load_stack("local-agg")
+
+
+def test_manifest_keeps_step_history_and_is_valid_json(tmp_path, stack):
+    path = tmp_path / "m" / "manifest.json"
+    m = Manifest.open(path, stack=stack, run_id="r", scale="quick")
+    m.begin_attempt()
+    m.begin_step("a/b", {"status": "running"})
+    m.update_step("a/b", status=FAILED, dataset={"path": "datasets/a/b.jsonl", "sha256": "x"})
+    m.begin_step("a/b", {"status": "running"})
+    m.update_step("a/b", status=COMPLETE)
+    data = json.loads(path.read_text())
+    assert data["steps"]["a/b"]["status"] == COMPLETE
+    assert [h["status"] for h in data["steps"]["a/b"]["history"]] == [FAILED]
+    assert data["datasets"] == {"datasets/a/b.jsonl": "x"}
+    assert len(data["stack_config_sha256"]) == 64 and data["host"]["cpu_count"] >= 1
+
+
+def test_manifest_write_is_atomic(tmp_path, stack, monkeypatch):
+    path = tmp_path / "manifest.json"
+    m = Manifest.open(path, stack=stack, run_id="r", scale="quick")
+    m.save()
+    before = path.read_text()
+    m.data["status"] = "changed"
+
+    def crash(*a, **k):
+        raise OSError("disk gone")
+    monkeypatch.setattr("workloads.manifest.os.replace", crash)
+    with pytest.raises(OSError):
+        m.save()
+    assert path.read_text() == before and json.loads(before)["status"] == "running"
+
+
+def test_resume_refuses_a_changed_stack_or_scale(tmp_path, stack):
+    path = tmp_path / "manifest.json"
+    Manifest.open(path, stack=stack, run_id="r", scale="quick").save()
+    raw = stack.model_dump(by_alias=True, exclude={"name"})
+    raw["workloads"]["seed"] = 1
+    with pytest.raises(ValueError, match="different config"):
+        Manifest.open(path, stack=parse_config("local-agg", raw), run_id="r", scale="quick")
+    with pytest.raises(ValueError, match="scale quick"):
+        Manifest.open(path, stack=stack, run_id="r", scale="full")

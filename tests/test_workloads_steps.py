@@ -1,0 +1,87 @@
+"""The plan: ids, order, repeats, scales, seeds and dataset sizes of a stack's steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from stacks.loader import load_stack, parse_config
+from workloads import datasets as ds
+from workloads.steps import FASTEST_REQUEST_S, FASTEST_TOKEN_S, plan, rows_for_duration
+
+
+@pytest.fixture(scope="module")
+def local_agg():
+    return load_stack("local-agg")
+
+
+def test_quick_plan_has_every_enabled_workload_in_order(local_agg):
+    ids = [s.id for s in plan(local_agg, "quick")]
+    assert ids == ["concurrency_sweep/c1", "concurrency_sweep/c4", "concurrency_sweep/c16",
+                   "multi_turn/conv4", "sequence_distributions/uniform",
+                   "sequence_distributions/zipf", "sequence_distributions/lognormal",
+                   "prefix_cache/share000", "prefix_cache/share025", "prefix_cache/share050",
+                   "prefix_cache/share075", "prefix_cache/share100"]
+
+
+def test_full_plan_uses_the_plans_values(local_agg):
+    steps = {s.id: s for s in plan(local_agg, "full")}
+    assert [s.split("/")[1] for s in steps if s.startswith("concurrency_sweep")] == [
+        "c1", "c2", "c4", "c8", "c16", "c32", "c64"]
+    c64 = steps["concurrency_sweep/c64"]
+    assert (c64.duration_s, c64.params["isl"], c64.params["osl"]) == (120, 1024, 512)
+    mt = steps["multi_turn/conv8"]
+    assert (mt.concurrency, mt.params["turns"], mt.duration_s) == (8, 5, 300)
+    assert steps["prefix_cache/share050"].params["isl"] == 2048
+
+
+def test_repeats_suffix_every_step_and_give_fresh_seeds(local_agg):
+    steps = plan(local_agg, "quick", only=["prefix_cache"], repeats=2)
+    assert [s.id for s in steps][:2] == ["prefix_cache/share000/r1", "prefix_cache/share025/r1"]
+    assert steps[-1].id == "prefix_cache/share100/r2"
+    seeds = [s.seed for s in steps]
+    assert len(seeds) == len(set(seeds))
+    r1 = {h for r in steps[0].rows() for h in r["hash_ids"]}
+    r2 = {h for r in steps[5].rows() for h in r["hash_ids"]}
+    assert steps[5].id == "prefix_cache/share000/r2" and r1.isdisjoint(r2)
+
+
+def test_prefix_steps_are_cold_and_exact(local_agg):
+    for s in plan(local_agg, "quick", only=["prefix_cache"]):
+        rows = s.rows()
+        assert s.cold and len(rows) == s.params["rows"]
+        assert ds.shared_prefix_fraction(rows) == s.params["share"]
+
+
+def test_duration_steps_have_rows_enough_for_their_duration(local_agg):
+    for s in plan(local_agg, "full", only=["concurrency_sweep", "multi_turn"]):
+        turns = s.params.get("turns", 1)
+        per_request = s.params["osl"] * FASTEST_TOKEN_S + FASTEST_REQUEST_S
+        assert s.params["rows"] / turns >= s.concurrency * s.duration_s / (per_request * turns)
+        assert len(s.rows()) == s.params["rows"]
+
+
+def test_rows_for_duration_grows_with_load():
+    assert rows_for_duration(64, 120, 512) > rows_for_duration(8, 120, 512)
+    assert rows_for_duration(8, 120, 128) > rows_for_duration(8, 120, 512)
+
+
+def test_same_stack_same_datasets(local_agg):
+    a = [ds.jsonl_bytes(s.rows()) for s in plan(local_agg, "quick")]
+    b = [ds.jsonl_bytes(s.rows()) for s in plan(load_stack("local-agg"), "quick")]
+    assert a == b
+
+
+def test_only_rejects_unknown_and_disabled_workloads(local_agg):
+    with pytest.raises(ValueError, match="unknown workload"):
+        plan(local_agg, "quick", only=["concurrency"])
+    with pytest.raises(ValueError, match="disabled"):
+        plan(local_agg, "quick", only=["trace_replay"])
+
+
+def test_trace_replay_when_enabled(local_agg):
+    raw = local_agg.model_dump(by_alias=True, exclude={"name"})
+    raw["workloads"]["traceReplay"]["enabled"] = True
+    stack = parse_config("x", raw)
+    steps = plan(stack, "quick", only=["trace_replay"])
+    assert [s.id for s in steps] == ["trace_replay/c16"]
+    assert abs(ds.block_reuse(steps[0].rows()) - 0.7) < 0.06

@@ -1,0 +1,101 @@
+"""`python -m workloads run <stack>` (and `plan`, `bench`): the load phase's one CLI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from stacks.loader import STACKS_DIR, StackError
+from workloads.steps import WORKLOADS, plan
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Drive AIPerf workloads against a stack and record everything.")
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+_ONLY = typer.Option(None, "--only", help=f"Run only these workloads ({', '.join(WORKLOADS)}).")
+_SCALE = typer.Option("quick", "--scale", help="quick (local/CI) or full (the plan's values).")
+
+
+def _check_scale(scale: str) -> None:
+    if scale not in ("quick", "full"):
+        console.print(f"--scale must be quick or full, not '{scale}'")
+        raise typer.Exit(2)
+
+
+@app.command()
+def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.yaml)."),
+        scale: str = _SCALE,
+        only: list[str] = _ONLY,
+        repeat: int = typer.Option(None, "--repeat", min=1, max=20,
+                                   help="Repeats per step (default: workloads.repeats)."),
+        run_id: str = typer.Option(None, "--run-id",
+                                   help="Resume this run (default: a new UTC timestamp)."),
+        runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
+        stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir"),
+        no_progress: bool = typer.Option(False, "--no-progress")) -> None:
+    """Pre-flight, start the target, smoke test, warm up, run every step, stop.
+
+    Exit codes: 0 all steps complete, 1 a step failed or the engine broke, 2 invalid stack or
+    options, 130 interrupted.
+    """
+    from workloads.runner import RunOptions
+    from workloads.runner import run as run_stack
+    from workloads.targets import TargetError
+
+    _check_scale(scale)
+    opts = RunOptions(stack=stack, scale=scale, only=only or None, repeat=repeat,
+                      run_id=run_id, runs_dir=runs_dir, stacks_dir=stacks_dir,
+                      show_progress=not no_progress)
+    try:
+        result = run_stack(opts, console)
+    except StackError as exc:
+        console.print(str(exc), markup=False)
+        raise typer.Exit(2) from None
+    except (ValueError, TargetError) as exc:
+        console.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    raise typer.Exit({"complete": 0, "interrupted": 130}.get(result.status, 1))
+
+
+@app.command("plan")
+def show_plan(stack: str = typer.Argument(...), scale: str = _SCALE, only: list[str] = _ONLY,
+              repeat: int = typer.Option(None, "--repeat", min=1, max=20),
+              stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir")) -> None:
+    """List the steps a run would make, with their sizes and estimated times."""
+    from stacks.loader import load_stack
+
+    _check_scale(scale)
+    try:
+        cfg = load_stack(stack, stacks_dir)
+        steps = plan(cfg, scale, only or None, repeat)
+    except (StackError, ValueError) as exc:
+        console.print(str(exc), markup=False)
+        raise typer.Exit(2) from None
+    t = Table(title=f"{stack} at {scale} scale")
+    for col in ("step", "concurrency", "rows", "duration s", "cold", "ETA s"):
+        t.add_column(col, justify="left" if col == "step" else "right")
+    for s in steps:
+        t.add_row(s.id, str(s.concurrency), str(s.params.get("rows", "")),
+                  f"{s.duration_s:g}" if s.duration_s else "-", "yes" if s.cold else "",
+                  f"{s.eta_s:.0f}")
+    Console().print(t)
+    Console().print(f"total ETA ~{sum(s.eta_s for s in steps) / 60:.1f} min (plus start-up)")
+
+
+@app.command()
+def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies"),
+          stack: str = typer.Option("local-agg", "--stack"),
+          duration_s: float = typer.Option(15.0, "--duration"),
+          out: Path = typer.Option(None, "--out", help="Also write the table (markdown).")) -> None:
+    """Client vs engine timing on the local engine, c = 1..64 (a measurement, not a test)."""
+    from workloads.bench import main as bench_main
+
+    bench_main([int(c) for c in concurrencies.split(",")], stack, duration_s, out, console)
+
+
+if __name__ == "__main__":
+    app()

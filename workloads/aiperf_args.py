@@ -1,0 +1,76 @@
+"""The exact AIPerf 0.13.0 command line of a step (pure).
+
+Every flag here was checked against `aiperf profile --help` and AIPerf's sources:
+- `--custom-dataset-type mooncake_trace --input-file F`: rows with input_length /
+  output_length / hash_ids (and session_id + delay for multi-turn, where AIPerf keeps the
+  history and sends it with every turn); `--isl-block-size` is the tokens per hash id.
+- `--request-count` equals the file's rows: otherwise AIPerf picks its own count and wraps or
+  truncates the file. Duration-bounded steps add `--benchmark-duration` (rows are sized so the
+  duration ends first) and `--benchmark-grace-period` for the requests still in flight.
+- `--concurrency` is concurrent requests, or concurrent conversations for multi-turn data.
+- `--extra-inputs ignore_eos:true` makes output lengths the requested ones;
+  `--use-server-token-count` counts tokens from the server's usage, not a local tokenizer.
+- `--server-metrics URL...` scrapes the frontend's and every worker's /metrics during the
+  step into server_metrics_export.json (prefix hits, KV usage, preemptions come from there).
+- `--ui none --no-gpu-telemetry --export-level records` keep it headless and write
+  profile_export.jsonl (one record per request, errors included).
+AIPerf exits 0 even when requests fail; the runner counts errors from the exports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+GRACE_PERIOD_S = 30.0
+
+
+@dataclass(frozen=True)
+class AiperfInvocation:
+    model: str
+    url: str
+    tokenizer: str
+    input_file: Path
+    request_count: int
+    concurrency: int
+    seed: int
+    artifact_dir: Path
+    server_metrics: tuple[str, ...] = ()
+    duration_s: float | None = None
+    block_size: int = 512
+    request_timeout_s: float = 600.0
+
+
+def profile_args(inv: AiperfInvocation) -> list[str]:
+    """Arguments after `aiperf` for one step (`profile ...`)."""
+    args = [
+        "profile",
+        "--model", inv.model,
+        "--url", inv.url,
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--tokenizer", inv.tokenizer,
+        "--custom-dataset-type", "mooncake_trace",
+        "--input-file", str(inv.input_file),
+        "--isl-block-size", str(inv.block_size),
+        "--request-count", str(inv.request_count),
+        "--concurrency", str(inv.concurrency),
+    ]
+    if inv.duration_s is not None:
+        args += ["--benchmark-duration", _num(inv.duration_s),
+                 "--benchmark-grace-period", _num(GRACE_PERIOD_S)]
+    args += [
+        "--extra-inputs", "ignore_eos:true",
+        "--use-server-token-count",
+        "--random-seed", str(inv.seed),
+        "--request-timeout-seconds", _num(inv.request_timeout_s),
+    ]
+    if inv.server_metrics:
+        args += ["--server-metrics", *inv.server_metrics]
+    args += ["--ui", "none", "--no-gpu-telemetry", "--export-level", "records",
+             "--artifact-dir", str(inv.artifact_dir)]
+    return args
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)

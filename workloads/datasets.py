@@ -1,0 +1,258 @@
+"""Seeded, byte-stable AIPerf datasets (Mooncake-trace JSONL), one generator per workload shape.
+
+Every row is `{"input_length", "output_length", "hash_ids"[, "session_id", "delay"]}`. AIPerf
+turns each hash id into one block of `block_size` tokens with the run's tokenizer, seeded by
+(--random-seed, file content, hash id): equal ids in one file are equal token blocks, so a
+shared prefix is exact, and a different file never repeats another file's blocks. That makes
+the same dataset portable across tokenizers (local engine, real Qwen on AWS).
+
+Randomness comes only from `random.Random(seed)` and inverse-CDF sampling, so the same seed
+gives the same bytes on any machine. Rows keep the requested lengths; the runner records the
+server-counted ones next to them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import math
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
+
+Row = dict
+
+
+def stable_seed(*parts: object) -> int:
+    """A 63-bit seed from any parts (a step id, a purpose), stable across processes."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def blocks_for(length: int, block_size: int) -> int:
+    return max(1, math.ceil(length / block_size))
+
+
+def _fresh_ids(start: int, n: int) -> list[int]:
+    return list(range(start, start + n))
+
+
+def _row(i: int, isl: int, osl: int, hash_ids: list[int]) -> Row:
+    # A session id per row lets the runner match AIPerf's records back to requested lengths.
+    return {"session_id": f"req-{i:06d}", "input_length": isl, "output_length": osl,
+            "hash_ids": hash_ids}
+
+
+# --- fixed-length rows (concurrency sweep) and exact shared prefixes (prefix cache) -----------
+
+def prefix_blocks(isl: int, block_size: int, share: float) -> int:
+    """Leading blocks shared by every row for `share` of the input; refuses an inexact share."""
+    if isl % block_size:
+        raise ValueError(f"isl {isl} is not a whole number of {block_size}-token blocks")
+    blocks = isl // block_size
+    shared = share * blocks
+    if abs(shared - round(shared)) > 1e-9:
+        raise ValueError(f"share {share:g} of {blocks} blocks ({isl}/{block_size}) is not a "
+                         "whole number of blocks: change the share, isl or blockSize")
+    return round(shared)
+
+
+def prefix_share_rows(n: int, isl: int, osl: int, block_size: int, share: float,
+                      id_base: int) -> list[Row]:
+    """`n` rows whose first `share` of blocks are the same ids in every row, the rest fresh.
+
+    share 0 gives unique rows (the concurrency sweep uses that); share 1 makes every row the
+    same prompt. Ids start at `id_base`, so each step can use a range no other step touched.
+    """
+    shared = prefix_blocks(isl, block_size, share)
+    total = isl // block_size
+    common = _fresh_ids(id_base, shared)
+    rows, next_id = [], id_base + shared
+    for i in range(n):
+        own = _fresh_ids(next_id, total - shared)
+        next_id += len(own)
+        rows.append(_row(i, isl, osl, common + own))
+    return rows
+
+
+def unique_rows(n: int, isl: int, osl: int, block_size: int, id_base: int) -> list[Row]:
+    """`n` rows of exactly `isl` input tokens that share nothing (no accidental cache hits)."""
+    rows, next_id = [], id_base
+    for i in range(n):
+        k = blocks_for(isl, block_size)
+        rows.append(_row(i, isl, osl, _fresh_ids(next_id, k)))
+        next_id += k
+    return rows
+
+
+def shared_prefix_fraction(rows: list[Row]) -> float:
+    """Share of each row's blocks that are a prefix common to all rows (exact, in blocks)."""
+    first = rows[0]["hash_ids"]
+    n = len(first)
+    for row in rows[1:]:
+        ids = row["hash_ids"]
+        n = next((i for i, (a, b) in enumerate(zip(first[:n], ids, strict=False)) if a != b),
+                 min(n, len(ids)))
+    return n / len(first)
+
+
+# --- length distributions (sequence distributions) --------------------------------------------
+
+@dataclass(frozen=True)
+class LengthDistribution:
+    """A distribution over integer lengths in [lo, hi] (truncated to the range)."""
+
+    kind: str                  # uniform | zipf | lognormal
+    lo: int
+    hi: int
+    zipf_exponent: float = 1.5
+    lognormal_sigma: float = 0.8
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("uniform", "zipf", "lognormal"):
+            raise ValueError(f"unknown distribution '{self.kind}' (uniform, zipf, lognormal)")
+        if not 1 <= self.lo <= self.hi:
+            raise ValueError(f"length range [{self.lo}, {self.hi}] is empty or below 1")
+
+    @property
+    def lognormal_mu(self) -> float:
+        # Median at the geometric middle of the range, so the body sits inside it.
+        return 0.5 * (math.log(self.lo) + math.log(self.hi))
+
+    def _zipf_cumulative(self) -> list[float]:
+        weights = [k ** -self.zipf_exponent for k in range(self.lo, self.hi + 1)]
+        total, acc, out = sum(weights), 0.0, []
+        for w in weights:
+            acc += w
+            out.append(acc / total)
+        return out
+
+    def cdf(self, x: float) -> float:
+        """The target CDF (truncated to [lo, hi]); discrete kinds step at integers."""
+        if x < self.lo:
+            return 0.0
+        if x >= self.hi:
+            return 1.0
+        if self.kind == "uniform":
+            return (math.floor(x) - self.lo + 1) / (self.hi - self.lo + 1)
+        if self.kind == "zipf":
+            return self._zipf_cumulative()[math.floor(x) - self.lo]
+        normal = NormalDist(self.lognormal_mu, self.lognormal_sigma)
+        a, b = normal.cdf(math.log(self.lo)), normal.cdf(math.log(self.hi))
+        return (normal.cdf(math.log(x)) - a) / (b - a)
+
+    def sample(self, n: int, seed: int) -> list[int]:
+        """`n` lengths by inverse-CDF sampling from `random.Random(seed)` (byte-stable)."""
+        rng = random.Random(seed)
+        if self.kind == "uniform":
+            return [self.lo + math.floor(rng.random() * (self.hi - self.lo + 1)) for _ in range(n)]
+        if self.kind == "zipf":
+            cum = self._zipf_cumulative()
+            return [self.lo + min(bisect.bisect_left(cum, rng.random()), len(cum) - 1)
+                    for _ in range(n)]
+        normal = NormalDist(self.lognormal_mu, self.lognormal_sigma)
+        a, b = normal.cdf(math.log(self.lo)), normal.cdf(math.log(self.hi))
+        out = []
+        for _ in range(n):
+            u = a + rng.random() * (b - a)
+            out.append(min(self.hi, max(self.lo, round(math.exp(normal.inv_cdf(u))))))
+        return out
+
+
+def length_rows(isl: LengthDistribution, osl: LengthDistribution, n: int, seed: int,
+                block_size: int, id_base: int) -> list[Row]:
+    """Rows whose requested input/output lengths follow `isl` / `osl`, no shared blocks."""
+    inputs = isl.sample(n, stable_seed(seed, "isl"))
+    outputs = osl.sample(n, stable_seed(seed, "osl"))
+    rows, next_id = [], id_base
+    for n_row, (i, o) in enumerate(zip(inputs, outputs, strict=True)):
+        k = blocks_for(i, block_size)
+        rows.append(_row(n_row, i, o, _fresh_ids(next_id, k)))
+        next_id += k
+    return rows
+
+
+# --- multi-turn conversations ----------------------------------------------------------------
+
+def multi_turn_rows(conversations: int, turns: int, isl: int, osl: int, block_size: int,
+                    id_base: int, turn_delay_ms: float = 0.0) -> list[Row]:
+    """Sessions of `turns` rows; each turn adds `isl` fresh tokens to the growing history.
+
+    AIPerf sends the whole conversation so far (its answers included) with every turn, so
+    turn k's prompt is the history plus this row's new user message.
+    """
+    rows, next_id = [], id_base
+    for c in range(conversations):
+        for t in range(turns):
+            k = blocks_for(isl, block_size)
+            row = {"session_id": f"conv-{c:05d}", "input_length": isl, "output_length": osl,
+                   "hash_ids": _fresh_ids(next_id, k)}
+            if t > 0:
+                row["delay"] = turn_delay_ms
+            rows.append(row)
+            next_id += k
+    return rows
+
+
+# --- trace replay ------------------------------------------------------------------------------
+
+def trace_rows(n: int, isl: int, osl: int, reuse: float, block_size: int, seed: int,
+               id_base: int) -> list[Row]:
+    """A Mooncake-style trace whose blocks are `reuse` re-used from earlier requests.
+
+    Requests draw a context from a small pool (Zipf-like popularity, like shared system
+    prompts / documents) and take its first R blocks, then fresh blocks. The first use of a
+    context is a miss, so R is raised by n / (n - contexts) to land the dataset-level reuse
+    (see `block_reuse`) on the target.
+    """
+    rng = random.Random(seed)
+    blocks = blocks_for(isl, block_size)
+    contexts = max(1, n // 16)
+    first_use_loss = contexts / n if n > contexts else 0.0
+    reused = min(blocks, round(reuse * blocks / max(1e-9, 1 - first_use_loss)))
+    pool = [_fresh_ids(id_base + c * blocks, blocks) for c in range(contexts)]
+    weights = [1 / (c + 1) for c in range(contexts)]
+    next_id = id_base + contexts * blocks
+    rows = []
+    for i in range(n):
+        ctx = rng.choices(range(contexts), weights=weights)[0]
+        own = _fresh_ids(next_id, blocks - reused)
+        next_id += len(own)
+        rows.append(_row(i, isl, osl, pool[ctx][:reused] + own))
+    return rows
+
+
+def block_reuse(rows: list[Row]) -> float:
+    """Fraction of all blocks whose id appeared in an earlier row (what a big cache would hit)."""
+    seen: set[int] = set()
+    hit = total = 0
+    for row in rows:
+        for h in row["hash_ids"]:
+            hit += h in seen
+            total += 1
+        seen.update(row["hash_ids"])
+    return hit / total if total else 0.0
+
+
+# --- files -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DatasetFile:
+    path: Path
+    sha256: str
+    rows: int
+
+
+def jsonl_bytes(rows: Iterable[Row]) -> bytes:
+    return "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n"
+                   for r in rows).encode()
+
+
+def write_jsonl(rows: list[Row], path: Path) -> DatasetFile:
+    data = jsonl_bytes(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return DatasetFile(path=path, sha256=hashlib.sha256(data).hexdigest(), rows=len(rows))

@@ -1,0 +1,84 @@
+"""The PromQL the cluster runner evaluates over each step's window, built from stacks/metrics.py.
+
+Server-side facts (prefix hits, KV usage, preemptions, queueing, GPU use) come from Prometheus
+on the cluster, never from client data. Each query is evaluated at the step's end with the
+step's duration as its range, e.g. `query_step(name, window_s=120)`; the engine tests run the
+same set against a real Prometheus scraping the local engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stacks import metrics as m
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    template: str              # {w} = range window, e.g. "120s"
+    metrics: tuple[str, ...]   # catalogue names it reads
+    engine: bool = True        # the local engine emits its inputs (DCGM needs real GPUs)
+
+    def render(self, window_s: float) -> str:
+        return self.template.format(w=f"{max(1, round(window_s))}s")
+
+
+def _quantile(q: float, hist: str) -> str:
+    return f"histogram_quantile({q}, sum by (le) (rate({hist}_bucket[{{w}}])))"
+
+
+def _mean(hist: str) -> str:
+    return f"sum(rate({hist}_sum[{{w}}])) / sum(rate({hist}_count[{{w}}]))"
+
+
+QUERIES: tuple[Query, ...] = (
+    Query("ttft_p50_s", _quantile(0.5, m.FRONTEND_TTFT), (m.FRONTEND_TTFT,)),
+    Query("ttft_p99_s", _quantile(0.99, m.FRONTEND_TTFT), (m.FRONTEND_TTFT,)),
+    Query("itl_p50_s", _quantile(0.5, m.FRONTEND_ITL), (m.FRONTEND_ITL,)),
+    Query("itl_p99_s", _quantile(0.99, m.FRONTEND_ITL), (m.FRONTEND_ITL,)),
+    Query("itl_mean_s", _mean(m.FRONTEND_ITL), (m.FRONTEND_ITL,)),
+    Query("ttft_mean_s", _mean(m.FRONTEND_TTFT), (m.FRONTEND_TTFT,)),
+    Query("request_duration_p50_s", _quantile(0.5, m.FRONTEND_REQUEST_DURATION),
+          (m.FRONTEND_REQUEST_DURATION,)),
+    Query("request_rate", f"sum(rate({m.FRONTEND_REQUESTS}[{{w}}]))", (m.FRONTEND_REQUESTS,)),
+    Query("output_tokens_per_s", f"sum(rate({m.FRONTEND_OUTPUT_TOKENS}[{{w}}]))",
+          (m.FRONTEND_OUTPUT_TOKENS,)),
+    # Prefix hits: cached prompt tokens over all prompt tokens, as the frontend counted them.
+    Query("prefix_hit_ratio",
+          f"sum(rate({m.FRONTEND_CACHED_TOKENS}_sum[{{w}}])) / "
+          f"sum(rate({m.FRONTEND_INPUT_SEQUENCE_TOKENS}_sum[{{w}}]))",
+          (m.FRONTEND_CACHED_TOKENS, m.FRONTEND_INPUT_SEQUENCE_TOKENS)),
+    Query("kv_blocks_total", f"max({m.FRONTEND_MODEL_TOTAL_KV_BLOCKS})",
+          (m.FRONTEND_MODEL_TOTAL_KV_BLOCKS,)),
+    Query("router_kv_hit_rate_mean", _mean(m.ROUTER_KV_HIT_RATE), (m.ROUTER_KV_HIT_RATE,)),
+    Query("router_reused_tokens_per_s",
+          f"sum(rate({m.ROUTER_KV_WORKER_REUSED_TOKENS}[{{w}}]))",
+          (m.ROUTER_KV_WORKER_REUSED_TOKENS,)),
+    Query("kv_usage_max", f"max(max_over_time({m.WORKER_KV_CACHE_USAGE}[{{w}}]))",
+          (m.WORKER_KV_CACHE_USAGE,)),
+    Query("kv_usage_mean", f"avg(avg_over_time({m.WORKER_KV_CACHE_USAGE}[{{w}}]))",
+          (m.WORKER_KV_CACHE_USAGE,)),
+    Query("preemptions", f"sum(increase({m.WORKER_PREEMPTIONS}[{{w}}]))",
+          (m.WORKER_PREEMPTIONS,)),
+    Query("requests_waiting_max", f"max(max_over_time({m.WORKER_REQUESTS_WAITING}[{{w}}]))",
+          (m.WORKER_REQUESTS_WAITING,)),
+    Query("requests_running_max", f"max(max_over_time({m.WORKER_REQUESTS_RUNNING}[{{w}}]))",
+          (m.WORKER_REQUESTS_RUNNING,)),
+    Query("worker_request_rate_by_component",
+          f"sum by (dynamo_component) (rate({m.WORKER_REQUESTS}[{{w}}]))",
+          (m.WORKER_REQUESTS,)),
+    Query("gpu_util_mean", f"avg(avg_over_time({m.DCGM_GPU_UTIL}[{{w}}]))",
+          (m.DCGM_GPU_UTIL,), engine=False),
+    Query("gpu_fb_used_max_mib", f"max(max_over_time({m.DCGM_FB_USED}[{{w}}]))",
+          (m.DCGM_FB_USED,), engine=False),
+    Query("gpu_power_mean_w", f"avg(avg_over_time({m.DCGM_POWER_USAGE}[{{w}}]))",
+          (m.DCGM_POWER_USAGE,), engine=False),
+)
+
+BY_NAME = {q.name: q for q in QUERIES}
+
+
+def step_queries(window_s: float, engine_only: bool = False) -> dict[str, str]:
+    """name -> PromQL over the last `window_s` seconds (evaluate at the step's end)."""
+    return {q.name: q.render(window_s) for q in QUERIES if q.engine or not engine_only}

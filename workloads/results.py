@@ -1,0 +1,153 @@
+"""What a finished AIPerf step says, read from its exports (pure: records in, numbers out).
+
+- `profile_export.jsonl`: one record per request; only `benchmark_phase == "profiling"` counts.
+  A record with `error` failed; `metadata.was_cancelled` marks a cancellation (AIPerf cancels
+  what is still running when the grace period ends); an error whose code/type says timeout is
+  a timeout. All three are kept and counted, never dropped.
+- achieved concurrency: the time-weighted number of requests in flight between the first and
+  the last request start (while the client was issuing), from the per-request timestamps.
+- per request: requested lengths (from the dataset row, matched by session id and turn) next
+  to the server-counted ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+RECORDS = "profile_export.jsonl"
+SUMMARY = "profile_export_aiperf.json"
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    requests: int
+    succeeded: int
+    errors: int
+    timeouts: int
+    cancelled: int
+
+    @property
+    def failed(self) -> int:
+        return self.errors + self.timeouts + self.cancelled
+
+    @property
+    def error_rate(self) -> float:
+        return self.failed / self.requests if self.requests else 1.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "failed": self.failed, "error_rate": round(self.error_rate, 6)}
+
+
+def read_records(artifact_dir: Path) -> list[dict]:
+    path = artifact_dir / RECORDS
+    if not path.exists():
+        return []
+    out = []
+    with path.open() as f:
+        for line in f:
+            if line.strip():
+                rec = json.loads(line)
+                if rec.get("metadata", {}).get("benchmark_phase", "profiling") == "profiling":
+                    out.append(rec)
+    return out
+
+
+def _is_timeout(error: dict) -> bool:
+    text = f"{error.get('type', '')} {error.get('message', '')}".lower()
+    return error.get("code") in (408, 504) or "timeout" in text or "timed out" in text
+
+
+def count(records: list[dict]) -> StepCounts:
+    errors = timeouts = cancelled = ok = 0
+    for rec in records:
+        err = rec.get("error")
+        if rec.get("metadata", {}).get("was_cancelled"):
+            cancelled += 1
+        elif err:
+            if _is_timeout(err):
+                timeouts += 1
+            else:
+                errors += 1
+        else:
+            ok += 1
+    return StepCounts(requests=len(records), succeeded=ok, errors=errors, timeouts=timeouts,
+                      cancelled=cancelled)
+
+
+def error_summary(records: list[dict], limit: int = 5) -> list[dict]:
+    """The most frequent error kinds: [{code, type, message, count}]."""
+    seen: dict[tuple, int] = {}
+    for rec in records:
+        err = rec.get("error")
+        if err:
+            key = (err.get("code"), err.get("type"), str(err.get("message", ""))[:200])
+            seen[key] = seen.get(key, 0) + 1
+    top = sorted(seen.items(), key=lambda kv: -kv[1])[:limit]
+    return [{"code": c, "type": t, "message": m, "count": n} for (c, t, m), n in top]
+
+
+def achieved_concurrency(records: list[dict]) -> float | None:
+    """Mean requests in flight over [first start, last start], from request timestamps."""
+    spans = []
+    for rec in records:
+        md = rec.get("metadata", {})
+        start, end = md.get("request_start_ns"), md.get("request_end_ns")
+        if start is not None and end is not None and end >= start:
+            spans.append((start, end))
+    if len(spans) < 2:
+        return None
+    lo = min(s for s, _ in spans)
+    hi = max(s for s, _ in spans)
+    if hi <= lo:
+        return float(len(spans))
+    busy = sum(max(0, min(e, hi) - s) for s, e in spans)
+    return busy / (hi - lo)
+
+
+def _metric(rec: dict, name: str):
+    value = rec.get("metrics", {}).get(name)
+    return value.get("value") if isinstance(value, dict) else None
+
+
+def request_lengths(records: list[dict], rows: list[dict]) -> list[dict]:
+    """Requested vs server-counted lengths per request, matched by (session_id, turn)."""
+    turns: dict[tuple[str, int], dict] = {}
+    counter: dict[str, int] = {}
+    for row in rows:
+        sid = row.get("session_id")
+        if sid is None:
+            continue
+        t = counter.get(sid, 0)
+        counter[sid] = t + 1
+        turns[(sid, t)] = row
+    out = []
+    for rec in records:
+        md = rec.get("metadata", {})
+        key = (md.get("conversation_id"), md.get("turn_index", 0))
+        row = turns.get(key, {})
+        out.append({
+            "conversation_id": key[0], "turn_index": key[1],
+            "requested_input_tokens": row.get("input_length"),
+            "requested_output_tokens": row.get("output_length"),
+            "input_tokens": _metric(rec, "input_sequence_length"),
+            "output_tokens": _metric(rec, "output_sequence_length"),
+            "cached_tokens": _metric(rec, "usage_prompt_cache_read_tokens"),
+            "ttft_ms": _metric(rec, "time_to_first_token"),
+            "itl_ms": _metric(rec, "inter_token_latency"),
+            "latency_ms": _metric(rec, "request_latency"),
+            "start_ns": md.get("request_start_ns"), "end_ns": md.get("request_end_ns"),
+            "cancelled": bool(md.get("was_cancelled")),
+            "error": rec.get("error"),
+        })
+    return out
+
+
+def summary_metric(artifact_dir: Path, name: str, stat: str = "avg") -> float | None:
+    """One statistic of AIPerf's summary export (e.g. time_to_first_token p50)."""
+    path = artifact_dir / SUMMARY
+    if not path.exists():
+        return None
+    value = json.loads(path.read_text()).get(name)
+    return value.get(stat) if isinstance(value, dict) else None

@@ -1,0 +1,205 @@
+"""`python -m workloads run`: pre-flight, start the target, smoke, warm-up, every step, stop.
+
+Phases are timed in the manifest. A re-run with the same run id skips complete steps and redoes
+missing, failed or interrupted ones. Ctrl-C (or SIGTERM) stops the running AIPerf first, then
+the engine, and leaves a valid manifest marked `interrupted`. A step that fails while an
+engine process has died ends the attempt (the remaining steps would only measure a broken
+engine); resuming starts a fresh engine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from stacks.loader import STACKS_DIR
+from stacks.preflight import require_valid
+from stacks.workload_config import Scale
+from workloads import smoke, step_exec
+from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
+from workloads.model_folder import build_model_folder
+from workloads.steps import Step, plan
+from workloads.targets import TargetError, make_target
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def default_hf_home() -> Path:
+    return Path(os.environ.get("DYNAMO_BENCH_HF_HOME", REPO / ".cache" / "hf"))
+
+
+@dataclass
+class RunOptions:
+    stack: str
+    scale: Scale = "quick"
+    only: list[str] | None = None
+    repeat: int | None = None
+    run_id: str | None = None
+    runs_dir: Path = REPO / "runs"
+    stacks_dir: Path = STACKS_DIR
+    hf_home: Path = field(default_factory=default_hf_home)
+    show_progress: bool = True
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str
+    steps: dict[str, str]
+
+
+class Interrupted(Exception):
+    """SIGTERM, turned into the same path as Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    def handler(signum, frame):
+        raise Interrupted(f"signal {signum}")
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _progress(console: Console, enabled: bool) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                    TextColumn("{task.fields[step]}"), TimeElapsedColumn(),
+                    TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                    disable=not enabled, transient=False)
+
+
+def run(opts: RunOptions, console: Console | None = None) -> RunResult:
+    console = console or Console(stderr=True)
+    report = require_valid(opts.stack, opts.stacks_dir)   # refuse before any load
+    stack = report.stack
+    if stack.serving is None:
+        raise TargetError(f"stack '{stack.name}' serves nothing: nothing to load")
+    repeats = opts.repeat if opts.repeat is not None else stack.workloads.repeats
+    steps = plan(stack, opts.scale, opts.only, repeats)
+    run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_dir = Path(opts.runs_dir) / stack.name / run_id
+    manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
+                             scale=opts.scale)
+    manifest.data.setdefault("repeats", repeats)
+    if manifest.data["repeats"] != repeats:
+        raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "
+                         f"resume with --repeat {manifest.data['repeats']} or use a new --run-id")
+    cleared = step_exec.clear_partials(run_dir)
+    pending = [s for s in steps
+               if not step_exec.is_complete(run_dir, s, manifest.step_status(s.id))]
+    manifest.begin_attempt(command=sys.argv, only=opts.only, planned=[s.id for s in steps],
+                           pending=[s.id for s in pending],
+                           cleared_partials=[str(p.relative_to(run_dir)) for p in cleared])
+    console.print(f"[bold]{stack.name}[/bold] run {run_id}: {len(steps)} step(s), "
+                  f"{len(steps) - len(pending)} already complete -> {run_dir}")
+    if not pending:
+        manifest.end_attempt(_final_status(manifest, steps))
+        return RunResult(run_dir, manifest.data["status"], _statuses(manifest, steps))
+
+    model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
+    target = make_target(stack, run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}",
+                         model=model, kv_capacity_tokens=[m.kv_capacity_tokens
+                                                          for m in report.memory])
+    status, error = FAILED, None
+    with _sigterm_as_interrupt():
+        try:
+            _serve_and_load(stack, target, model, manifest, pending, run_dir, opts, console)
+            status = _final_status(manifest, steps)
+        except (KeyboardInterrupt, Interrupted) as exc:
+            status, error = INTERRUPTED, f"interrupted ({exc or 'Ctrl-C'})"
+            console.print("[yellow]interrupted: load stopped, stopping the engine[/yellow]")
+        except (TargetError, smoke.SmokeError) as exc:
+            status, error = FAILED, str(exc)
+            console.print(f"[red]{exc}[/red]")
+        finally:
+            for s in pending:
+                step_exec.mark_interrupted(manifest, s.id)
+            phase = manifest.begin_phase("shutdown")
+            target.stop()
+            manifest.attempt["target"] = target.describe()
+            manifest.end_phase(phase)
+            manifest.end_attempt(status, error)
+    console.print(f"run {run_id}: [bold]{status}[/bold] ({run_dir / 'manifest.json'})")
+    return RunResult(run_dir, status, _statuses(manifest, steps))
+
+
+def _serve_and_load(stack, target, model, manifest: Manifest, pending: list[Step],
+                    run_dir: Path, opts: RunOptions, console: Console) -> None:
+    phase = manifest.begin_phase("startup")
+    try:
+        target.start()
+    except TargetError:
+        manifest.end_phase(phase, FAILED)
+        raise
+    ep = target.endpoints()
+    manifest.data.update(endpoints={"base_url": ep.base_url, "model": ep.model,
+                                    "metrics": ep.metrics},
+                         target_info=target.describe())
+    manifest.attempt["versions"] = versions(target.describe().get("dynamo_version", "unknown"))
+    manifest.end_phase(phase, endpoints=ep.metrics)
+
+    phase = manifest.begin_phase("smoke")
+    manifest.end_phase(phase, result=smoke.smoke_test(ep.base_url, ep.model))
+    phase = manifest.begin_phase("warmup")
+    manifest.end_phase(phase, result=smoke.warm_up(ep.base_url, ep.model,
+                                                   stack.workloads.warmup_requests))
+
+    ctx = step_exec.StepContext(
+        run_dir=run_dir, endpoints=ep, tokenizer=stack.model.id,
+        env={**os.environ, **model.env}, host_cores=os.cpu_count() or 1,
+        error_rate_threshold=stack.workloads.error_rate_threshold,
+        request_timeout_s=stack.workloads.request_timeout_s,
+        restart_workers=target.restart_workers)
+    total = sum(s.eta_s for s in pending)
+    with _progress(console, opts.show_progress) as progress:
+        task = progress.add_task(stack.name, total=total, step="")
+        done = 0.0
+        for i, step in enumerate(pending, 1):
+            label = f"{step.id} ({i}/{len(pending)})"
+            progress.update(task, step=label, completed=done)
+            phase = manifest.begin_phase(f"step:{step.id}")
+
+            def tick(elapsed: float, pid: int, done=done, step=step) -> None:
+                if elapsed == 0.0:  # AIPerf just started: record its process group
+                    manifest.update_step(step.id, aiperf_pid=pid)
+                progress.update(task, completed=done + min(elapsed, step.eta_s * 0.99))
+
+            rec = step_exec.run_step(step, ctx, manifest, tick)
+            manifest.end_phase(phase, rec["status"])
+            done += step.eta_s
+            progress.update(task, completed=done)
+            c = rec["counts"]
+            flag = " [yellow]client-bound[/yellow]" if rec["client"]["client_bound"] else ""
+            colour = "green" if rec["status"] == COMPLETE else "red"
+            progress.console.print(
+                f"  [{colour}]{rec['status']:>8}[/{colour}] {step.id}: {c['requests']} req, "
+                f"{c['failed']} failed ({c['error_rate']:.1%}){flag}")
+            problems = target.problems()
+            if problems:
+                raise TargetError("engine process died: " + "; ".join(problems) +
+                                  f" -> resume with --run-id {run_dir.name}")
+
+
+def _statuses(manifest: Manifest, steps: list[Step]) -> dict[str, str]:
+    return {s.id: manifest.step_status(s.id) or "missing" for s in steps}
+
+
+def _final_status(manifest: Manifest, steps: list[Step]) -> str:
+    statuses = _statuses(manifest, steps).values()
+    return COMPLETE if all(s == COMPLETE for s in statuses) else FAILED

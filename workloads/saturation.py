@@ -1,0 +1,83 @@
+"""Client saturation guard: was AIPerf itself the bottleneck of a step?
+
+A background thread samples the CPU of the AIPerf process tree (psutil) while the step runs.
+Afterwards `verdict` flags the step when the client could not hold the requested concurrency
+(achieved < CONCURRENCY_FLOOR x requested, from the request timestamps) or when it used
+nearly every core of the host (its own timing then includes CPU queueing). Both numbers are
+kept in the manifest either way.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import psutil
+
+SAMPLE_INTERVAL_S = 0.5
+CONCURRENCY_FLOOR = 0.9
+CPU_CEILING = 0.9        # fraction of the host's cores
+
+
+@dataclass
+class CpuSampler:
+    pid: int
+    interval_s: float = SAMPLE_INTERVAL_S
+    samples: list[float] = field(default_factory=list)   # cores in use, per sample
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._procs: dict[int, psutil.Process] = {}
+        self._thread = threading.Thread(target=self._run, name="aiperf-cpu", daemon=True)
+
+    def start(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = self._procs.get(self.pid) or psutil.Process(self.pid)
+            current = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+        # Keep Process objects across samples: cpu_percent() measures since the last call.
+        for p in current:
+            self._procs.setdefault(p.pid, p)
+        return [self._procs[p.pid] for p in current]
+
+    def _run(self) -> None:
+        for p in self._tree():
+            _cpu(p)  # prime: the first cpu_percent() call always returns 0
+        while not self._stop.wait(self.interval_s):
+            procs = self._tree()
+            if not procs:
+                break
+            self.samples.append(sum(_cpu(p) for p in procs) / 100.0)
+
+    def summary(self) -> dict:
+        s = self.samples
+        return {"samples": len(s), "mean_cores": round(sum(s) / len(s), 3) if s else None,
+                "max_cores": round(max(s), 3) if s else None}
+
+
+def _cpu(p: psutil.Process) -> float:
+    try:
+        return p.cpu_percent(None)
+    except psutil.Error:
+        return 0.0
+
+
+def verdict(requested: int, achieved: float | None, mean_cores: float | None,
+            host_cores: int) -> dict:
+    """{client_bound, reasons} for one step (pure)."""
+    reasons = []
+    if achieved is not None and achieved < CONCURRENCY_FLOOR * requested:
+        reasons.append(f"achieved concurrency {achieved:.2f} < {CONCURRENCY_FLOOR:.0%} of "
+                       f"requested {requested}")
+    if mean_cores is not None and mean_cores >= CPU_CEILING * host_cores:
+        reasons.append(f"AIPerf used {mean_cores:.2f} of {host_cores} cores on average")
+    return {"client_bound": bool(reasons), "reasons": reasons}

@@ -1,0 +1,180 @@
+"""One step: write its dataset, run the real AIPerf CLI against the target, judge the result.
+
+The step's directory appears only when the step is over: AIPerf writes into
+`<step>.partial/`, which is renamed to `<step>/` after the step record (`step.json`) is in
+it, so no half-written step ever looks complete. A step directory left from a failed attempt
+is moved to `.failed/` first. Ctrl-C stops AIPerf (its whole process group) and re-raises.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from workloads import results
+from workloads.aiperf_args import AiperfInvocation, profile_args
+from workloads.datasets import write_jsonl
+from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, RUNNING, now
+from workloads.saturation import CpuSampler, verdict
+from workloads.steps import Step
+from workloads.targets.processes import start_process
+
+PARTIAL = ".partial"
+# AIPerf gets this long beyond its planned time before the runner stops it as hung.
+AIPERF_SLACK_S = 300.0
+
+
+def aiperf_executable() -> Path:
+    return Path(sys.executable).with_name("aiperf")
+
+
+@dataclass
+class StepContext:
+    run_dir: Path
+    endpoints: object                 # workloads.targets.Endpoints
+    tokenizer: str
+    env: dict[str, str]
+    error_rate_threshold: float
+    request_timeout_s: float
+    host_cores: int
+    restart_workers: Callable[[], None]
+
+
+def step_dir(run_dir: Path, step: Step) -> Path:
+    return run_dir / step.id
+
+
+def dataset_path(run_dir: Path, step: Step) -> Path:
+    return run_dir / "datasets" / f"{step.id}.jsonl"
+
+
+def is_complete(run_dir: Path, step: Step, manifest_status: str | None) -> bool:
+    record = step_dir(run_dir, step) / "step.json"
+    if manifest_status != COMPLETE or not record.exists():
+        return False
+    try:
+        return json.loads(record.read_text()).get("status") == COMPLETE
+    except ValueError:
+        return False
+
+
+def clear_partials(run_dir: Path) -> list[Path]:
+    """Remove step directories an interrupted attempt left half-written."""
+    found = sorted(run_dir.rglob(f"*{PARTIAL}")) if run_dir.exists() else []
+    for p in found:
+        shutil.rmtree(p, ignore_errors=True)
+    return found
+
+
+def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float, int], None]) -> dict:
+    """Run `step`; returns its final record (also written to the manifest and step.json)."""
+    final = step_dir(ctx.run_dir, step)
+    work = final.with_name(final.name + PARTIAL)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    record = {"id": step.id, "workload": step.workload, "name": step.name,
+              "repeat": step.repeat, "status": RUNNING, "start": now(), "end": None,
+              "cold": step.cold, "concurrency": step.concurrency, "seed": step.seed,
+              "duration_s": step.duration_s, "params": step.params}
+    manifest.begin_step(step.id, record)
+    if step.cold:
+        t0 = time.monotonic()
+        ctx.restart_workers()
+        manifest.update_step(step.id, cold_restart_s=round(time.monotonic() - t0, 3))
+
+    rows = step.rows()
+    dfile = write_jsonl(rows, dataset_path(ctx.run_dir, step))
+    dataset = {"path": str(dfile.path.relative_to(ctx.run_dir)), "sha256": dfile.sha256,
+               "rows": dfile.rows}
+    inv = AiperfInvocation(
+        model=ctx.endpoints.model, url=ctx.endpoints.base_url, tokenizer=ctx.tokenizer,
+        input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
+        seed=step.seed, artifact_dir=work, server_metrics=tuple(ctx.endpoints.metrics_urls),
+        duration_s=step.duration_s, block_size=step.params.get("block_size", 512),
+        request_timeout_s=ctx.request_timeout_s)
+    command = [str(aiperf_executable()), *profile_args(inv)]
+    manifest.update_step(step.id, dataset=dataset, command=command,
+                         artifact_dir=str(final.relative_to(ctx.run_dir)))
+
+    rc, cpu, wall = _run_aiperf(command, ctx, work, step, on_tick)
+    outcome = judge(work, rows, step, rc, cpu, ctx)
+    outcome |= {"aiperf_exit_code": rc, "aiperf_wall_s": round(wall, 3), "end": now()}
+    (work / "step.json").write_text(json.dumps({**record, **outcome, "dataset": dataset,
+                                                "command": command}, indent=2))
+    _publish(work, final, ctx.run_dir)
+    manifest.update_step(step.id, **outcome)
+    return {**record, **outcome}
+
+
+def _run_aiperf(command: list[str], ctx: StepContext, work: Path, step: Step,
+                on_tick: Callable[[float, int], None]) -> tuple[int | None, dict, float]:
+    proc = start_process("aiperf", command, ctx.env, work / "aiperf.log", cwd=work)
+    on_tick(0.0, proc.pid)
+    sampler = CpuSampler(proc.pid).start()
+    t0 = time.monotonic()
+    limit = step.eta_s + (step.duration_s or 0) + AIPERF_SLACK_S
+    try:
+        while proc.popen.poll() is None:
+            elapsed = time.monotonic() - t0
+            if elapsed > limit:
+                proc.stop()
+                break
+            on_tick(elapsed, proc.pid)
+            time.sleep(0.5)
+    except BaseException:
+        # Ctrl-C / SIGTERM: the load stops first; the caller then stops the engine.
+        proc.stop()
+        sampler.stop()
+        raise
+    finally:
+        proc.stop()  # no-op when it exited; reaps any worker it left behind
+    sampler.stop()
+    return proc.popen.returncode, sampler.summary(), time.monotonic() - t0
+
+
+def judge(work: Path, rows: list[dict], step: Step, rc: int | None, cpu: dict,
+          ctx: StepContext) -> dict:
+    """The step's counts, client verdict and status, from AIPerf's exports in `work`."""
+    records = results.read_records(work)
+    counts = results.count(records)
+    achieved = results.achieved_concurrency(records)
+    lengths = results.request_lengths(records, rows)
+    with (work / "requests.jsonl").open("w") as f:
+        for r in lengths:
+            f.write(json.dumps(r) + "\n")
+    client = {"cpu": cpu, "requested_concurrency": step.concurrency,
+              "achieved_concurrency": round(achieved, 3) if achieved is not None else None,
+              "aiperf_effective_concurrency": results.summary_metric(
+                  work, "effective_concurrency"),
+              **verdict(step.concurrency, achieved, cpu.get("mean_cores"), ctx.host_cores)}
+    reasons = []
+    if rc != 0:
+        reasons.append(f"aiperf exited with code {rc}")
+    if counts.requests == 0:
+        reasons.append("no request records")
+    elif counts.error_rate > ctx.error_rate_threshold:
+        reasons.append(f"error rate {counts.error_rate:.2%} > threshold "
+                       f"{ctx.error_rate_threshold:.2%}")
+    return {"status": FAILED if reasons else COMPLETE, "failure_reasons": reasons,
+            "counts": counts.as_dict(), "errors": results.error_summary(records),
+            "client": client}
+
+
+def _publish(work: Path, final: Path, run_dir: Path) -> None:
+    """Rename the finished step into place; an older attempt's directory goes to .failed/."""
+    if final.exists():
+        rel = str(final.relative_to(run_dir)).replace("/", "__")
+        graveyard = run_dir / ".failed" / f"{rel}-{time.strftime('%Y%m%dT%H%M%S')}"
+        graveyard.parent.mkdir(parents=True, exist_ok=True)
+        final.rename(graveyard)
+    work.rename(final)
+
+
+def mark_interrupted(manifest, step_id: str) -> None:
+    if manifest.step_status(step_id) == RUNNING:
+        manifest.update_step(step_id, status=INTERRUPTED, end=now())

@@ -1,0 +1,161 @@
+"""The plan: a stack and a scale become an ordered list of steps, each one AIPerf invocation.
+
+Step ids are paths: `concurrency_sweep/c4`, `multi_turn/conv8`, `sequence_distributions/zipf`,
+`prefix_cache/share050`, `trace_replay/c16`; with repeats every step gets `/r1`, `/r2`, ...
+(never a mix, so no step directory sits inside another). Everything here is pure: the runner
+turns each step's rows into a file and its parameters into an AIPerf command line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from stacks.schema import StackConfig
+from stacks.workload_config import Scale, WorkloadsConfig
+from workloads import datasets as ds
+
+WORKLOADS = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
+             "trace_replay")
+
+# Duration-bounded steps need enough distinct rows that AIPerf never wraps around (a wrapped
+# row is a repeated prompt, i.e. a prefix-cache hit the workload did not ask for). Rows are
+# sized for requests finishing as fast as FASTEST_TOKEN_S per output token plus
+# FASTEST_REQUEST_S per request, faster than any engine we drive (the local mocker runs
+# ~4 ms/token at c1); if a run still exhausts them, AIPerf stops early and the step's
+# recorded duration shows it.
+FASTEST_TOKEN_S = 0.002
+FASTEST_REQUEST_S = 0.02
+# AIPerf's own start-up and shutdown per invocation (measured ~9-10 s on 2 cores).
+AIPERF_FIXED_S = 10.0
+# Rough pace used for ETAs of count-bounded steps.
+ETA_TOKEN_S = 0.006
+# Tokens per hash id where the workload config has no blockSize (AIPerf's Mooncake default).
+BLOCK = 512
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    workload: str
+    name: str
+    repeat: int
+    concurrency: int
+    seed: int
+    rows: Callable[[], list[dict]] = field(repr=False, compare=False)
+    duration_s: float | None = None     # None: bounded by the row count only
+    cold: bool = False                  # restart workers (empty KV caches) first
+    params: dict = field(default_factory=dict)   # what the manifest records about the step
+    eta_s: float = 0.0
+
+
+def rows_for_duration(concurrency: int, duration_s: float, osl: int, turns: int = 1) -> int:
+    """Upper bound on the requests (or conversations) a duration-bounded step can finish."""
+    per = turns * (osl * FASTEST_TOKEN_S + FASTEST_REQUEST_S)
+    return concurrency * (math.ceil(duration_s / per) + 1)
+
+
+def _eta(requests: int, concurrency: int, osl: float, duration_s: float | None) -> float:
+    if duration_s is not None:
+        return AIPERF_FIXED_S + duration_s
+    return AIPERF_FIXED_S + math.ceil(requests / concurrency) * osl * ETA_TOKEN_S
+
+
+def _sweep(w, seed: int, repeat: int) -> list[tuple]:
+    out = []
+    for c in w.concurrencies:
+        n = rows_for_duration(c, w.duration_s, w.osl)
+        out.append((f"c{c}", c, w.duration_s, False,
+                    lambda n=n, b=ds.stable_seed(seed, c): ds.unique_rows(
+                        n, w.isl, w.osl, BLOCK, b % 10**9),
+                    {"isl": w.isl, "osl": w.osl, "rows": n, "block_size": BLOCK}))
+    return out
+
+
+def _multi_turn(w, seed: int, repeat: int) -> list[tuple]:
+    convs = rows_for_duration(w.conversations, w.duration_s, w.osl, w.turns)
+    rows = lambda b=ds.stable_seed(seed, "mt"): ds.multi_turn_rows(  # noqa: E731
+        convs, w.turns, w.isl, w.osl, BLOCK, b % 10**9, w.turn_delay_ms)
+    return [(f"conv{w.conversations}", w.conversations, w.duration_s, False, rows,
+             {"isl": w.isl, "osl": w.osl, "turns": w.turns, "rows": convs * w.turns,
+              "conversations": convs, "block_size": BLOCK})]
+
+
+def _distributions(w, seed: int, repeat: int) -> list[tuple]:
+    out = []
+    for kind in w.distributions:
+        isl = ds.LengthDistribution(kind, w.isl_min, w.isl_max, w.zipf_exponent,
+                                    w.lognormal_sigma)
+        osl = ds.LengthDistribution(kind, w.osl_min, w.osl_max, w.zipf_exponent,
+                                    w.lognormal_sigma)
+        s = ds.stable_seed(seed, kind)
+        out.append((kind, w.concurrency, None, False,
+                    lambda isl=isl, osl=osl, s=s: ds.length_rows(isl, osl, w.requests, s, BLOCK,
+                                                                 s % 10**9),
+                    {"distribution": kind, "isl_range": [w.isl_min, w.isl_max],
+                     "osl_range": [w.osl_min, w.osl_max], "rows": w.requests,
+                     "mean_osl": (w.osl_min + w.osl_max) / 2, "block_size": BLOCK}))
+    return out
+
+
+def _prefix(w, seed: int, repeat: int) -> list[tuple]:
+    out = []
+    for share in w.shares:
+        ds.prefix_blocks(w.isl, w.block_size, share)  # refuse an inexact share at plan time
+        b = ds.stable_seed(seed, "prefix", share) % 10**9
+        out.append((f"share{round(share * 100):03d}", w.concurrency, None, True,
+                    lambda share=share, b=b: ds.prefix_share_rows(
+                        w.requests, w.isl, w.osl, w.block_size, share, b),
+                    {"share": share, "isl": w.isl, "osl": w.osl, "rows": w.requests,
+                     "block_size": w.block_size}))
+    return out
+
+
+def _trace(w, seed: int, repeat: int) -> list[tuple]:
+    out = []
+    for c in w.concurrencies:
+        s = ds.stable_seed(seed, "trace", c)
+        out.append((f"c{c}", c, None, True,
+                    lambda s=s: ds.trace_rows(w.requests, w.isl, w.osl, w.reuse, w.block_size,
+                                              s, s % 10**9),
+                    {"isl": w.isl, "osl": w.osl, "target_reuse": w.reuse, "rows": w.requests,
+                     "block_size": w.block_size}))
+    return out
+
+
+_BUILDERS = {"concurrency_sweep": _sweep, "multi_turn": _multi_turn,
+             "sequence_distributions": _distributions, "prefix_cache": _prefix,
+             "trace_replay": _trace}
+
+
+def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = None,
+         repeats: int | None = None) -> list[Step]:
+    """Every step of the stack's enabled workloads at `scale`, in plan order."""
+    cfg: WorkloadsConfig = stack.workloads
+    enabled = cfg.enabled()
+    if only:
+        unknown = [w for w in only if w not in WORKLOADS]
+        if unknown:
+            raise ValueError(f"unknown workload(s) {unknown}: use {', '.join(WORKLOADS)}")
+        disabled = [w for w in only if w not in enabled]
+        if disabled:
+            raise ValueError(f"workload(s) {disabled} are disabled in stack '{stack.name}': "
+                             "set enabled: true under dynamo-bench:workloads")
+    n_repeats = repeats if repeats is not None else cfg.repeats
+    steps = []
+    for name, workload in enabled.items():
+        if only and name not in only:
+            continue
+        w = workload.at_scale(scale)
+        for r in range(1, n_repeats + 1):
+            base_seed = ds.stable_seed(cfg.seed, name, r)
+            for sname, conc, duration, cold, rows, params in _BUILDERS[name](w, base_seed, r):
+                step_id = f"{name}/{sname}" + (f"/r{r}" if n_repeats > 1 else "")
+                seed = ds.stable_seed(cfg.seed, step_id) % 2**31
+                osl = params.get("mean_osl", params.get("osl", 0))
+                eta = _eta(params["rows"], conc, osl, duration)
+                steps.append(Step(id=step_id, workload=name, name=sname, repeat=r,
+                                  concurrency=conc, seed=seed, rows=rows, duration_s=duration,
+                                  cold=cold, params=params, eta_s=eta))
+    return steps

@@ -1,0 +1,60 @@
+"""Where the load goes: a Target serves one stack's model on an OpenAI-compatible endpoint.
+
+The runner only talks to this interface. `local` starts the Dynamo frontend and mocker workers
+on loopback; `aws` reads a deployed stack's outputs (the in-cluster runner Job that drives it
+comes in a later issue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    base_url: str                  # http://host:port, the OpenAI API root (no /v1)
+    model: str                     # the served model name
+    # Prometheus endpoints by component ("frontend", "worker-0", "prefill-0", ...).
+    metrics: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        return list(self.metrics.values())
+
+
+class Target(Protocol):
+    """A serving deployment the runner can start, probe, load and stop."""
+
+    kind: str
+
+    def start(self) -> None:
+        """Bring the deployment up (or attach to it) and return once it is ready."""
+
+    def endpoints(self) -> Endpoints:
+        """Where to send requests and where every component's /metrics is."""
+
+    def restart_workers(self) -> None:
+        """Restart every worker (empty KV caches: a cold-cache step), ready on return."""
+
+    def problems(self) -> list[str]:
+        """What is wrong right now (a process that exited, ...); empty when healthy."""
+
+    def describe(self) -> dict:
+        """What the manifest records about the target (processes, versions, settings)."""
+
+    def stop(self) -> None:
+        """Stop everything this target started; safe to call twice."""
+
+
+class TargetError(RuntimeError):
+    """The target could not start, became unhealthy, or cannot do what was asked."""
+
+
+def make_target(stack, workdir, **kwargs) -> Target:
+    """The target for `stack.target` ("local" or "aws")."""
+    if stack.target == "local":
+        from workloads.targets.local import LocalTarget
+        return LocalTarget(stack, workdir, **kwargs)
+    from workloads.targets.aws import AwsTarget
+    return AwsTarget(stack, workdir, **kwargs)

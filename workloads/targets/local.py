@@ -1,0 +1,255 @@
+"""The local Dynamo engine: a frontend and one mocker process per worker replica, on loopback.
+
+No GPU, etcd or NATS: discovery is a temp directory (file backend), requests go over TCP and
+events over ZMQ through a broker bound to 127.0.0.1 (see zmq_broker.py for why). Every port
+is a free loopback port, every process runs in its own process group and is stopped by PID.
+The mockers imitate the stack's workers: their KV blocks come from pre-flight's KV capacity
+for the real GPU (or serving.mocker.numGpuBlocks), disaggregated stacks get prefill and
+decode mockers, and the frontend routes with the stack's router mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+import httpx
+
+from stacks.schema import Role, StackConfig, Topology
+from workloads.model_folder import ModelFolder
+from workloads.targets import Endpoints, TargetError
+from workloads.targets.processes import ManagedProcess, free_port, start_process, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+BROKER_SCRIPT = Path(__file__).resolve().parent / "zmq_broker.py"
+READY_TIMEOUT_S = 120.0
+
+
+def engine_python() -> Path:
+    """The interpreter of the engine's own venv (ai-dynamo pins an older pydantic)."""
+    return Path(os.environ.get("DYNAMO_BENCH_ENGINE_PYTHON", REPO / ".venv-engine/bin/python"))
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    name: str          # worker-0, prefill-0, decode-0 ...
+    group: int         # index into serving.workers
+    role: Role
+    blocks: int        # KV blocks of this mocker
+
+
+def mocker_blocks(stack: StackConfig, kv_capacity_tokens: list[int]) -> list[int]:
+    """KV blocks per worker group: numGpuBlocks if set, else pre-flight's capacity / block."""
+    mocker = stack.serving.mocker
+    if mocker.num_gpu_blocks is not None:
+        return [mocker.num_gpu_blocks] * len(stack.serving.workers)
+    blocks = [tokens // mocker.block_size for tokens in kv_capacity_tokens]
+    for i, b in enumerate(blocks):
+        if b < 16:
+            raise TargetError(f"dynamo-bench:serving.workers[{i}]: pre-flight leaves {b} KV "
+                              "blocks; set serving.mocker.numGpuBlocks or fix the memory fit")
+    return blocks
+
+
+def worker_specs(stack: StackConfig, blocks: list[int]) -> list[WorkerSpec]:
+    specs = []
+    for g, group in enumerate(stack.serving.workers):
+        for _ in range(group.replicas):
+            n = sum(1 for s in specs if s.role == group.role)
+            specs.append(WorkerSpec(f"{group.role.value}-{n}", g, group.role, blocks[g]))
+    return specs
+
+
+def frontend_argv(python: Path, stack: StackConfig, port: int) -> list[str]:
+    argv = [str(python), "-m", "dynamo.frontend", "--http-host", "127.0.0.1",
+            "--http-port", str(port), "--router-mode", stack.serving.router.value]
+    if stack.serving.topology == Topology.DISAGGREGATED:
+        argv.append("--enforce-disagg")  # never fall back to aggregated serving silently
+    return argv
+
+
+def mocker_argv(python: Path, stack: StackConfig, spec: WorkerSpec, model_path: Path) -> list[str]:
+    serving = stack.serving
+    group = serving.workers[spec.group]
+    argv = [str(python), "-m", "dynamo.mocker", "--model-path", str(model_path),
+            "--model-name", stack.model.name,
+            "--speedup-ratio", str(serving.mocker.speedup_ratio),
+            "--block-size", str(serving.mocker.block_size),
+            "--num-gpu-blocks-override", str(spec.blocks),
+            "--max-model-len", str(group.max_model_len)]
+    if spec.role != Role.WORKER:
+        argv += ["--disaggregation-mode", spec.role.value]
+    if not serving.prefix_caching:
+        argv.append("--no-enable-prefix-caching")
+    return argv
+
+
+def engine_env(base: dict[str, str], discovery_dir: Path, broker: tuple[int, int],
+               model_env: dict[str, str]) -> dict[str, str]:
+    """Environment of every engine process: file discovery, loopback-only planes."""
+    xsub, xpub = broker
+    return {
+        **base, **model_env,
+        "DYN_DISCOVERY_BACKEND": "file", "DYN_FILE_KV": str(discovery_dir),
+        "DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq",
+        "DYN_ZMQ_BROKER_URL": f"xsub=tcp://127.0.0.1:{xsub} , xpub=tcp://127.0.0.1:{xpub}",
+        "DYN_TCP_RPC_HOST": "127.0.0.1", "DYN_TCP_RESPONSE_STREAM_HOST": "127.0.0.1",
+        "DYN_EVENT_PLANE_HOST": "127.0.0.1", "DYN_SYSTEM_HOST": "127.0.0.1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def registered_workers(discovery_dir: Path) -> int:
+    """Worker instances serving a `generate` endpoint, as file discovery lists them."""
+    inst = discovery_dir / "v1" / "instances"
+    if not inst.is_dir():
+        return 0
+    names = [unquote(p.name).split("/") for p in inst.iterdir()]
+    return sum(1 for parts in names if len(parts) == 4 and parts[2] == "generate")
+
+
+def dynamo_version(python: Path) -> str:
+    out = subprocess.run([str(python), "-c", "import importlib.metadata as m;"
+                          "print(m.version('ai-dynamo'))"], capture_output=True, text=True,
+                         timeout=60)
+    return out.stdout.strip() or "unknown"
+
+
+class LocalTarget:
+    kind = "local"
+
+    def __init__(self, stack: StackConfig, workdir: Path, *, model: ModelFolder,
+                 kv_capacity_tokens: list[int]):
+        if stack.serving is None:
+            raise TargetError(f"stack '{stack.name}' serves nothing (no serving block)")
+        self.stack = stack
+        self.workdir = Path(workdir)
+        self.model = model
+        self.python = engine_python()
+        if not self.python.exists():
+            raise TargetError(f"engine interpreter {self.python} is missing: run `make engine`")
+        self.specs = worker_specs(stack, mocker_blocks(stack, kv_capacity_tokens))
+        self.http_port = 0
+        self.system_ports: dict[str, int] = {}
+        self.broker: ManagedProcess | None = None
+        self.frontend: ManagedProcess | None = None
+        self.workers: dict[str, ManagedProcess] = {}
+        self.started: list[ManagedProcess] = []   # every process ever started, for the record
+        self.discovery_dir: Path | None = None
+        self.env: dict[str, str] = {}
+        self.version = "unknown"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.discovery_dir = Path(tempfile.mkdtemp(prefix="dynamo-bench-discovery-"))
+        self.version = dynamo_version(self.python)
+        self.broker = self._start("zmq-broker", [str(self.python), str(BROKER_SCRIPT)],
+                                  dict(os.environ), stdout_pipe=True)
+        ports = self._read_broker_ports()
+        self.env = engine_env(dict(os.environ), self.discovery_dir, ports, self.model.env)
+        self.http_port = free_port()
+        self.frontend = self._start(
+            "frontend", frontend_argv(self.python, self.stack, self.http_port), self.env)
+        self.system_ports = {s.name: free_port() for s in self.specs}
+        self._start_workers()
+        self._wait_ready()
+
+    def restart_workers(self) -> None:
+        for proc in self.workers.values():
+            proc.stop()
+        if not wait_until(lambda: registered_workers(self.discovery_dir) == 0, 30):
+            raise TargetError("stopped workers are still registered after 30 s")
+        self._start_workers()
+        self._wait_ready()
+
+    def stop(self) -> None:
+        for proc in [*self.workers.values(), self.frontend, self.broker]:
+            if proc is not None:
+                proc.stop()
+        if self.discovery_dir is not None:
+            shutil.rmtree(self.discovery_dir, ignore_errors=True)
+
+    # --- what the runner reads ---------------------------------------------------------------
+    def endpoints(self) -> Endpoints:
+        base = f"http://127.0.0.1:{self.http_port}"
+        metrics = {"frontend": f"{base}/metrics"}
+        metrics |= {name: f"http://127.0.0.1:{port}/metrics"
+                    for name, port in self.system_ports.items()}
+        return Endpoints(base_url=base, model=self.stack.model.name, metrics=metrics)
+
+    def processes(self) -> list[ManagedProcess]:
+        return [p for p in [self.broker, self.frontend, *self.workers.values()] if p]
+
+    def problems(self) -> list[str]:
+        return [f"{p.name} (pid {p.pid}) exited with code {p.popen.returncode}; log "
+                f"{p.log_path}" for p in self.processes() if not p.alive()]
+
+    def describe(self) -> dict:
+        return {
+            "kind": self.kind, "dynamo_version": self.version,
+            "engine_python": str(self.python), "model_snapshot": str(self.model.snapshot),
+            "router": self.stack.serving.router.value,
+            "topology": self.stack.serving.topology.value,
+            "workers": [{"name": s.name, "role": s.role.value, "kv_blocks": s.blocks,
+                         "block_size": self.stack.serving.mocker.block_size,
+                         "system_port": self.system_ports.get(s.name)} for s in self.specs],
+            "processes": [{**p.describe(), "alive": p.alive()} for p in self.started],
+        }
+
+    # --- internals ---------------------------------------------------------------------------
+    def _start(self, name: str, argv: list[str], env: dict[str, str],
+               stdout_pipe: bool = False) -> ManagedProcess:
+        log = self.workdir / "logs" / f"{name}.log"
+        proc = start_process(name, argv, env, log, stdout_pipe=stdout_pipe)
+        self.started.append(proc)
+        return proc
+
+    def _read_broker_ports(self) -> tuple[int, int]:
+        out = self.broker.popen.stdout
+        ready, _, _ = select.select([out], [], [], 30)
+        line = out.readline().decode() if ready else ""
+        try:
+            ports = json.loads(line)
+            return int(ports["xsub"]), int(ports["xpub"])
+        except (ValueError, KeyError) as exc:
+            raise TargetError(f"ZMQ broker did not report its ports (got {line!r}); log "
+                              f"{self.broker.log_path}") from exc
+
+    def _start_workers(self) -> None:
+        for spec in self.specs:
+            env = {**self.env, "DYN_SYSTEM_PORT": str(self.system_ports[spec.name])}
+            argv = mocker_argv(self.python, self.stack, spec, self.model.snapshot)
+            self.workers[spec.name] = self._start(spec.name, argv, env)
+
+    def _wait_ready(self) -> None:
+        """Ready = every worker registered and the frontend's /v1/models lists the model."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        url = f"http://127.0.0.1:{self.http_port}/v1/models"
+        while time.monotonic() < deadline:
+            if self.problems():
+                raise TargetError("local engine failed to start: " + "; ".join(self.problems()))
+            if registered_workers(self.discovery_dir) >= len(self.specs) and _lists_model(
+                    url, self.stack.model.name):
+                return
+            time.sleep(0.25)
+        raise TargetError(f"local engine not ready after {READY_TIMEOUT_S:.0f} s: "
+                          f"{registered_workers(self.discovery_dir)}/{len(self.specs)} workers "
+                          f"registered; logs in {self.workdir / 'logs'}")
+
+
+def _lists_model(url: str, model: str) -> bool:
+    try:
+        r = httpx.get(url, timeout=2.0)
+        return r.status_code == 200 and any(m.get("id") == model for m in r.json()["data"])
+    except (httpx.HTTPError, ValueError, KeyError):
+        return False
+
