@@ -42,12 +42,16 @@ def test_only_profiling_records_count(tmp_path):
 
 
 def test_achieved_concurrency_from_timestamps():
-    # closed loop, 4 lanes, each starting its next request when the last one ends
-    lanes = [_rec(j * 40 + k, j * 40 + 40 + k) for j in range(3) for k in range(4)]
-    assert results.achieved_concurrency(lanes) == pytest.approx(4.0, rel=0.05)
+    # closed loop, 4 lanes, each starting its next request when the last one ends; the
+    # first wave is issued over 30 ns (a ramp that must not count against the client)
+    lanes = [_rec(j * 40 + k * 10 * (j == 0) + k, j * 40 + 40 + k) for j in range(3)
+             for k in range(4)]
+    assert results.achieved_concurrency(lanes, 4) == pytest.approx(4.0, rel=0.05)
     # a client that could only keep 2 of 4 in flight
-    starved = [_rec(j * 40 + k, j * 40 + 40 + k) for j in range(3) for k in range(2)]
-    assert results.achieved_concurrency(starved) == pytest.approx(2.0, rel=0.05)
+    starved = [_rec(j * 40 + k, j * 40 + 40 + k) for j in range(6) for k in range(2)]
+    assert results.achieved_concurrency(starved, 4) == pytest.approx(2.0, rel=0.05)
+    # a single wave has no steady state
+    assert results.achieved_concurrency(lanes[:4], 4) is None
 
 
 def test_request_lengths_match_rows_by_session_and_turn():

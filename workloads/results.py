@@ -4,8 +4,9 @@
   A record with `error` failed; `metadata.was_cancelled` marks a cancellation (AIPerf cancels
   what is still running when the grace period ends); an error whose code/type says timeout is
   a timeout. All three are kept and counted, never dropped.
-- achieved concurrency: the time-weighted number of requests in flight between the first and
-  the last request start (while the client was issuing), from the per-request timestamps.
+- achieved concurrency: the time-weighted number of requests in flight once the first
+  `concurrency` requests have started, until the last request start (while the client was
+  issuing), from the per-request timestamps.
 - per request: requested lengths (from the dataset row, matched by session id and turn) next
   to the server-counted ones.
 """
@@ -88,21 +89,26 @@ def error_summary(records: list[dict], limit: int = 5) -> list[dict]:
     return [{"code": c, "type": t, "message": m, "count": n} for (c, t, m), n in top]
 
 
-def achieved_concurrency(records: list[dict]) -> float | None:
-    """Mean requests in flight over [first start, last start], from request timestamps."""
+def achieved_concurrency(records: list[dict], requested: int) -> float | None:
+    """Mean requests in flight while the client was issuing, from request timestamps.
+
+    The window runs from the `requested`-th request start (the initial ramp is over) to the
+    last request start (after that the load only drains). None when there are too few
+    requests to have a steady state.
+    """
     spans = []
     for rec in records:
         md = rec.get("metadata", {})
         start, end = md.get("request_start_ns"), md.get("request_end_ns")
         if start is not None and end is not None and end >= start:
             spans.append((start, end))
-    if len(spans) < 2:
+    if len(spans) <= requested:
         return None
-    lo = min(s for s, _ in spans)
-    hi = max(s for s, _ in spans)
+    starts = sorted(s for s, _ in spans)
+    lo, hi = starts[requested - 1], starts[-1]
     if hi <= lo:
-        return float(len(spans))
-    busy = sum(max(0, min(e, hi) - s) for s, e in spans)
+        return None
+    busy = sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans)
     return busy / (hi - lo)
 
 

@@ -142,7 +142,7 @@ def judge(work: Path, rows: list[dict], step: Step, rc: int | None, cpu: dict,
     """The step's counts, client verdict and status, from AIPerf's exports in `work`."""
     records = results.read_records(work)
     counts = results.count(records)
-    achieved = results.achieved_concurrency(records)
+    achieved = results.achieved_concurrency(records, step.concurrency)
     lengths = results.request_lengths(records, rows)
     with (work / "requests.jsonl").open("w") as f:
         for r in lengths:

@@ -1,0 +1,111 @@
+"""Helpers for the tests that run the real local Dynamo engine and the real AIPerf CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+ENGINE_PYTHON = REPO / ".venv-engine" / "bin" / "python"
+
+needs_engine = pytest.mark.skipif(not ENGINE_PYTHON.exists(),
+                                  reason="the local Dynamo engine (.venv-engine) is not installed")
+
+_HARDWARE = {
+    "dynamo-bench:target": "local",
+    "dynamo-bench:cluster": {"region": "us-east-1", "nodeGroups": [
+        {"name": "p4d", "instanceType": "p4d.24xlarge", "count": 1}]},
+    "dynamo-bench:model": {"id": "Qwen/Qwen3-30B-A3B", "precision": "bf16"},
+    "dynamo-bench:cost": {"setupHours": 0},
+}
+
+
+def write_stack(stacks_dir: Path, name: str, *, workers: list[dict], router: str = "kv",
+                topology: str = "aggregated", workloads: dict | None = None) -> str:
+    """A small local stack file in `stacks_dir` (quick values keep engine tests short)."""
+    serving = {"topology": topology, "router": router,
+               "transfer": "nixl-ucx" if topology == "disaggregated" else "none",
+               "workers": [{"tensorParallelSize": 4, "nodeGroup": "p4d", "maxModelLen": 32768,
+                            **w} for w in workers],
+               "mocker": {"speedupRatio": 1.0, "blockSize": 64}}
+    config = {**_HARDWARE, "dynamo-bench:serving": serving}
+    if workloads is not None:
+        config["dynamo-bench:workloads"] = workloads
+    stacks_dir.mkdir(parents=True, exist_ok=True)
+    (stacks_dir / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))
+    return name
+
+
+def runner_cmd(stack: str, stacks_dir: Path, runs_dir: Path, run_id: str,
+               *extra: str) -> list[str]:
+    return [sys.executable, "-m", "workloads", "run", stack, "--stacks-dir", str(stacks_dir),
+            "--runs-dir", str(runs_dir), "--run-id", run_id, "--no-progress", *extra]
+
+
+def runner_env(hf_home: Path) -> dict[str, str]:
+    return {**os.environ, "DYNAMO_BENCH_HF_HOME": str(hf_home)}
+
+
+def start_runner(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    with log.open("ab") as f:
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def stop_runner(proc: subprocess.Popen) -> None:
+    """SIGTERM (the runner stops its load and engine), then SIGKILL its group if needed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def read_manifest(run_dir: Path) -> dict:
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def alive_in_group(pgid: int) -> list[int]:
+    """PIDs (not zombies) whose process group is `pgid`."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry.name))
+    return out
+
+
+def started_pids(manifest: dict) -> list[int]:
+    """Every engine process and AIPerf process group the run's attempts started."""
+    pids = [p["pid"] for a in manifest["attempts"]
+            for p in a.get("target", {}).get("processes", [])]
+    for step in manifest["steps"].values():
+        for rec in [step, *step.get("history", [])]:
+            if rec.get("aiperf_pid"):
+                pids.append(rec["aiperf_pid"])
+    return pids

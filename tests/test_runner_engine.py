@@ -1,0 +1,191 @@
+"""The runner end to end with the REAL AIPerf CLI and the REAL local Dynamo engine (small)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from engine_support import (
+    alive_in_group,
+    needs_engine,
+    read_manifest,
+    runner_cmd,
+    runner_env,
+    start_runner,
+    started_pids,
+    stop_runner,
+    wait_for,
+    write_stack,
+)
+from scipy import stats
+
+from workloads import datasets as ds
+from workloads.targets.processes import pid_alive
+
+pytestmark = [pytest.mark.engine, needs_engine]
+
+TINY = {
+    "warmupRequests": 2,
+    "errorRateThreshold": 0.0,
+    "concurrencySweep": {"quick": {"concurrencies": [2], "durationS": 3, "isl": 512, "osl": 16}},
+    "multiTurn": {"quick": {"conversations": 2, "durationS": 4, "isl": 128, "osl": 8}},
+    "sequenceDistributions": {"quick": {"requests": 24, "islMax": 1024, "oslMin": 8,
+                                        "oslMax": 48, "concurrency": 4}},
+    "prefixCache": {"shares": [0.0, 0.5, 1.0], "quick": {"requests": 8, "osl": 8,
+                                                         "concurrency": 4}},
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One quick run of every workload on a 2-worker KV-routed local engine."""
+    root = tmp_path_factory.mktemp("run")
+    stack = write_stack(root / "stacks", "t-agg", workers=[{"role": "worker", "replicas": 2}],
+                        workloads=TINY)
+    cmd = runner_cmd(stack, root / "stacks", root / "runs", "r1")
+    out = subprocess.run(cmd, env=runner_env(root / "hf"), capture_output=True, text=True,
+                         timeout=900, cwd=os.getcwd())
+    run_dir = root / "runs" / stack / "r1"
+    return out, run_dir, read_manifest(run_dir)
+
+
+def test_a_run_completes_with_zero_errors(tiny_run):
+    out, run_dir, m = tiny_run
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert m["status"] == "complete"
+    assert list(m["steps"]) == [
+        "concurrency_sweep/c2", "multi_turn/conv2", "sequence_distributions/uniform",
+        "sequence_distributions/zipf", "sequence_distributions/lognormal",
+        "prefix_cache/share000", "prefix_cache/share050", "prefix_cache/share100"]
+    for step_id, step in m["steps"].items():
+        assert step["status"] == "complete", step_id
+        assert step["counts"]["failed"] == 0 and step["counts"]["requests"] > 0, step_id
+        assert (run_dir / step_id / "profile_export_aiperf.json").exists()
+        assert json.loads((run_dir / step_id / "step.json").read_text())["status"] == "complete"
+    assert not list(run_dir.rglob("*.partial"))
+
+
+def test_manifest_records_what_ran(tiny_run):
+    _, run_dir, m = tiny_run
+    attempt = m["attempts"][-1]
+    assert [p["name"] for p in attempt["phases"]][:3] == ["startup", "smoke", "warmup"]
+    assert attempt["phases"][-1]["name"] == "shutdown"
+    assert all(p["start"] and p["end"] for p in attempt["phases"])
+    assert attempt["versions"]["aiperf"] == "0.13.0" and attempt["versions"]["dynamo"] == "1.6.1"
+    assert len(attempt["versions"]["dynamo_bench"]["commit"]) == 40
+    assert m["host"]["cpu_count"] == os.cpu_count()
+    assert set(m["endpoints"]["metrics"]) == {"frontend", "worker-0", "worker-1"}
+    sweep = m["steps"]["concurrency_sweep/c2"]
+    assert sweep["command"][1] == "profile" and sweep["command"][0].endswith("aiperf")
+    assert sweep["cold"] is False and m["steps"]["prefix_cache/share050"]["cold"] is True
+    # every dataset's hash is the hash of the file the command line names
+    for step in m["steps"].values():
+        f = run_dir / step["dataset"]["path"]
+        assert str(f) in step["command"]
+        assert hashlib.sha256(f.read_bytes()).hexdigest() == step["dataset"]["sha256"]
+        assert m["datasets"][step["dataset"]["path"]] == step["dataset"]["sha256"]
+
+
+def test_server_metrics_of_frontend_and_every_worker_are_kept(tiny_run):
+    _, run_dir, m = tiny_run
+    export = json.loads((run_dir / "prefix_cache/share100/server_metrics_export.json")
+                        .read_text())
+    assert set(export["summary"]["endpoints_successful"]) == set(m["endpoints"]["metrics"]
+                                                                .values())
+    cached = export["metrics"]["dynamo_frontend_cached_tokens"]["series"][0]["stats"]["sum"]
+    assert cached > 0   # 100 % shared prefix: the server reports prefix hits
+
+
+def test_prefix_datasets_have_exactly_the_asked_share(tiny_run):
+    _, run_dir, m = tiny_run
+    for name, share in [("share000", 0.0), ("share050", 0.5), ("share100", 1.0)]:
+        rows = [json.loads(line) for line in
+                (run_dir / m["steps"][f"prefix_cache/{name}"]["dataset"]["path"]).open()]
+        assert ds.shared_prefix_fraction(rows) == share
+    ids = [set(h for r in (json.loads(line) for line in (run_dir / s["dataset"]["path"]).open())
+               for h in r["hash_ids"])
+           for k, s in m["steps"].items() if k.startswith("prefix_cache/")]
+    assert not (ids[0] & ids[1]) and not (ids[1] & ids[2])   # fresh blocks per step
+
+
+def test_distribution_datasets_match_their_shape_and_lengths_are_recorded(tiny_run):
+    _, run_dir, m = tiny_run
+    for kind in ("uniform", "zipf", "lognormal"):
+        step = m["steps"][f"sequence_distributions/{kind}"]
+        rows = [json.loads(line) for line in (run_dir / step["dataset"]["path"]).open()]
+        target = ds.LengthDistribution(kind, 128, 1024)
+        sample = [r["input_length"] for r in rows]
+        assert stats.kstest(sample, lambda x, t=target: [t.cdf(v) for v in x]).pvalue > 0.01
+        recorded = [json.loads(line) for line in
+                    (run_dir / f"sequence_distributions/{kind}/requests.jsonl").open()]
+        assert len(recorded) == len(rows)
+        for r in recorded:   # ignore_eos: the server produced exactly the requested output
+            assert r["output_tokens"] == r["requested_output_tokens"]
+            assert r["input_tokens"] >= r["requested_input_tokens"] * 0.9
+
+
+def test_multi_turn_records_carry_turn_indexes(tiny_run):
+    _, run_dir, _ = tiny_run
+    recorded = [json.loads(line) for line in
+                (run_dir / "multi_turn/conv2/requests.jsonl").open()]
+    turns = Counter(r["turn_index"] for r in recorded)
+    assert set(turns) == {0, 1, 2, 3, 4}
+    by_conv = {}
+    for r in recorded:
+        by_conv.setdefault(r["conversation_id"], {})[r["turn_index"]] = r["input_tokens"]
+    full = [t for t in by_conv.values() if len(t) == 5]
+    assert full and all(t[0] < t[1] < t[2] < t[3] < t[4] for t in full)   # history grows
+
+
+def test_every_started_process_is_gone(tiny_run):
+    _, _, m = tiny_run
+    pids = started_pids(m)
+    assert len(pids) >= 4 + 8          # broker, frontend, 2 mockers (+restarts) + 8 AIPerf
+    assert [p for p in pids if pid_alive(p) or alive_in_group(p)] == []
+
+
+def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_path):
+    stack = write_stack(tmp_path / "stacks", "t-kill",
+                        workers=[{"role": "worker", "replicas": 1}], router="round-robin",
+                        workloads={"warmupRequests": 1, "errorRateThreshold": 0.0,
+                                   "concurrencySweep": {"quick": {
+                                       "concurrencies": [2], "durationS": 20, "isl": 512,
+                                       "osl": 32}}})
+    runs = tmp_path / "runs"
+    cmd = runner_cmd(stack, tmp_path / "stacks", runs, "k", "--only", "concurrency_sweep")
+    env = runner_env(tmp_path / "hf")
+    run_dir = runs / stack / "k"
+    step_log = run_dir / "concurrency_sweep" / "c2.partial" / "logs" / "aiperf.log"
+    proc = start_runner(cmd, env, tmp_path / "runner1.log")
+    try:
+        wait_for(lambda: step_log.exists() and "Phase profiling (profiling) started"
+                 in step_log.read_text(), 240, "AIPerf to start profiling")
+        m = read_manifest(run_dir)
+        mocker = next(p for p in m["target_info"]["processes"] if p["name"] == "worker-0")
+        time.sleep(2)   # load flowing, then the worker dies under it
+        os.kill(mocker["pid"], signal.SIGKILL)
+        assert proc.wait(timeout=240) == 1
+    finally:
+        stop_runner(proc)
+    m = read_manifest(run_dir)
+    step = m["steps"]["concurrency_sweep/c2"]
+    assert step["status"] == "failed" and step["counts"]["failed"] > 0
+    assert "error rate" in step["failure_reasons"][0]
+    assert m["status"] == "failed" and "worker-0" in m["attempts"][-1]["error"]
+
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    m = read_manifest(run_dir)
+    step = m["steps"]["concurrency_sweep/c2"]
+    assert step["status"] == "complete" and step["counts"]["failed"] == 0
+    assert [h["status"] for h in step["history"]] == ["failed"]
+    assert list((run_dir / ".failed").iterdir())          # the failed attempt's files kept
+    assert [a["status"] for a in m["attempts"]] == ["failed", "complete"]
+    pids = started_pids(m)
+    assert [p for p in pids if pid_alive(p) or alive_in_group(p)] == []
