@@ -1,0 +1,139 @@
+"""The EKS cluster of a standalone or base stack: network, control plane (pulumi-eks, pinned
+Kubernetes version), the node IAM role, the compute (managed node groups or Auto Mode pools,
+see components/nodegroups.py) and a Kubernetes provider from the cluster's kubeconfig.
+
+`ClusterHandle` is what later components need from a cluster; an attached variant builds the
+same handle from its base stack's outputs, so its extra node groups and its graph are built by
+the same code on the base's cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from components.network import Network, StackOnAws
+from components.nodegroups import NodeGroups, NodeGroupsArgs
+from stacks.schema import ComputeMode, StackConfig
+
+# Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
+                 "AmazonEC2ContainerRegistryReadOnly")
+
+
+@dataclass
+class ClusterHandle:
+    """Everything built on top of a cluster needs: names, network, roles, providers."""
+
+    name: pulumi.Input[str]
+    compute_mode: ComputeMode
+    kubeconfig: pulumi.Output
+    k8s_provider: k8s.Provider
+    vpc_id: pulumi.Input[str]
+    vpc_cidr: pulumi.Input[str]
+    private_subnet_ids: pulumi.Input[list[str]]
+    # {zone: private subnet id}; an Output of the dict when read from a base's outputs.
+    subnets_by_zone: dict[str, pulumi.Input[str]] | pulumi.Output[dict[str, str]]
+    security_group_id: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str] | None = None
+    auto_mode_role_name: pulumi.Input[str] | None = None
+    # The pulumi-eks cluster when this stack owns it (managed node groups attach to it).
+    eks_cluster: eks.Cluster | None = None
+    # Installed already on this cluster (a variant must not install them a second time).
+    efa_device_plugin: bool = False
+    # Resources whose readiness means "nodes exist" (add-ons and charts wait for them).
+    node_resources: list[pulumi.Resource] = field(default_factory=list)
+
+
+def cluster_name(stack: StackConfig) -> str:
+    return f"dynamo-bench-{stack.name}"[:100]
+
+
+class Cluster(pulumi.ComponentResource):
+    handle: ClusterHandle
+    node_groups: NodeGroups
+
+    def __init__(self, name: str, args: StackOnAws, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("dynamo-bench:infra:Cluster", name, None, opts)
+        stack, tags, provider = args.stack, args.tags, args.provider
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        auto = stack.cluster.compute_mode == ComputeMode.AUTO
+        network = Network(f"{name}-net", args, opts=pulumi.ResourceOptions(parent=self))
+        node_role = None if auto else self._node_role(name, tags, child)
+        eks_args: dict = {}
+        if auto:
+            # Auto Mode owns the nodes' driver, device plugin, EBS CSI, pod identity and EFA
+            # support; pulumi-eks creates the Auto Mode node role.
+            eks_args["auto_mode"] = eks.AutoModeOptionsArgs(enabled=True)
+        else:
+            eks_args["instance_roles"] = [node_role]
+        cluster = eks.Cluster(
+            f"{name}-eks",
+            name=cluster_name(stack),
+            version=stack.cluster.eks_version,
+            vpc_id=network.vpc_id,
+            private_subnet_ids=network.private_subnet_ids,
+            public_subnet_ids=network.public_subnet_ids or None,
+            node_associate_public_ip_address=False,
+            endpoint_private_access=True,
+            endpoint_public_access=True,
+            authentication_mode=eks.AuthenticationMode.API,
+            skip_default_node_group=True,
+            # Nodes use the EKS-created cluster security group (EFA needs all traffic between
+            # members, which that group allows).
+            skip_default_security_groups=True,
+            create_oidc_provider=False,  # add-ons use EKS Pod Identity
+            tags=tags,
+            cluster_tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, providers={"aws": provider}),
+            **eks_args,
+        )
+        k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=cluster.kubeconfig_json,
+                                    enable_server_side_apply=True,
+                                    opts=pulumi.ResourceOptions(parent=self))
+        self.handle = ClusterHandle(
+            name=cluster_name(stack), compute_mode=stack.cluster.compute_mode,
+            kubeconfig=cluster.kubeconfig_json, k8s_provider=k8s_provider,
+            vpc_id=network.vpc_id, vpc_cidr=network.vpc_cidr,
+            private_subnet_ids=network.private_subnet_ids,
+            subnets_by_zone=network.subnets_by_zone,
+            security_group_id=cluster.cluster_security_group_id,
+            node_role_arn=node_role.arn if node_role else None,
+            auto_mode_role_name=cluster.auto_mode_node_role_name if auto else None,
+            eks_cluster=cluster)
+        if not auto:
+            # Pod Identity gives the CSI drivers their IAM roles (Auto Mode has it built in).
+            agent = aws.eks.Addon(f"{name}-pod-identity", cluster_name=cluster_name(stack),
+                                  addon_name="eks-pod-identity-agent", tags=tags,
+                                  opts=pulumi.ResourceOptions.merge(
+                                      child, pulumi.ResourceOptions(depends_on=[cluster])))
+            self.handle.node_resources.append(agent)
+        self.node_groups = NodeGroups(
+            f"{name}-nodes",
+            NodeGroupsArgs(stack=stack, groups=list(stack.cluster.node_groups),
+                           cluster=self.handle, tags=tags, install_device_plugins=True),
+            opts=pulumi.ResourceOptions(parent=self, providers=[provider, k8s_provider]))
+        self.handle.node_resources += self.node_groups.resources
+        self.handle.efa_device_plugin = self.node_groups.efa_device_plugin_installed
+        self.register_outputs({"clusterName": self.handle.name,
+                               "nodeGroupNames": self.node_groups.names})
+
+    def _node_role(self, name: str, tags: dict[str, str],
+                   child: pulumi.ResourceOptions) -> aws.iam.Role:
+        role = aws.iam.Role(
+            f"{name}-node-role",
+            assume_role_policy=pulumi.Output.json_dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                               "Principal": {"Service": "ec2.amazonaws.com"}}]}),
+            tags=tags, opts=child)
+        partition = aws.get_partition(opts=pulumi.InvokeOptions(provider=child.provider)).partition
+        for policy in NODE_POLICIES:
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy}", role=role.name,
+                policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=child)
+        return role

@@ -1,0 +1,98 @@
+"""Dynamo on the cluster: the namespace with the load generator's ServiceAccount and RBAC, the
+`dynamo-platform` Helm chart (the operator and its CRDs; etcd and NATS off), and the stack's
+DynamoGraphDeployment (built by components/graph.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import graph
+from components.k8s import create_object, create_objects
+from components.loadgen_specs import loadgen_rbac
+from components.platform_values import CHART, platform_chart_version, platform_values
+from stacks.schema import ClusterConfig, ServingConfig, StackConfig
+
+# NGC's Helm repository of the ai-dynamo team: the chart lives at
+# <repo>/charts/dynamo-platform-<version>.tgz (Dynamo's Kubernetes installation guide).
+NGC_DYNAMO_REPO = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
+PLATFORM_RELEASE = "dynamo-platform"
+
+
+def dynamo_namespace(stack: StackConfig) -> str:
+    """Where the platform, the claims, the token Secret, the graphs and the load generator
+    live: serving.namespace, or the schema default for a base stack (its variants use it)."""
+    if stack.serving is not None:
+        return stack.serving.namespace
+    return ServingConfig.model_fields["namespace"].default
+
+
+def frontend_service(stack: StackConfig) -> str:
+    """The Service the operator creates for the graph's frontend: <graph>-<component>."""
+    return f"{graph.deployment_name(stack)}-{graph.FRONTEND_COMPONENT}"
+
+
+class DynamoNamespace(pulumi.ComponentResource):
+    """The Dynamo namespace and the load generator's ServiceAccount, Role and RoleBinding."""
+
+    namespace: pulumi.Resource
+    objects: list[pulumi.Resource]
+
+    def __init__(self, name: str, namespace: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("dynamo-bench:infra:DynamoNamespace", name, None, opts)
+        objs = loadgen_rbac(namespace)
+        ns_obj = next(o for o in objs if o["kind"] == "Namespace")
+        self.namespace = create_object(ns_obj, pulumi.ResourceOptions(parent=self))
+        rest = [o for o in objs if o is not ns_obj]
+        self.objects = [self.namespace, *create_objects(
+            rest, pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))]
+        self.register_outputs({"namespace": namespace})
+
+
+@dataclass(frozen=True)
+class PlatformArgs:
+    stack: StackConfig
+    namespace: str
+    prometheus_endpoint: str | None
+    depends_on: list[pulumi.Resource]
+
+
+class DynamoPlatform(pulumi.ComponentResource):
+    chart: k8s.helm.v4.Chart
+
+    def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("dynamo-bench:infra:DynamoPlatform", name, None, opts)
+        version = platform_chart_version(args.stack)
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart", name=PLATFORM_RELEASE, chart=CHART, version=version,
+            repository_opts={"repo": NGC_DYNAMO_REPO}, namespace=args.namespace,
+            values=platform_values(args.stack, prometheus_endpoint=args.prometheus_endpoint),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        self.register_outputs({"chartVersion": version})
+
+
+@dataclass(frozen=True)
+class GraphArgs:
+    stack: StackConfig
+    namespace: str
+    cluster: ClusterConfig        # the effective cluster (a variant: base groups + its own)
+    efa: bool                     # the worker nodes have EFA devices and the device plugin
+    depends_on: list[pulumi.Resource]
+
+
+class DynamoGraph(pulumi.ComponentResource):
+    """The stack's DynamoGraphDeployment; the operator turns it into pods and Services."""
+
+    name: str
+    frontend_service: str
+
+    def __init__(self, name: str, args: GraphArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("dynamo-bench:infra:DynamoGraph", name, None, opts)
+        dgd = graph.build_graph_deployment(args.stack, namespace=args.namespace, efa=args.efa,
+                                           cluster=args.cluster)
+        create_object(dgd, pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        self.name = dgd["metadata"]["name"]
+        self.frontend_service = frontend_service(args.stack)
+        self.register_outputs({"graph": self.name, "frontendService": self.frontend_service})

@@ -1,0 +1,71 @@
+"""Monitoring of a base or standalone stack: kube-prometheus-stack (Prometheus + Grafana, every
+Service ClusterIP), the DCGM exporter where the node setup does not provide one, and the Grafana
+dashboards as ConfigMaps. Values come from components/monitoring_specs.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import monitoring_specs as specs
+from components.conventions import MONITORING_NAMESPACE
+from components.k8s import create_object, create_objects
+from stacks.schema import StackConfig
+
+PROMETHEUS_COMMUNITY_REPO = "https://prometheus-community.github.io/helm-charts"
+DCGM_EXPORTER_REPO = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+# Helm release name; kube-prometheus-stack names its Prometheus Service
+# "<fullname>-prometheus", fullname = "<release>-kube-prometheus" (truncated to 26 chars).
+PROMETHEUS_RELEASE = "prometheus"
+PROMETHEUS_SERVICE = f"{PROMETHEUS_RELEASE}-kube-prometheus-prometheus"
+PROMETHEUS_PORT = 9090
+
+
+def prometheus_url() -> str:
+    return f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}.svc.cluster.local:{PROMETHEUS_PORT}"
+
+
+@dataclass(frozen=True)
+class MonitoringArgs:
+    stack: StackConfig
+    depends_on: list[pulumi.Resource]   # nodes and the tagged EBS class (Prometheus volume)
+
+
+class Monitoring(pulumi.ComponentResource):
+    prometheus_service: str
+    ready: list[pulumi.Resource]
+
+    def __init__(self, name: str, args: MonitoringArgs,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("dynamo-bench:infra:Monitoring", name, None, opts)
+        stack = args.stack
+        namespace = create_object(
+            {"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": MONITORING_NAMESPACE,
+                          "labels": {"app.kubernetes.io/part-of": "dynamo-bench"}}},
+            pulumi.ResourceOptions(parent=self))
+        after_ns = pulumi.ResourceOptions(parent=self, depends_on=[namespace, *args.depends_on])
+        prometheus = k8s.helm.v4.Chart(
+            f"{name}-kube-prometheus-stack", name=PROMETHEUS_RELEASE,
+            chart=specs.KUBE_PROMETHEUS_CHART,
+            version=stack.monitoring.kube_prometheus_stack_version,
+            repository_opts={"repo": PROMETHEUS_COMMUNITY_REPO},
+            namespace=MONITORING_NAMESPACE, values=specs.kube_prometheus_values(stack),
+            opts=after_ns)
+        self.ready = [prometheus]
+        if stack.monitoring.dcgm_exporter:
+            # Its ServiceMonitor needs the Prometheus operator's CRDs.
+            self.ready.append(k8s.helm.v4.Chart(
+                f"{name}-dcgm-exporter", name="dcgm-exporter", chart=specs.DCGM_EXPORTER_CHART,
+                version=specs.DCGM_EXPORTER_CHART_VERSION,
+                repository_opts={"repo": DCGM_EXPORTER_REPO},
+                namespace=MONITORING_NAMESPACE, values=specs.dcgm_exporter_values(stack),
+                opts=pulumi.ResourceOptions.merge(
+                    after_ns, pulumi.ResourceOptions(depends_on=[prometheus]))))
+        if stack.monitoring.grafana:
+            self.ready += create_objects(specs.dashboard_configmaps(MONITORING_NAMESPACE),
+                                         after_ns)
+        self.prometheus_service = PROMETHEUS_SERVICE
+        self.register_outputs({"prometheusService": PROMETHEUS_SERVICE})

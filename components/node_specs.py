@@ -1,0 +1,257 @@
+"""Pure builders for the cluster's compute: subnet plan, AZ choice, launch-template pieces,
+EKS Auto Mode NodeClass/NodePool objects and device-plugin chart values.
+
+Field names of the Auto Mode objects follow the EKS user guide (awsdocs/amazon-eks-user-guide,
+latest/ug/automode/create-node-class.adoc, create-node-pool.adoc, auto-odcr.adoc and
+auto-accelerated.adoc): NodeClass `eks.amazonaws.com/v1` spec.role / subnetSelectorTerms /
+securityGroupSelectorTerms / ephemeralStorage / tags / capacityReservationSelectorTerms, and
+NodePool `karpenter.sh/v1` spec.template.{metadata.labels, spec.nodeClassRef, requirements,
+taints}, spec.limits, spec.disruption.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from components.conventions import (
+    GPU_RESOURCE,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    NODE_GROUP_LABEL,
+)
+from stacks.catalog import INSTANCE_TYPES, InstanceType
+from stacks.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
+
+# EKS managed node group AMI types (AL2023; the NVIDIA variant ships driver + container toolkit).
+AMI_GPU = "AL2023_x86_64_NVIDIA"
+AMI_CPU = "AL2023_x86_64_STANDARD"
+ROOT_DEVICE = "/dev/xvda"
+
+# EKS API spellings of the node group capacity type and of the taint effect.
+_MNG_CAPACITY = {CapacityType.ON_DEMAND: "ON_DEMAND", CapacityType.SPOT: "SPOT",
+                 CapacityType.RESERVATION: "ON_DEMAND",
+                 CapacityType.CAPACITY_BLOCK: "CAPACITY_BLOCK"}
+_EKS_TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
+                     "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+# Karpenter's capacity-type label values (reservations and capacity blocks are "reserved").
+_KARPENTER_CAPACITY = {CapacityType.ON_DEMAND: "on-demand", CapacityType.SPOT: "spot",
+                       CapacityType.RESERVATION: "reserved",
+                       CapacityType.CAPACITY_BLOCK: "reserved"}
+
+
+def instance_of(group: NodeGroup) -> InstanceType:
+    return INSTANCE_TYPES[group.instance_type]
+
+
+def is_gpu(group: NodeGroup) -> bool:
+    return instance_of(group).gpu is not None
+
+
+def uses_efa(group: NodeGroup, stack: StackConfig) -> bool:
+    """Whether a group's nodes get EFA interfaces (and a cluster placement group, one AZ).
+
+    A serving stack enables EFA only for NIXL over LIBFABRIC on groups that host its workers.
+    A base stack serves nothing itself, so it enables EFA on every EFA-capable GPU group: its
+    variants may choose LIBFABRIC and cannot add interfaces to running nodes.
+    """
+    inst = instance_of(group)
+    if inst.gpu is None or inst.efa_interfaces == 0:
+        return False
+    if stack.serving is None:
+        return True
+    hosts_workers = any(w.node_group == group.name for w in stack.serving.workers)
+    return hosts_workers and stack.serving.transfer == TransferBackend.NIXL_LIBFABRIC
+
+
+def pinned_zone(group: NodeGroup, stack: StackConfig, zones: list[str]) -> str | None:
+    """The one AZ a group must live in: its own setting, or the first AZ when EFA or a
+    capacity reservation needs one; None when it may spread over all private subnets.
+    `zones`: the AZs that have a private subnet, in preference order."""
+    if group.availability_zone:
+        if group.availability_zone not in zones:
+            raise ValueError(f"node group '{group.name}' is pinned to {group.availability_zone}"
+                             f", which has no private subnet here ({zones}): fix "
+                             "cluster.nodeGroups[].availabilityZone")
+        return group.availability_zone
+    if uses_efa(group, stack) or group.capacity_reservation_id:
+        return zones[0]
+    return None
+
+
+def choose_zones(available: list[str], count: int, pinned: list[str]) -> list[str]:
+    """`count` AZs for the VPC: the ones node groups pin first, then the region's others."""
+    unknown = sorted(set(pinned) - set(available))
+    if unknown:
+        raise ValueError(f"availabilityZone {unknown} is not in this region's zones "
+                         f"{available}: fix cluster.nodeGroups[].availabilityZone")
+    chosen = list(dict.fromkeys(pinned))
+    chosen += [z for z in available if z not in chosen]
+    return chosen[:max(count, len(set(pinned)))]
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    zone: str
+    private_cidr: str
+    public_cidr: str
+
+
+def subnet_plan(vpc_cidr: str, zones: list[str]) -> list[SubnetPlan]:
+    """Private subnets of 1/8 of the VPC each (room for many pod IPs); public subnets (NAT
+    only) small, carved from the last eighth."""
+    net = ipaddress.ip_network(vpc_cidr)
+    if len(zones) > 7:
+        raise ValueError("at most 7 availability zones fit the subnet plan")
+    eighths = list(net.subnets(prefixlen_diff=3))
+    public = list(eighths[7].subnets(prefixlen_diff=3))
+    return [SubnetPlan(z, str(eighths[i]), str(public[i])) for i, z in enumerate(zones)]
+
+
+# --- managed node groups ----------------------------------------------------------------------
+
+def node_labels(group: NodeGroup) -> dict[str, str]:
+    return {NODE_GROUP_LABEL: group.name}
+
+
+def node_group_taints(group: NodeGroup) -> list[dict[str, str]]:
+    if not is_gpu(group):
+        return []
+    return [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE,
+             "effect": _EKS_TAINT_EFFECT[GPU_TAINT_EFFECT]}]
+
+
+def managed_capacity_type(group: NodeGroup) -> str:
+    return _MNG_CAPACITY[group.capacity_type]
+
+
+def scaling(group: NodeGroup) -> dict[str, int]:
+    # Fixed size: a benchmark must not have nodes come and go under it. EKS needs max >= 1.
+    return {"min_size": group.count, "desired_size": group.count, "max_size": max(1, group.count)}
+
+
+def efa_network_interfaces(inst: InstanceType, security_group_id: object) -> list[dict]:
+    """One EFA interface per network card (card 0 is the primary, device index 0)."""
+    return [{"network_card_index": card, "device_index": 0 if card == 0 else 1,
+             "interface_type": "efa", "delete_on_termination": "true",
+             "security_groups": [security_group_id]}
+            for card in range(inst.efa_interfaces)]
+
+
+def capacity_reservation_args(group: NodeGroup) -> dict:
+    """Launch-template arguments that put nodes into the group's reservation / capacity block."""
+    if not group.capacity_reservation_id:
+        return {}
+    args: dict = {"capacity_reservation_specification": {
+        "capacity_reservation_target": {"capacity_reservation_id": group.capacity_reservation_id}}}
+    if group.capacity_type == CapacityType.CAPACITY_BLOCK:
+        args["instance_market_options"] = {"market_type": "capacity-block"}
+    return args
+
+
+def root_volume(group: NodeGroup) -> list[dict]:
+    return [{"device_name": ROOT_DEVICE,
+             "ebs": {"volume_size": group.disk_gib, "volume_type": "gp3", "encrypted": "true",
+                     "delete_on_termination": "true"}}]
+
+
+IMDSV2_REQUIRED = {"http_endpoint": "enabled", "http_tokens": "required",
+                   # 2 hops: pods that need instance metadata sit one hop behind the node.
+                   "http_put_response_hop_limit": 2}
+
+
+# --- EKS Auto Mode -------------------------------------------------------------------------
+
+def auto_mode_name(group: NodeGroup) -> str:
+    # "default" is reserved for the built-in NodeClass.
+    return f"dynamo-bench-{group.name}"
+
+
+def subnet_selector_terms(subnet_ids: list[str]) -> list[dict[str, str]]:
+    return [{"id": s} for s in subnet_ids]
+
+
+def node_class(group: NodeGroup, *, role: object, subnet_terms: object,
+               security_group_id: object, tags: dict[str, str]) -> dict:
+    """`role`, `subnet_terms` and `security_group_id` may be Pulumi Outputs (they come from the
+    cluster, or from the base stack's outputs)."""
+    spec: dict = {
+        "role": role,
+        "subnetSelectorTerms": subnet_terms,
+        "securityGroupSelectorTerms": [{"id": security_group_id}],
+        "ephemeralStorage": {"size": f"{group.disk_gib}Gi"},
+        "tags": dict(tags),
+    }
+    if group.capacity_reservation_id:
+        spec["capacityReservationSelectorTerms"] = [{"id": group.capacity_reservation_id}]
+    return {"apiVersion": "eks.amazonaws.com/v1", "kind": "NodeClass",
+            "metadata": {"name": auto_mode_name(group)}, "spec": spec}
+
+
+def node_pool(group: NodeGroup, zone: str | None) -> dict:
+    inst = instance_of(group)
+    requirements = [
+        {"key": "eks.amazonaws.com/instance-family", "operator": "In", "values": [inst.family]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [inst.name]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In",
+         "values": [_KARPENTER_CAPACITY[group.capacity_type]]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+    ]
+    if zone:
+        requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In",
+                             "values": [zone]})
+    template_spec: dict = {
+        "nodeClassRef": {"group": "eks.amazonaws.com", "kind": "NodeClass",
+                         "name": auto_mode_name(group)},
+        "requirements": requirements,
+    }
+    if inst.gpu is not None:
+        template_spec["taints"] = [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE,
+                                    "effect": GPU_TAINT_EFFECT}]
+        limits = {GPU_RESOURCE: str(inst.gpus_per_node * group.count)}
+    else:
+        limits = {"cpu": str(inst.vcpus * group.count)}
+    return {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": auto_mode_name(group)},
+        "spec": {
+            "template": {"metadata": {"labels": node_labels(group)}, "spec": template_spec},
+            # The pool never grows past the stack's node count: cost stays what pre-flight said.
+            "limits": limits,
+            # Only empty nodes go; a node under a running benchmark is never consolidated.
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"},
+        },
+    }
+
+
+# --- device plugins (node group mode only: Auto Mode ships both) ---------------------------
+
+def _catalogue_types(*, efa: bool) -> list[str]:
+    return sorted(n for n, i in INSTANCE_TYPES.items()
+                  if i.gpu is not None and (i.efa_interfaces > 0 or not efa))
+
+
+def _gpu_toleration() -> dict:
+    return {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
+
+
+def nvidia_device_plugin_values() -> dict:
+    """Run on every catalogue GPU instance type (extra groups of variants included); no NFD:
+    the chart's default affinity waits for NFD labels the EKS GPU AMI does not set."""
+    return {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{
+                "key": "node.kubernetes.io/instance-type", "operator": "In",
+                "values": _catalogue_types(efa=False)}]}]}}},
+        "tolerations": [_gpu_toleration()],
+        "nfd": {"enabled": False}, "gfd": {"enabled": False},
+    }
+
+
+def efa_device_plugin_values() -> dict:
+    """Advertise `vpc.amazonaws.com/efa` on the GPU nodes (tainted, so tolerate the taint)."""
+    return {"tolerations": [_gpu_toleration()],
+            "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
+                                        "values": _catalogue_types(efa=True)}}
+

@@ -1,0 +1,224 @@
+"""What one stack builds, in the design brief's install order (enforced with depends_on):
+namespace, storage classes, HF token Secret -> nodes and device plugins (GPU check) ->
+monitoring -> Dynamo platform -> model download to EFS -> serving.
+
+- standalone (a cluster and serving): everything;
+- base (a cluster, no serving): cluster, storage, monitoring, platform, the model download;
+- attached variant: on its base's cluster (read through a StackReference), only its extra node
+  groups, a download of its model when the base caches another one, and its graph.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.cluster import Cluster, ClusterHandle
+from components.dynamo import (
+    DynamoGraph,
+    DynamoNamespace,
+    DynamoPlatform,
+    GraphArgs,
+    PlatformArgs,
+    dynamo_namespace,
+)
+from components.monitoring import Monitoring, MonitoringArgs, prometheus_url
+from components.network import StackOnAws
+from components.node_specs import instance_of, uses_efa
+from components.nodegroups import NodeGroups, NodeGroupsArgs
+from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
+from components.tags import stack_tags
+from stacks.loader import PROJECT, Problem
+from stacks.preflight import effective_cluster
+from stacks.schema import ComputeMode, StackConfig
+
+P = f"{PROJECT}:"
+
+
+HF_TOKEN_FIX = f"pulumi config set --secret {PROJECT}:hfToken <token>"
+
+
+def program_problems(stack: StackConfig, base: StackConfig | None, *,
+                     hf_token: str | None) -> list[Problem]:
+    """What pre-flight does not know but the infrastructure needs.
+
+    `hf_token`: "secret", "plain" or None: how `dynamo-bench:hfToken` is set. A stack that owns
+    storage writes the token Secret, so it needs the token, and only as a Pulumi secret.
+    """
+    out = []
+    if base is None and hf_token != "secret":
+        state = "is stored in plain text" if hf_token == "plain" else "is not set"
+        out.append(Problem(f"{P}hfToken", f"the Hugging Face token {state}; the model "
+                           "download and the workers read it from a Secret", HF_TOKEN_FIX))
+    if stack.target != "aws":
+        out.append(Problem(f"{P}target", f"target is {stack.target}: it runs on the local "
+                           "engine and has no infrastructure", "use `python -m workloads run`, "
+                           "or target: aws"))
+    if base is not None and stack.serving is not None \
+            and stack.serving.namespace != dynamo_namespace(base):
+        out.append(Problem(f"{P}serving.namespace", f"'{stack.serving.namespace}' is not the "
+                           f"namespace of base '{base.name}' ('{dynamo_namespace(base)}'), where "
+                           "the model cache claim and the token Secret live",
+                           f"set namespace: {dynamo_namespace(base)} or remove it"))
+    return out
+
+
+def aws_provider(stack: StackConfig, region: str, tags: dict[str, str]) -> aws.Provider:
+    # default_tags reach every resource this provider creates, including those inside
+    # pulumi-eks; explicit tags= on each resource keep them visible to the policy pack.
+    return aws.Provider("aws", region=region, default_tags={"tags": tags})
+
+
+def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode) -> bool:
+    """Whether every worker's nodes have EFA devices (owner of a group decides, see uses_efa)."""
+    assert stack.serving is not None
+    own = {g.name for g in stack.cluster.node_groups}
+    cluster = effective_cluster(stack, base)
+    for w in stack.serving.workers:
+        group = cluster.group(w.node_group)
+        if group is None:
+            return False
+        if mode == ComputeMode.AUTO:
+            has = instance_of(group).efa_interfaces > 0  # Auto Mode attaches EFA itself
+        else:
+            has = uses_efa(group, stack if group.name in own or base is None else base)
+        if not has:
+            return False
+    return True
+
+
+def build(stack: StackConfig, base: StackConfig | None,
+          hf_token: pulumi.Output[str] | None) -> dict[str, Any]:
+    """Create the stack's resources; returns the stack outputs. `hf_token` (a Pulumi secret)
+    is needed by a stack that owns its storage."""
+    tags = stack_tags(stack)
+    if base is not None:
+        return _build_variant(stack, base, tags)
+    assert hf_token is not None, "program_problems reports a missing token first"
+    return _build_owned(stack, tags, hf_token)
+
+
+def _build_owned(stack: StackConfig, tags: dict[str, str],
+                 hf_token: pulumi.Output[str]) -> dict:
+    provider = aws_provider(stack, stack.cluster.region, tags)
+    cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider),
+                      opts=pulumi.ResourceOptions(providers=[provider]))
+    h = cluster.handle
+    opts = pulumi.ResourceOptions(providers=[provider, h.k8s_provider])
+    namespace = dynamo_namespace(stack)
+    dyn_ns = DynamoNamespace("dynamo-namespace", namespace, opts=opts)
+    storage = Storage("storage", StorageArgs(
+        stack=stack, tags=tags, cluster=h, namespace=namespace,
+        hf_token=hf_token, depends_on=[dyn_ns.namespace]), opts=opts)
+    gpu_ready = [*storage.ready, *h.node_resources]
+    monitoring = None
+    if stack.monitoring.enabled:
+        monitoring = Monitoring("monitoring", MonitoringArgs(stack=stack, depends_on=gpu_ready),
+                                opts=opts)
+    platform = DynamoPlatform("dynamo-platform", PlatformArgs(
+        stack=stack, namespace=namespace,
+        prometheus_endpoint=prometheus_url() if monitoring else None,
+        depends_on=[*dyn_ns.objects, *(monitoring.ready if monitoring else gpu_ready)]),
+        opts=opts)
+    download = ModelDownload("model-download", ModelDownloadArgs(
+        stack=stack, namespace=namespace, cluster=stack.cluster,
+        depends_on=[*storage.ready, platform.chart]), opts=opts)
+    outputs: dict[str, Any] = {
+        "clusterName": h.name,
+        "kubeconfig": pulumi.Output.secret(h.kubeconfig),
+        "region": stack.cluster.region,
+        "computeMode": stack.cluster.compute_mode.value,
+        "dynamoNamespace": namespace,
+        "pvcNames": storage.pvc_names,
+        "nodeGroupNames": cluster.node_groups.names,
+        "modelId": stack.model.id,
+        # What an attached variant reads to build on this cluster.
+        "vpcId": h.vpc_id,
+        "vpcCidr": h.vpc_cidr,
+        "privateSubnetIds": h.private_subnet_ids,
+        "subnetsByZone": h.subnets_by_zone,
+        "clusterSecurityGroupId": h.security_group_id,
+        "efsFileSystemId": storage.file_system_id,
+        "efaDevicePlugin": h.efa_device_plugin,
+    }
+    if h.node_role_arn is not None:
+        outputs["nodeRoleArn"] = h.node_role_arn
+    if h.auto_mode_role_name is not None:
+        outputs["autoModeNodeRoleName"] = h.auto_mode_role_name
+    if monitoring:
+        outputs["prometheusService"] = monitoring.prometheus_service
+    if stack.serving is not None:
+        dgd = DynamoGraph("graph", GraphArgs(
+            stack=stack, namespace=namespace, cluster=stack.cluster,
+            efa=_worker_efa(stack, None, stack.cluster.compute_mode),
+            depends_on=[download.job, platform.chart, *dyn_ns.objects]), opts=opts)
+        outputs |= {"graphName": dgd.name, "frontendService": dgd.frontend_service}
+    return outputs
+
+
+def base_stack_reference(base: StackConfig) -> pulumi.StackReference:
+    return pulumi.StackReference(f"{pulumi.get_organization()}/{PROJECT}/{base.name}")
+
+
+def handle_from_reference(ref: pulumi.StackReference, base: StackConfig) -> ClusterHandle:
+    """The base's cluster as a ClusterHandle, from its stack outputs."""
+    mode = base.cluster.compute_mode
+    kubeconfig = ref.require_output("kubeconfig")
+    return ClusterHandle(
+        name=ref.require_output("clusterName"), compute_mode=mode, kubeconfig=kubeconfig,
+        k8s_provider=k8s.Provider("base-k8s", kubeconfig=kubeconfig,
+                                  enable_server_side_apply=True),
+        vpc_id=ref.require_output("vpcId"), vpc_cidr=ref.require_output("vpcCidr"),
+        private_subnet_ids=ref.require_output("privateSubnetIds"),
+        subnets_by_zone=ref.require_output("subnetsByZone"),
+        security_group_id=ref.require_output("clusterSecurityGroupId"),
+        node_role_arn=ref.get_output("nodeRoleArn") if mode == ComputeMode.NODEGROUPS else None,
+        auto_mode_role_name=(ref.get_output("autoModeNodeRoleName")
+                             if mode == ComputeMode.AUTO else None),
+        efa_device_plugin=mode == ComputeMode.NODEGROUPS and any(
+            uses_efa(g, base) for g in base.cluster.node_groups))
+
+
+def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) -> dict:
+    assert stack.serving is not None
+    provider = aws_provider(stack, base.cluster.region, tags)
+    ref = base_stack_reference(base)
+    h = handle_from_reference(ref, base)
+    opts = pulumi.ResourceOptions(providers=[provider, h.k8s_provider])
+    namespace = dynamo_namespace(base)
+    cluster = effective_cluster(stack, base)
+    waits: list[pulumi.Resource] = []
+    extra_names: list[str] = []
+    if stack.cluster.node_groups:
+        extra = NodeGroups("extra-nodes", NodeGroupsArgs(
+            stack=stack, groups=list(stack.cluster.node_groups), cluster=h, tags=tags,
+            install_device_plugins=False), opts=opts)
+        waits += extra.resources
+        extra_names = extra.names
+    if stack.model.id != base.model.id:
+        # The base caches its own model; this variant's model goes next to it on the share.
+        slug = re.sub(r"[^a-z0-9-]+", "-", stack.model.id.lower()).strip("-")
+        download = ModelDownload("model-download", ModelDownloadArgs(
+            stack=stack, namespace=namespace, cluster=cluster,
+            job_name=f"model-download-{slug}"[:63].rstrip("-"), depends_on=[]), opts=opts)
+        waits.append(download.job)
+    dgd = DynamoGraph("graph", GraphArgs(
+        stack=stack, namespace=namespace, cluster=cluster,
+        efa=_worker_efa(stack, base, base.cluster.compute_mode), depends_on=waits), opts=opts)
+    return {
+        "baseStack": base.name,
+        "clusterName": h.name,
+        "kubeconfig": pulumi.Output.secret(h.kubeconfig),
+        "region": base.cluster.region,
+        "dynamoNamespace": namespace,
+        "graphName": dgd.name,
+        "frontendService": dgd.frontend_service,
+        "prometheusService": ref.get_output("prometheusService"),
+        "pvcNames": ref.get_output("pvcNames"),
+        "nodeGroupNames": ref.require_output("nodeGroupNames").apply(
+            lambda names: [*names, *extra_names]),
+    }

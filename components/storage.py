@@ -1,0 +1,157 @@
+"""Storage of a base or standalone stack: an encrypted, elastic-throughput EFS file system with a
+mount target in the private subnet of every AZ (EFS allows one per AZ; nodes in any subnet of
+that AZ use it), NFS 2049 from the VPC only, the EFS CSI add-on (and the
+EBS CSI add-on on node groups; Auto Mode has its own EBS driver) with Pod Identity roles, the
+storage classes, the RWX claims and the Hugging Face token Secret. `ModelDownload` is the Job
+that fills the model cache once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components import loadgen_specs as specs
+from components.cluster import ClusterHandle
+from components.k8s import create_object, create_objects
+from components.placement import cpu_node_affinity
+from components.tags import ebs_csi_addon_configuration, efs_csi_addon_configuration
+from stacks.schema import ClusterConfig, ComputeMode, StackConfig
+
+NFS_PORT = 2049
+# Add-on service accounts (their names are fixed by the add-ons).
+EFS_CSI_SERVICE_ACCOUNT = "efs-csi-controller-sa"
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+
+
+@dataclass(frozen=True)
+class StorageArgs:
+    stack: StackConfig
+    tags: dict[str, str]
+    cluster: ClusterHandle
+    namespace: str
+    hf_token: pulumi.Output[str]       # a Pulumi secret, never plain text
+    depends_on: list[pulumi.Resource]  # the namespace (claims and Secret live in it)
+
+
+class Storage(pulumi.ComponentResource):
+    file_system_id: pulumi.Output[str]
+    pvc_names: list[str]
+    ready: list[pulumi.Resource]       # classes, claims and Secret: what consumers wait for
+
+    def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("dynamo-bench:infra:Storage", name, None, opts)
+        self._args = args
+        child = pulumi.ResourceOptions(parent=self)
+        cluster, tags = args.cluster, args.tags
+        group = aws.ec2.SecurityGroup(
+            f"{name}-efs", description="NFS to the model cache from inside the VPC only",
+            vpc_id=cluster.vpc_id,
+            ingress=[{"protocol": "tcp", "from_port": NFS_PORT, "to_port": NFS_PORT,
+                      "cidr_blocks": [cluster.vpc_cidr], "description": "NFS from the VPC"}],
+            tags={**tags, "Name": f"{name}-efs"}, opts=child)
+        fs = aws.efs.FileSystem(
+            f"{name}-efs", encrypted=True, performance_mode="generalPurpose",
+            throughput_mode=args.stack.storage.efs_throughput_mode,
+            tags={**tags, "Name": f"{name}-model-cache"}, opts=child)
+        mounts = [aws.efs.MountTarget(f"{name}-efs-{zone}", file_system_id=fs.id,
+                                      subnet_id=subnet, security_groups=[group.id], opts=child)
+                  for zone, subnet in cluster.subnets_by_zone.items()]
+        addons = [self._csi_addon(name, "aws-efs-csi-driver", EFS_CSI_SERVICE_ACCOUNT,
+                                  "service-role/AmazonEFSCSIDriverPolicy",
+                                  efs_csi_addon_configuration(tags))]
+        auto = cluster.compute_mode == ComputeMode.AUTO
+        if not auto:
+            addons.append(self._csi_addon(name, "aws-ebs-csi-driver", EBS_CSI_SERVICE_ACCOUNT,
+                                          "service-role/AmazonEBSCSIDriverPolicy",
+                                          ebs_csi_addon_configuration(tags)))
+        k8s_opts = pulumi.ResourceOptions(parent=self,
+                                          depends_on=[*args.depends_on, *mounts, *addons])
+        classes = fs.id.apply(lambda fid: specs.storage_classes(
+            efs_file_system_id=fid, tags=tags, auto_mode=auto))
+        # The class objects need the file system id, known only after creation: build each
+        # from its own Output so its spec is still one plain dict per resource.
+        self.ready = [self._from_output(classes, i, k8s_opts) for i in range(2)]
+        claims = specs.pvcs(args.namespace, model_cache_gib=args.stack.storage.model_cache_gib,
+                            results_gib=args.stack.storage.results_gib)
+        claim_opts = pulumi.ResourceOptions.merge(
+            k8s_opts, pulumi.ResourceOptions(depends_on=self.ready))
+        self.ready += create_objects(claims, claim_opts)
+        self.ready.append(self._token_secret(k8s_opts))
+        self.file_system_id = fs.id
+        self.pvc_names = [c["metadata"]["name"] for c in claims]
+        self.register_outputs({"fileSystemId": fs.id, "pvcNames": self.pvc_names})
+
+    def _from_output(self, objs: pulumi.Output[list[dict]], index: int,
+                     opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        # Names and kinds do not depend on the id, so they are read from a placeholder build.
+        shape = specs.storage_classes(efs_file_system_id="fs-00000000", tags=self._args.tags,
+                                      auto_mode=self._args.cluster.compute_mode
+                                      == ComputeMode.AUTO)[index]
+        obj = {k: (objs.apply(lambda o, k=k: o[index][k]) if k == "parameters" else v)
+               for k, v in shape.items()}
+        return create_object(obj, opts)
+
+    def _token_secret(self, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        shape = specs.hf_token_secret(self._args.namespace, "placeholder")
+        token = self._args.hf_token
+        secret = {**shape, "stringData": pulumi.Output.secret(token).apply(
+            lambda t: specs.hf_token_secret(self._args.namespace, t)["stringData"])}
+        return create_object(secret, opts)
+
+    def _csi_addon(self, name: str, addon: str, service_account: str, policy: str,
+                   configuration: str) -> aws.eks.Addon:
+        args = self._args
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-{addon}",
+            assume_role_policy=pulumi.Output.json_dumps({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": ["sts:AssumeRole", "sts:TagSession"],
+                               "Principal": {"Service": "pods.eks.amazonaws.com"}}]}),
+            tags=args.tags, opts=child)
+        attachment = aws.iam.RolePolicyAttachment(
+            f"{name}-{addon}", role=role.name,
+            policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=child)
+        return aws.eks.Addon(
+            f"{name}-{addon}", cluster_name=args.cluster.name, addon_name=addon,
+            configuration_values=configuration,
+            pod_identity_associations=[{"role_arn": role.arn,
+                                        "service_account": service_account}],
+            resolve_conflicts_on_create="OVERWRITE", tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[
+                attachment, *args.cluster.node_resources]))
+
+
+@dataclass(frozen=True)
+class ModelDownloadArgs:
+    stack: StackConfig
+    namespace: str
+    cluster: ClusterConfig             # the effective cluster: the Job runs on its CPU nodes
+    depends_on: list[pulumi.Resource]
+    job_name: str | None = None        # another name when a second model shares the cache
+
+
+class ModelDownload(pulumi.ComponentResource):
+    """The Job that fills the model cache; Pulumi waits for it to complete (bounded by
+    storage.downloadTimeoutMinutes) so serving only starts on a full cache."""
+
+    job: pulumi.Resource
+
+    def __init__(self, name: str, args: ModelDownloadArgs,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("dynamo-bench:infra:ModelDownload", name, None, opts)
+        stack = args.stack
+        timeout = stack.storage.download_timeout_minutes
+        job = specs.model_download_job(args.namespace, model_id=stack.model.id,
+                                       revision=stack.model.revision, timeout_minutes=timeout,
+                                       affinity=cpu_node_affinity(args.cluster) or None)
+        if args.job_name:
+            job["metadata"]["name"] = args.job_name
+        self.job = create_object(job, pulumi.ResourceOptions(
+            parent=self, depends_on=args.depends_on,
+            custom_timeouts=pulumi.CustomTimeouts(create=f"{timeout + 5}m",
+                                                  update=f"{timeout + 5}m")))
+        self.register_outputs({"job": job["metadata"]["name"]})
