@@ -26,13 +26,13 @@ class Report:
 
 
 def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, StackInfo],
-                                            dict[str, RunRecord]]:
+                                            dict[tuple[str, str], RunRecord]]:
     """One steps/requests frame over all runs, with each stack's GPUs and per-GPU output."""
     infos: dict[str, StackInfo] = {}
     records: dict[str, RunRecord] = {}
     for r in runs:
         infos.setdefault(r.record.stack, stack_info(r.record))
-        records[r.record.run_id] = r.record
+        records[(r.record.stack, r.record.run_id)] = r.record
     steps = pd.concat([r.steps for r in runs], ignore_index=True)
     requests = pd.concat([r.requests for r in runs], ignore_index=True)
     steps["gpus"] = steps["stack"].map(lambda s: infos[s].gpus)
@@ -42,7 +42,7 @@ def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str
 
 
 def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str, StackInfo],
-                   records: dict[str, RunRecord], slos: tuple[Slo, ...],
+                   records: dict[tuple[str, str], RunRecord], slos: tuple[Slo, ...],
                    with_compare: bool) -> dict[str, pd.DataFrame]:
     sweep = tables.concurrency_sweep(steps)
     pc = tables.prefix_cache(steps)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from reports.runs import RunRecord
+from reports.runs import STEP_KEY, RunRecord
 from reports.stackinfo import StackInfo
 from stacks.catalog import INSTANCE_TYPES
 
@@ -75,26 +75,27 @@ def usd_per_million(period_cost_usd: float, output_tokens: float) -> float:
 
 
 def cost_efficiency(steps: pd.DataFrame, requests: pd.DataFrame,
-                    infos: dict[str, StackInfo], records: dict[str, RunRecord]
+                    infos: dict[str, StackInfo], records: dict[tuple[str, str], RunRecord]
                     ) -> pd.DataFrame:
-    windows = requests.groupby(["run_id", "step"]).agg(
+    windows = requests.groupby(STEP_KEY).agg(
         start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
     ok = requests[requests["ok"].astype(bool)]
-    tokens = ok.groupby(["run_id", "step"])["osl"].sum()
+    tokens = ok.groupby(STEP_KEY)["osl"].sum()
     rows: list[dict[str, Any]] = []
     for _, st in steps.iterrows():
-        key = (st["run_id"], st["step"])
+        key = tuple(st[k] for k in STEP_KEY)
         if key not in windows.index:
             continue
         start_ns, end_ns = (int(x) for x in windows.loc[key])
         period_s = (end_ns - start_ns) / 1e9
         info = infos[st["stack"]]
-        cost = measured_cost(records[st["run_id"]], start_ns, end_ns) or \
+        cost = measured_cost(records[(st["stack"], st["run_id"])], start_ns, end_ns) or \
             estimated_cost(info, period_s)
         out_tokens = float(tokens.get(key, 0.0))
         gpu = sum(v for k, v in cost.lines.items() if _is_node_line(k))
         rows.append({
-            "configuration": info.label, "stack": st["stack"], "step": st["step"],
+            "configuration": info.label, "stack": st["stack"], "run_id": st["run_id"],
+            "step": st["step"],
             "workload": st["workload"], "concurrency": st["concurrency"],
             "gpus": info.gpus, "gpu_types": info.gpu_types,
             "gpu_cost_usd_per_h": gpu / period_s * 3600 if period_s else math.nan,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from reports.runs import STEP_KEY
 from reports.tables import pct
 
 
@@ -84,16 +85,17 @@ def step_meets(step: pd.Series, req_ok: pd.DataFrame, slo: Slo) -> bool:
 
 def goodput(steps: pd.DataFrame, requests: pd.DataFrame,
             slos: tuple[Slo, ...] = DEFAULT_SLOS) -> pd.DataFrame:
-    by_step = {k: g for k, g in requests.groupby(["run_id", "step"], sort=False)}
+    by_step = {k: g for k, g in requests.groupby(STEP_KEY, sort=False)}
     rows = []
     for slo in slos:
         for _, st in steps.iterrows():
-            req = by_step.get((st["run_id"], st["step"]), requests.iloc[0:0])
+            req = by_step.get(tuple(st[k] for k in STEP_KEY), requests.iloc[0:0])
             met = int(request_meets(req, slo).sum())
             total = len(req)
             duration = st["duration_s"]
             rows.append({
-                "stack": st["stack"], "step": st["step"], "workload": st["workload"],
+                "stack": st["stack"], "run_id": st["run_id"], "step": st["step"],
+                "workload": st["workload"],
                 "concurrency": st["concurrency"], "slo": slo.name,
                 "slo_definition": slo.definition, "requests": total,
                 "errors": int((~req["ok"].astype(bool)).sum()) if total else 0,

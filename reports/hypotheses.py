@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from reports.compare import topology_pairs
+from reports.runs import parse_step_id
 from reports.stackinfo import StackInfo
 
 
@@ -133,13 +134,17 @@ def cost_at_slo(goodput: pd.DataFrame, cost: pd.DataFrame,
         first = goodput["slo"].iloc[0]
         best = goodput[(goodput["slo"] == first) & goodput["best_point"]]
         for _, b in best.iterrows():
-            c = cost[(cost["stack"] == b["stack"]) & (cost["step"] == b["step"])]
-            usd = c["usd_per_1m_output_tokens"].iloc[0] if len(c) else math.nan
+            group = parse_step_id(b["step"])["group"]
+            c = cost[(cost["stack"] == b["stack"])
+                     & (cost["step"].map(lambda s: parse_step_id(s)["group"]) == group)]
+            usd = c["usd_per_1m_output_tokens"]
             basis = c["cost_basis"].iloc[0] if len(c) else "no cost row"
             h.findings.append(
-                f"{infos[b['stack']].label}: best point meeting {first} is {b['step']} at "
-                f"{_f(b['output_tok_s_per_gpu'])} output tok/s per GPU, "
-                f"${_f(usd, '.3f')} per 1M output tokens ({basis})")
+                f"{infos[b['stack']].label}: best point meeting {first} is {group} "
+                f"({b['step']} of run {b['run_id']}: {_f(b['output_tok_s_per_gpu'])} output "
+                f"tok/s per GPU); ${_f(usd.mean(), '.3f')} per 1M output tokens over its "
+                f"{len(c)} sample(s) (min {_f(usd.min(), '.3f')}, max {_f(usd.max(), '.3f')}; "
+                f"{basis})")
         missing = sorted(set(infos) - set(best["stack"]))
         for s in missing:
             h.findings.append(f"{s}: no step meets {first}: no cost at this SLO")

@@ -17,6 +17,14 @@ from reports.goodput import Slo  # noqa: E402
 DPI = 110
 
 
+def _decorate(ax: plt.Axes, xlabel: str, ylabel: str, title: str, legend: int = 8) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=legend)
+
+
 def _save(fig: plt.Figure, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
@@ -55,11 +63,8 @@ def pareto(sweep: pd.DataFrame, slo: Slo, path: Path) -> Path | None:
     ax.plot(front["output_tok_s_per_gpu"], front["ttft_p50_ms"], "ks", mfc="none", ms=9)
     ax.set_xlim(0, xmax)
     ax.set_ylim(0, max(pts["ttft_p50_ms"].max() * 1.2, 1))
-    ax.set_xlabel("output tok/s per GPU")
-    ax.set_ylabel("TTFT p50 (ms)")
-    ax.set_title("Throughput vs latency across stacks and concurrencies")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    _decorate(ax, "output tok/s per GPU", "TTFT p50 (ms)",
+              "Throughput vs latency across stacks and concurrencies")
     return _save(fig, path)
 
 
@@ -76,11 +81,8 @@ def latency_vs_concurrency(sweep: pd.DataFrame, path: Path) -> Path | None:
             if lo is not None and hi is not None:
                 ax.fill_between(s["concurrency"], lo, hi, color=line.get_color(), alpha=0.15)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("concurrency")
-        ax.set_ylabel(f"{title} (ms)")
-        ax.set_title(f"{title} vs concurrency (band: min-max over repeats)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _decorate(ax, "concurrency", f"{title} (ms)",
+                  f"{title} vs concurrency (band: min-max over repeats)", legend=7)
     return _save(fig, path)
 
 
@@ -93,12 +95,8 @@ def ttft_per_turn(mt: pd.DataFrame, path: Path) -> Path | None:
         t = s["turn"].astype(int)
         line, = ax.plot(t, s["ttft_p50_ms"], "o-", label=f"{stack} p50")
         ax.plot(t, s["ttft_p99_ms"], "x:", color=line.get_color(), label=f"{stack} p99")
-    ax.set_xlabel("turn (0 = first)")
-    ax.set_ylabel("TTFT (ms)")
-    ax.set_title("TTFT per turn of multi-turn conversations")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _decorate(ax, "turn (0 = first)", "TTFT (ms)", "TTFT per turn of multi-turn conversations")
     return _save(fig, path)
 
 
@@ -110,14 +108,10 @@ def prefix_share(pc: pd.DataFrame, path: Path) -> Path | None:
         axes[0].plot(s["prefix_share"] * 100, s["ttft_p50_ms"], "o-", label=stack)
         axes[1].plot(s["prefix_share"] * 100, s["server_hit_rate"] * 100, "o-", label=stack)
     axes[1].plot([0, 100], [0, 100], "k:", lw=1, label="hit rate = share")
-    axes[0].set_ylabel("TTFT p50 (ms)")
-    axes[0].set_title("TTFT vs input prefix share")
-    axes[1].set_ylabel("measured server hit rate (%)")
-    axes[1].set_title("Server-measured prefix hit rate vs asked share")
-    for ax in axes:
-        ax.set_xlabel("prefix share of the input (%)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    _decorate(axes[0], "prefix share of the input (%)", "TTFT p50 (ms)",
+              "TTFT vs input prefix share")
+    _decorate(axes[1], "prefix share of the input (%)", "measured server hit rate (%)",
+              "Server-measured prefix hit rate vs asked share")
     return _save(fig, path)
 
 

@@ -23,6 +23,8 @@ CACHE_DIR = ".reports-cache"
 CACHE_VERSION = "1"
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
+# A step is unique by stack, run and step id (run ids may repeat across stacks).
+STEP_KEY = ["stack", "run_id", "step"]
 
 
 class RunError(Exception):
@@ -114,12 +116,20 @@ def _dataset_file(record: RunRecord, step_id: str, aiperf_path: str | None) -> P
 
 
 def _manifest_step_fields(rec: dict[str, Any]) -> dict[str, Any]:
-    sat = rec.get("client_saturated", rec.get("saturated"))
-    if isinstance(rec.get("saturation"), dict):
-        sat = rec["saturation"].get("saturated", rec["saturation"].get("flag", sat))
-    return {"status": rec.get("status"), "client_saturated": sat,
-            "client_cpu_percent_peak": rec.get("client_cpu_percent_peak"),
-            "step_started_at": rec.get("started_at"), "step_ended_at": rec.get("ended_at")}
+    """The runner's verdicts about a step: status, client saturation, AIPerf's CPU use.
+
+    The runner records `client: {client_bound, reasons, cpu: {mean_cores, max_cores},
+    achieved_concurrency}`; a flat `client_saturated` is read too.
+    """
+    client = rec.get("client") or {}
+    cpu = client.get("cpu") or {}
+    return {"status": rec.get("status"),
+            "client_saturated": client.get("client_bound", rec.get("client_saturated")),
+            "client_saturation_reasons": "; ".join(client.get("reasons") or []),
+            "client_cpu_cores_mean": cpu.get("mean_cores"),
+            "client_cpu_cores_max": cpu.get("max_cores"),
+            "step_started_at": rec.get("start", rec.get("started_at")),
+            "step_ended_at": rec.get("end", rec.get("ended_at"))}
 
 
 def load_step(record: RunRecord, step_id: str, step_dir: Path

@@ -27,14 +27,16 @@ def pct(values: pd.Series | np.ndarray, q: float) -> float:
 def fold_repeats(steps: pd.DataFrame, keys: list[str], mean_cols: list[str],
                  spread_cols: list[str]) -> pd.DataFrame:
     """One row per `keys`: mean of `mean_cols` over repeats, min/max of `spread_cols`,
-    summed request/error counts, and the number of repeats."""
+    summed request/error counts, and the number of repeats (within a run as `.../r2` and
+    across runs of the same stack alike)."""
     if steps.empty:
         return pd.DataFrame(columns=keys + mean_cols)
+    steps = steps.assign(sample=steps["run_id"].astype(str) + "#" + steps["repeat"].astype(str))
     g = steps.groupby(keys, sort=True, dropna=False)
     out = g[mean_cols].mean()
     out["requests"] = g["requests"].sum().astype(int)
     out["errors"] = g["errors"].sum().astype(int)
-    out["repeats"] = g["repeat"].nunique()
+    out["repeats"] = g["sample"].nunique()
     for c in spread_cols:
         out[f"{c}_min"] = g[c].min()
         out[f"{c}_max"] = g[c].max()
@@ -61,14 +63,14 @@ def multi_turn(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for stack, sr in r.groupby("stack", sort=True):
         ok = sr[sr["ok"]]
-        conv = ok.groupby(["run_id", "step", "conversation_id"]).agg(
+        conv = ok.groupby(["run_id", "step", "conversation_id"]).agg(  # within one stack
             start=("start_ns", "min"), end=("end_ns", "max"))
         conv_ms = (conv["end"] - conv["start"]) / 1e6
         conv_cols = {"conversations": len(conv),
                      "conversation_latency_p50_ms": pct(conv_ms, 50),
                      "conversation_latency_p99_ms": pct(conv_ms, 99)}
         st = steps[(steps["workload"] == "multi_turn") & (steps["stack"] == stack)]
-        conv_cols["repeats"] = st["repeat"].nunique()
+        conv_cols["repeats"] = len(st)
         for turn, tr in sr.groupby("turn_index", sort=True):
             tok = tr[tr["ok"]]
             rows.append({"stack": stack, "turn": str(int(turn)), "requests": len(tok),
@@ -117,7 +119,7 @@ def sequence_distribution(requests: pd.DataFrame) -> pd.DataFrame:
             "long_ttft_p50_ms": pct(long["ttft_ms"], 50),
             "failures": "; ".join(f"{k} x{v}" for k, v in
                                   failures["error_type"].value_counts().items()) or "none",
-            "repeats": d["repeat"].nunique()})
+            "repeats": d[["run_id", "repeat"]].drop_duplicates().shape[0]})
     return pd.DataFrame(rows)
 
 
@@ -142,12 +144,14 @@ def prefix_cache(steps: pd.DataFrame) -> pd.DataFrame:
 
 def fidelity(steps: pd.DataFrame) -> pd.DataFrame:
     """Harness fidelity per step: the client's TTFT/ITL over the server's, and saturation."""
-    out = steps[["stack", "run_id", "step", "concurrency", "achieved_concurrency",
+    out = steps[["stack", "run_id", "step", "workload", "concurrency", "achieved_concurrency",
                  "ttft_mean_ms", "server_ttft_mean_ms", "itl_mean_ms", "server_itl_mean_ms",
-                 "client_cpu_percent_peak", "client_saturated", "status"]].copy()
+                 "client_cpu_cores_mean", "client_saturated", "client_saturation_reasons",
+                 "status"]].copy()
     out["ttft_ratio"] = out["ttft_mean_ms"] / out["server_ttft_mean_ms"]
     out["itl_ratio"] = out["itl_mean_ms"] / out["server_itl_mean_ms"]
     return out.rename(columns={"ttft_mean_ms": "client_ttft_mean_ms",
                                "itl_mean_ms": "client_itl_mean_ms",
                                "concurrency": "requested_concurrency"}
-                      ).sort_values(["stack", "step"]).reset_index(drop=True)
+                      ).sort_values(["stack", "workload", "requested_concurrency", "step"]
+                                    ).drop(columns="workload").reset_index(drop=True)

@@ -20,8 +20,28 @@ def copy_runs(dest: Path) -> Path:
     return root
 
 
-def run_dir(root: Path, stack: str) -> Path:
-    return next(p.parent for p in (root / stack).glob("*/manifest.json"))
+def run_dir(root: Path, stack: str, run_id: str = "fixture") -> Path:
+    """The stack's full fixture run (`fixture-repeats` holds two more sweeps of it)."""
+    return root / stack / run_id
+
+
+def all_run_dirs(root: Path) -> list[Path]:
+    return [run_dir(root, s, r) for s in STACKS for r in ("fixture", "fixture-repeats")]
+
+
+def sweep_dirs(root: Path, stack: str, c: int) -> list[Path]:
+    """Every sample of concurrency c: the full run's step and the two repeats of the other."""
+    rep = run_dir(root, stack, "fixture-repeats") / "concurrency_sweep" / f"c{c}"
+    return [run_dir(root, stack) / "concurrency_sweep" / f"c{c}", rep / "r1", rep / "r2"]
+
+
+def manifest(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())
+
+
+def step_with_failures(run: Path) -> Path:
+    return next(d.parent for d in sorted(run.rglob("profile_export.jsonl"))
+                if any("error" in r for r in profiling_records(d.parent)))
 
 
 def summary(step_dir: Path) -> dict:

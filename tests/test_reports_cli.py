@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
-from reports_fixtures import STACKS, copy_runs, run_dir
+from reports_fixtures import all_run_dirs, copy_runs, manifest, run_dir
 from typer.testing import CliRunner
 
 from reports.__main__ import app
-from reports.runs import CACHE_DIR, load_run
+from reports.runs import CACHE_DIR, MANIFEST, load_run, resolve_run_dirs
 
 PLOTS = ("pareto", "latency_vs_concurrency", "ttft_per_turn", "prefix_share",
          "length_distributions")
@@ -27,8 +27,9 @@ CSVS = ("concurrency_sweep", "multi_turn", "sequence_distribution", "prefix_cach
 def compared(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli")
     root = copy_runs(tmp)
-    result = CliRunner().invoke(app, ["compare", *STACKS, "--runs-root", str(root),
-                                      "--out", str(tmp / "out"), "--name", "demo"])
+    dirs = [str(d) for d in all_run_dirs(root)]
+    result = CliRunner().invoke(app, ["compare", *dirs, "--out", str(tmp / "out"),
+                                      "--name", "demo"])
     assert result.exit_code == 0, result.output
     return root, tmp / "out" / "demo", result.output
 
@@ -58,12 +59,14 @@ def test_pngs_are_real_non_blank_images(compared, name):
 def test_report_md_cites_runs_and_embeds_plots(compared):
     root, out, _ = compared
     md = (out / "report.md").read_text()
-    for stack in STACKS:
-        manifest = json.loads((run_dir(root, stack) / "manifest.json").read_text())
-        assert manifest["run_id"] in md
-        assert manifest["config_hash"][:16] in md
-        for ds in manifest["datasets"].values():
-            assert ds["sha256"][:12] in md
+    for run in all_run_dirs(root):
+        m = manifest(run)
+        assert f"| {m['run_id']} |" in md
+        assert m["stack_config_sha256"][:16] in md
+        for sha in m["datasets"].values():
+            assert sha[:12] in md
+        commit = m["attempts"][-1]["versions"]["dynamo_bench"]["commit"]
+        assert commit[:12] in md
     for name in PLOTS:
         assert f"]({name}.png)" in md
     assert "0.13.0" in md and "1.6.1" in md
@@ -103,6 +106,16 @@ def test_parquet_cache_is_reused_then_invalidated(tmp_path):
     changed = load_run(rd)
     assert (cache / "fingerprint").read_text() != stamp
     assert changed.steps.set_index("step").loc["concurrency_sweep/c4", "ttft_p50_ms"] == 12345.0
+
+
+def test_stack_name_resolves_to_its_latest_run(tmp_path):
+    root = copy_runs(tmp_path)
+    older, newer = run_dir(root, "local-agg", "fixture"), run_dir(root, "local-agg",
+                                                                   "fixture-repeats")
+    os.utime(older / MANIFEST, ns=(2 * 10**18, 2 * 10**18))
+    os.utime(newer / MANIFEST, ns=(10**18, 10**18))
+    assert resolve_run_dirs(["local-agg"], root) == [older]
+    assert resolve_run_dirs([str(newer)], root) == [newer]
 
 
 def test_unknown_stack_fails_naming_the_fix(tmp_path):

@@ -10,13 +10,17 @@ import pandas as pd
 import pytest
 from reports_fixtures import (
     STACKS,
+    all_run_dirs,
     copy_runs,
     histogram_totals,
+    manifest,
     metric,
     p,
     profiling_records,
     run_dir,
+    step_with_failures,
     summary,
+    sweep_dirs,
 )
 
 from reports.build import build_report
@@ -32,8 +36,7 @@ from stacks.catalog import (
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("reports")
     root = copy_runs(tmp)
-    report = build_report([run_dir(root, s) for s in STACKS], tmp / "out", name="cmp",
-                          with_compare=True)
+    report = build_report(all_run_dirs(root), tmp / "out", name="cmp", with_compare=True)
     csv = {path.stem: pd.read_csv(path) for path in report.out_dir.glob("*.csv")}
     return root, report, csv
 
@@ -48,8 +51,8 @@ def test_sweep_percentiles_are_aiperfs_own_per_concurrency(built):
     sweep = csv["concurrency_sweep"]
     assert set(sweep["stack"]) == set(STACKS)
     for stack in STACKS:
-        base = run_dir(root, stack) / "concurrency_sweep"
-        for c, dirs in ((1, [base / "c1", base / "c1" / "r2"]), (4, [base / "c4"])):
+        for c in (1, 4):
+            dirs = sweep_dirs(root, stack, c)
             row = sweep[(sweep["stack"] == stack) & (sweep["concurrency"] == c)].iloc[0]
             sums = [summary(d) for d in dirs]
             for col, (name, stat) in {"ttft_p50_ms": ("time_to_first_token", "p50"),
@@ -74,31 +77,41 @@ def test_sweep_percentiles_are_aiperfs_own_per_concurrency(built):
 
 def test_errors_are_kept_and_counted(built):
     root, report, csv = built
-    step = run_dir(root, "local-agg-kv") / "concurrency_sweep" / "c4"
+    step = step_with_failures(run_dir(root, "local-agg-kv"))  # timeouts of long outputs
     recs = profiling_records(step)
     errors = [r for r in recs if "error" in r]
-    assert errors, "the fixture cancels ~25 % of this step's requests"
+    assert 0 < len(errors) < len(recs)
     assert summary(step)["error_request_count"]["avg"] == len(errors)
+    step_id = step.relative_to(run_dir(root, "local-agg-kv")).as_posix()
     req = report.requests
-    sel = req[(req["stack"] == "local-agg-kv") & (req["step"] == "concurrency_sweep/c4")]
-    assert len(sel) == len(recs)  # warm-up rows dropped, failures kept
+    sel = req[(req["run_id"] == "fixture") & (req["stack"] == "local-agg-kv")
+              & (req["step"] == step_id)]
+    assert len(sel) == len(recs)  # failures kept, not dropped
     assert int((~sel["ok"]).sum()) == len(errors)
-    row = csv["concurrency_sweep"].query("stack == 'local-agg-kv' and concurrency == 4").iloc[0]
+    steps = csv["steps"]
+    row = steps[(steps["run_id"] == "fixture") & (steps["stack"] == "local-agg-kv")
+                & (steps["step"] == step_id)].iloc[0]
     assert row["errors"] == len(errors)
+    assert row["requests"] == len(recs) - len(errors)
+    if step_id.startswith("sequence_distributions/"):
+        sd = csv["sequence_distribution"]
+        r = sd[(sd["stack"] == "local-agg-kv")
+               & (sd["distribution"] == step_id.split("/")[1])].iloc[0]
+        assert r["errors"] == len(errors) and r["failures"] != "none"
 
 
 def test_multi_turn_ttft_per_turn_and_conversation_latency(built):
     root, _, csv = built
     mt = csv["multi_turn"]
     for stack in STACKS:
-        recs = [r for r in profiling_records(run_dir(root, stack) / "multi_turn" / "main")
+        recs = [r for r in profiling_records(run_dir(root, stack) / "multi_turn" / "conv4")
                 if "error" not in r]
         rows = mt[mt["stack"] == stack].set_index("turn")
         assert set(rows.index) == {"0", "1", "2", "all"}
         for turn in (0, 1, 2):
             ttft = [metric(r, "time_to_first_token") for r in recs
                     if r["metadata"]["turn_index"] == turn]
-            assert rows.loc[str(turn), "requests"] == len(ttft) == 4
+            assert rows.loc[str(turn), "requests"] == len(ttft) > 0
             assert _approx(rows.loc[str(turn), "ttft_p50_ms"], p(ttft, 50))
             assert _approx(rows.loc[str(turn), "ttft_p99_ms"], p(ttft, 99))
         spans: dict[str, list[int]] = {}
@@ -119,24 +132,24 @@ def test_sequence_distribution_requested_vs_actual(built):
     for stack in STACKS:
         rd = run_dir(root, stack)
         for dist in ("uniform", "zipf"):
-            rows = [json.loads(x) for x in
-                    (rd / "datasets" / f"sequence_distributions-{dist}.jsonl").read_text()
-                    .splitlines()]
-            step = rd / "sequence_distributions" / dist
-            recs = [r for r in profiling_records(step) if "error" not in r]
+            step_id = f"sequence_distributions/{dist}"
+            dataset = rd / manifest(rd)["steps"][step_id]["dataset"]["path"]
+            rows = [json.loads(x) for x in dataset.read_text().splitlines()]
+            recs = profiling_records(rd / step_id)
+            ok = [r for r in recs if "error" not in r]
+            assert len(recs) == len(rows)  # every dataset row was sent once
             row = sd[(sd["stack"] == stack) & (sd["distribution"] == dist)].iloc[0]
             assert _approx(row["requested_isl_mean"],
                            sum(r["input_length"] for r in rows) / len(rows))
             assert _approx(row["requested_osl_p99"], p([r["output_length"] for r in rows], 99))
             assert _approx(row["actual_isl_mean"],
-                           sum(metric(r, "input_sequence_length") for r in recs) / len(recs))
-            # the pooled per-request p50 agrees with AIPerf's own for a single repeat
-            assert _approx(row["ttft_p50_ms"], summary(step)["time_to_first_token"]["p50"])
-            ttft = [metric(r, "time_to_first_token") for r in recs]
+                           sum(metric(r, "input_sequence_length") for r in ok) / len(ok))
+            ttft = [metric(r, "time_to_first_token") for r in ok]
+            # the pooled per-request p50 agrees with AIPerf's own for a single run
+            assert _approx(row["ttft_p50_ms"], summary(rd / step_id)["time_to_first_token"]["p50"])
             assert _approx(row["ttft_p99_over_p50"], p(ttft, 99) / p(ttft, 50))
-            # the server counts the chat template too: actual ISL > requested, OSL exact
-            assert row["actual_isl_mean"] > row["requested_isl_mean"]
-            assert _approx(row["actual_osl_mean"], row["requested_osl_mean"])
+            if len(ok) == len(recs):  # with ignore_eos every output is as long as asked
+                assert _approx(row["actual_osl_mean"], row["requested_osl_mean"])
 
 
 def test_prefix_hit_rate_is_recomputed_from_server_metrics(built):
@@ -155,7 +168,7 @@ def test_prefix_hit_rate_is_recomputed_from_server_metrics(built):
             ttft0 = ttft if share == 0 else ttft0
             assert _approx(row["ttft_reduction_vs_0pct"], (1 - ttft / ttft0) * 100)
         rates = pc[pc["stack"] == stack].sort_values("prefix_share")["server_hit_rate"]
-        assert rates.iloc[0] == 0 and rates.is_monotonic_increasing
+        assert rates.iloc[0] < rates.iloc[1] < rates.iloc[2]
         assert rates.iloc[-1] < 1.0  # a 100 % share is not a 100 % hit rate
 
 
@@ -171,7 +184,8 @@ def test_cost_per_million_by_hand(built):
               + EKS_CONTROL_PLANE_USD_PER_HOUR
               + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)  # model cache 200 GiB
     period_cost = hourly * (end - start) / 1e9 / 3600
-    row = cost[(cost["stack"] == "local-agg") & (cost["step"] == "concurrency_sweep/c4")].iloc[0]
+    row = cost[(cost["stack"] == "local-agg") & (cost["step"] == "concurrency_sweep/c4")
+               & (cost["run_id"] == "fixture")].iloc[0]
     assert row["successful_output_tokens"] == tokens == summary(step)["total_output_tokens"]["avg"]
     assert _approx(row["period_cost_usd"], period_cost)
     assert _approx(row["usd_per_1m_output_tokens"], period_cost / tokens * 1e6)
@@ -184,13 +198,14 @@ def test_cost_per_million_by_hand(built):
 def test_goodput_fraction_recomputed(built):
     root, _, csv = built
     g = csv["goodput"]
-    step = run_dir(root, "local-agg-kv") / "concurrency_sweep" / "c4"
+    step = step_with_failures(run_dir(root, "local-agg-kv"))
+    step_id = step.relative_to(run_dir(root, "local-agg-kv")).as_posix()
     recs = profiling_records(step)
     met = sum(1 for r in recs if "error" not in r
               and metric(r, "time_to_first_token") < 5000
               and metric(r, "output_token_throughput_per_user") >= 50)
-    row = g[(g["stack"] == "local-agg-kv") & (g["step"] == "concurrency_sweep/c4")
-            & (g["slo"] == "sla-tps50-ttft5s")].iloc[0]
+    row = g[(g["run_id"] == "fixture") & (g["stack"] == "local-agg-kv")
+            & (g["step"] == step_id) & (g["slo"] == "sla-tps50-ttft5s")].iloc[0]
     assert row["requests_meeting_slo"] == met
     assert _approx(row["goodput_fraction"], met / len(recs))  # failures never meet an SLO
     assert row["goodput_fraction"] < 1
@@ -225,8 +240,10 @@ def test_fidelity_ratio_against_frontend_histograms(built):
     fid = csv["fidelity"]
     step = run_dir(root, "local-disagg") / "concurrency_sweep" / "c4"
     s, n = histogram_totals(step, "dynamo_frontend_time_to_first_token_seconds")
-    row = fid[(fid["stack"] == "local-disagg") & (fid["step"] == "concurrency_sweep/c4")].iloc[0]
+    row = fid[(fid["run_id"] == "fixture") & (fid["stack"] == "local-disagg")
+              & (fid["step"] == "concurrency_sweep/c4")].iloc[0]
     client = summary(step)["time_to_first_token"]["avg"]
     assert _approx(row["ttft_ratio"], client / (s / n * 1000))
     assert row["requested_concurrency"] == 4
-    assert row["client_saturated"] in (False, "False")
+    verdict = manifest(run_dir(root, "local-disagg"))["steps"]["concurrency_sweep/c4"]["client"]
+    assert bool(row["client_saturated"]) == verdict["client_bound"]

@@ -54,7 +54,9 @@ def test_pareto_front_keeps_only_undominated_points():
 
 
 def test_fold_repeats_mean_spread_and_counts():
-    steps = pd.DataFrame({"stack": ["a"] * 3, "concurrency": [1, 1, 1], "repeat": [1, 2, 3],
+    # two repeats within run x, one in run y: three samples
+    steps = pd.DataFrame({"stack": ["a"] * 3, "concurrency": [1, 1, 1], "repeat": [1, 2, 1],
+                          "run_id": ["x", "x", "y"],
                           "requests": [10, 12, 11], "errors": [0, 1, 0],
                           "ttft_p50_ms": [10.0, 20.0, 30.0]})
     row = fold_repeats(steps, ["stack", "concurrency"], ["ttft_p50_ms"],
