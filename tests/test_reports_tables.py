@@ -247,3 +247,27 @@ def test_fidelity_ratio_against_frontend_histograms(built):
     assert row["requested_concurrency"] == 4
     verdict = manifest(run_dir(root, "local-disagg"))["steps"]["concurrency_sweep/c4"]["client"]
     assert bool(row["client_saturated"]) == verdict["client_bound"]
+
+
+def test_measured_node_hours_replace_the_estimate(tmp_path):
+    """A run record listing the nodes that served it (the aws runner's `nodes`) is priced by
+    node-hours overlapping the step's window, not by the catalogue estimate."""
+    root = copy_runs(tmp_path)
+    rd = run_dir(root, "local-agg")
+    doc = manifest(rd)
+    doc["nodes"] = [{"node": "i-0abc", "instanceType": "p4d.24xlarge",
+                     "start": "2020-01-01T00:00:00Z", "end": None}]
+    doc["prices"] = {"p4d.24xlarge": 30.0}
+    (rd / "manifest.json").write_text(json.dumps(doc))
+    report = build_report([rd], tmp_path / "out", name="m")
+    row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
+    recs = profiling_records(rd / "concurrency_sweep" / "c4")
+    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
+             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    expected = hours * (30.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
+                        + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
+    assert row["cost_basis"].startswith("measured")
+    assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)
+    assert math.isclose(row["gpu_cost_usd_per_h"], 30.0, rel_tol=1e-6)
+    assert math.isclose(row["usd_per_1m_output_tokens"],
+                        expected / row["successful_output_tokens"] * 1e6, rel_tol=1e-6)
