@@ -213,12 +213,15 @@ def test_render_writes_objects_and_aws_resources(tmp_path: Path) -> None:
     assert secret["stringData"] == "[secret]"
 
 
-def test_render_of_an_invalid_stack_exits_2(tmp_path: Path, monkeypatch) -> None:
-    import stacks.render as render
-
-    def broken(name: str, out: Path):
-        raise StackError(name, [])
-    monkeypatch.setattr(render, "render_stack", broken)
-    result = CliRunner().invoke(app, ["render", "agg-a100", "--out", str(tmp_path)])
+def test_render_of_an_invalid_stack_lists_the_problems_and_exits_2(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    raw = raw_config("agg-a100-standalone")
+    raw["serving"]["workers"][0]["tensorParallelSize"] = 3
+    error = run_config("agg-a100-standalone", raw).error
+    assert isinstance(error, StackError)
+    # The CLI renders shipped stack files; hand it the planted run instead of the file's.
+    monkeypatch.setattr("stacks.render.run_stack", lambda name: run_config(name, raw))
+    result = CliRunner().invoke(app, ["render", "agg-a100-standalone", "--out", str(tmp_path)])
     assert result.exit_code == 2
-    assert not (tmp_path / "agg-a100").exists()
+    assert "dynamo-bench:serving.workers[0].tensorParallelSize" in result.output
+    assert not (tmp_path / "agg-a100-standalone").exists()
