@@ -25,16 +25,22 @@ def _commands() -> None:
 
 def _memory_table(report: PreflightReport) -> Table:
     t = Table(title=f"{report.stack.name}: memory per worker (per GPU)", title_justify="left")
+    # sliding-window / linear-attention state: fixed MiB per running sequence (x sequences
+    # reserved), and the hybrid page in tokens; only for models that have them
+    fixed = any(m.sequence_fixed_bytes_per_gpu for m in report.memory)
     for col in ("role", "replicas", "TP", "GPU", "budget GiB", "weights GiB/GPU",
-                "overhead GiB", "KV B/token/GPU", "KV full seq GiB", "KV capacity tokens",
-                "fits"):
+                "overhead GiB", "KV B/token/GPU", "KV full seq GiB",
+                *(("state MiB/seq (x seqs)", "page tok") if fixed else ()),
+                "KV capacity tokens", "fits"):
         t.add_column(col, justify="right" if col not in ("role", "GPU") else "left")
     for m in report.memory:
+        state = (f"{m.sequence_fixed_bytes_per_gpu / 2**20:.1f} (x{m.concurrent_sequences})",
+                 str(m.page_tokens or "-")) if fixed else ()
         t.add_row(m.role, str(m.replicas), str(m.tensor_parallel_size),
                   f"{m.gpu} ({m.instance_type})", f"{m.budget_gib:.1f}",
                   f"{m.weights_gib_per_gpu:.2f}", f"{m.overhead_gib:.1f}",
                   f"{m.kv_bytes_per_token_per_gpu:,}",
-                  f"{m.full_sequence_kv_gib:.2f} ({m.full_sequence_tokens:,} tok)",
+                  f"{m.full_sequence_kv_gib:.2f} ({m.full_sequence_tokens:,} tok)", *state,
                   f"{m.kv_capacity_tokens:,}", "yes" if m.fits else "NO")
     return t
 

@@ -3,11 +3,16 @@
 The GPU/instance catalogue feeds pre-flight (memory, GPU counts, FP8 support) and the cost
 estimates. Prices are on-demand, Linux, us-east-1, each with the date and source it came from;
 the runner prefers the AWS pricing API at run time and the report says which one was used.
+Model architectures: `ModelArchitecture` (stacks.model_arch); the B200 recipe models and their
+serving rules live in stacks.model_catalog.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+
+from stacks.model_arch import ModelArchitecture
+from stacks.model_catalog import B200_MODELS
 
 
 class Gpu(BaseModel):
@@ -98,24 +103,6 @@ EFS_STANDARD_USD_PER_GB_MONTH = 0.30
 HOURS_PER_MONTH = 730.0
 
 
-class ModelArchitecture(BaseModel):
-    """The facts pre-flight needs to size weights and KV cache."""
-
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
-
-    total_params_b: float
-    active_params_b: float
-    layers: int
-    attention_heads: int
-    kv_heads: int
-    head_dim: int
-    max_context: int
-    hidden_size: int
-    vocab_size: int
-    experts: int = 0
-    experts_per_token: int = 0
-
-
 # Qwen3-30B-A3B: config.json of the model (../shared/reference/models/qwen3-30b-a3b.json);
 # 30.5B total / 3.3B active from the model card. max_context is max_position_embeddings.
 QWEN3_30B_A3B = ModelArchitecture(
@@ -127,6 +114,7 @@ QWEN3_30B_A3B = ModelArchitecture(
 MODELS: dict[str, ModelArchitecture] = {
     "Qwen/Qwen3-30B-A3B": QWEN3_30B_A3B,
     "Qwen/Qwen3-30B-A3B-FP8": QWEN3_30B_A3B,
+    **B200_MODELS,
 }
 
 # Bytes per weight parameter by checkpoint precision. NVFP4 = 4-bit values + one FP8 scale per

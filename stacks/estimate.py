@@ -13,13 +13,13 @@ import math
 from dataclasses import dataclass, field
 
 from stacks.catalog import (
-    BYTES_PER_PARAM,
     EFS_STANDARD_USD_PER_GB_MONTH,
     EKS_AUTO_MODE_FEE_FRACTION,
     EKS_CONTROL_PLANE_USD_PER_HOUR,
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
 )
+from stacks.memory import weights_bytes_per_gpu
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
 from stacks.workload_config import Scale
 
@@ -93,14 +93,25 @@ def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: Compu
     return cost
 
 
-def model_load_seconds(stack: StackConfig) -> float:
-    """Assumed time for one worker to load the model and start its engine (workers load in
-    parallel, so this is the deployment's load time too); 0 for a stack that serves nothing."""
+def estimated_load_seconds(stack: StackConfig) -> float:
+    """Checkpoint read at MODEL_LOAD_GIB_PER_S plus the engine start (checkpoint size on disk
+    when the catalogue knows it); 0 for a stack that serves nothing."""
     if stack.serving is None:
         return 0.0
-    arch = stack.model.arch
-    weights_gib = arch.total_params_b * 1e9 * BYTES_PER_PARAM[stack.model.precision.value] / GIB
-    return weights_gib / MODEL_LOAD_GIB_PER_S + ENGINE_INIT_S
+    checkpoint = weights_bytes_per_gpu(stack.model.arch, stack.model.precision.value, 1)
+    return checkpoint / GIB / MODEL_LOAD_GIB_PER_S + ENGINE_INIT_S
+
+
+def model_load_seconds(stack: StackConfig) -> float:
+    """Assumed time for one worker to load the model and start its engine (workers load in
+    parallel, so this is the deployment's load time too); 0 for a stack that serves nothing.
+
+    With serving.startupBudgetMinutes the forecast plans for the whole budget: that is how long
+    the startupProbe lets a worker start, and the B200 recipes' first starts (40-120 min for
+    K-EXAONE) are mostly autotuning and CUDA-graph capture, which the read estimate misses."""
+    if stack.serving is not None and stack.serving.startup_budget_minutes is not None:
+        return stack.serving.startup_budget_minutes * 60.0
+    return estimated_load_seconds(stack)
 
 
 def _count_based_s(requests: int, concurrency: int, osl: float, itl_ms: float) -> float:

@@ -18,6 +18,7 @@ from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import HourlyCost, hourly_cost, planned_hours
 from stacks.loader import STACKS_DIR, Problem, StackError, load_stack
 from stacks.memory import WorkerMemory
+from stacks.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.schema import (
     ClusterConfig,
     ComputeMode,
@@ -155,15 +156,16 @@ def _check_topology(s: ServingConfig, out: list[Problem]) -> None:
 
 
 def _check_image(s: ServingConfig, out: list[Problem]) -> None:
-    """A version tag on the runtime image must be the pinned Dynamo version."""
-    if s.image_is_digest:
-        return
-    tag = s.image.rsplit("/", 1)[-1].partition(":")[2]
-    version = re.match(r"\d+\.\d+\.\d+", tag)
-    if version and version.group() != s.dynamo_version:
-        out.append(Problem(f"{P}serving.image", f"image tag {tag} is not the pinned "
-                           f"dynamoVersion {s.dynamo_version}",
-                           "use the runtime image of that version, or change dynamoVersion"))
+    """A version tag on the runtime (and frontend) image must be the pinned Dynamo version."""
+    for field_name, image in (("image", s.image), ("frontend.image", s.frontend.image)):
+        if image is None or "@sha256:" in image:
+            continue
+        tag = image.rsplit("/", 1)[-1].partition(":")[2]
+        version = re.match(r"\d+\.\d+\.\d+", tag)
+        if version and version.group() != s.dynamo_version:
+            out.append(Problem(f"{P}serving.{field_name}", f"image tag {tag} is not the pinned "
+                               f"dynamoVersion {s.dynamo_version}",
+                               "use the image of that version, or change dynamoVersion"))
 
 
 # The longest context (tokens) one request of a workload needs, and the field that sets it.
@@ -213,6 +215,9 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> Prefli
         _check_image(stack.serving, out)
         report.memory = check_workers(stack, cluster, out)
         _check_workload_lengths(stack, out)
+        check_recipe(stack, base, cluster, out)
+    if base is None:
+        check_cluster_rdma(stack.cluster, out)
     report.hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
                                 (base or stack).storage.model_cache_gib)
     report.planned_hours = planned_hours(stack)

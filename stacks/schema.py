@@ -17,6 +17,13 @@ from pydantic.alias_generators import to_camel
 
 from stacks.catalog import MODELS, ModelArchitecture
 from stacks.errors import field_error
+from stacks.recipe_config import (
+    KernelPins,
+    Parsers,
+    RdmaDevicePlugin,
+    RdmaRequest,
+    SpeculativeDecoding,
+)
 from stacks.workload_config import WorkloadsConfig
 
 
@@ -87,6 +94,8 @@ class ClusterConfig(Schema):
     vpc: VpcConfig = VpcConfig()
     # Multinode workers (one TP group across nodes) are off unless asked for.
     allow_multinode: bool = False
+    # RDMA device plugin (InfiniBand for NIXL/UCX); its resource name is what workers request.
+    rdma: RdmaDevicePlugin | None = None
 
     @field_validator("region")
     @classmethod
@@ -145,6 +154,8 @@ class ModelConfig(Schema):
     accept_fp8_weight_only_fallback: bool = False
     revision: str | None = None
     architecture: ModelArchitecture | None = None
+    # Workers and frontend load the model's own code (Motif 3).
+    trust_remote_code: bool = False
 
     @model_validator(mode="after")
     def _known_or_given(self) -> ModelConfig:
@@ -217,6 +228,18 @@ class WorkerGroup(Schema):
     node_count: Annotated[int, Field(ge=1, le=16)] = 1
     extra_args: list[str] = []
     env: dict[str, str] = {}
+    # Host memory per pod (request, optional limit) and /dev/shm; unset: the graph's estimate.
+    host_memory_gib: Annotated[int | None, Field(ge=1, le=4096)] = None
+    host_memory_limit_gib: Annotated[int | None, Field(ge=1, le=4096)] = None
+    shared_memory_gib: Annotated[int | None, Field(ge=1, le=1024)] = None
+
+    @model_validator(mode="after")
+    def _limit_above_request(self) -> WorkerGroup:
+        limit, request = self.host_memory_limit_gib, self.host_memory_gib
+        if limit is not None and (request is None or limit < request):
+            raise field_error("hostMemoryLimitGib", message="the limit needs hostMemoryGib "
+                              "at or below it: set hostMemoryGib <= hostMemoryLimitGib")
+        return self
 
     @property
     def gpus_per_replica(self) -> int:
@@ -227,9 +250,25 @@ class WorkerGroup(Schema):
         return self.replicas * self.tensor_parallel_size
 
 
+def image_reference(v: str) -> str:
+    if not re.fullmatch(r"[\w.\-/:]+(@sha256:[0-9a-f]{64})?", v) or v.endswith(":"):
+        raise ValueError(f"'{v}' is not an image reference: write repo:tag or "
+                         "repo@sha256:<64 hex>")
+    return v
+
+
 class FrontendConfig(Schema):
     replicas: Annotated[int, Field(ge=1, le=16)] = 1
     node_group: str | None = None
+    # The frontend's own image (K-EXAONE's recipe: dynamo-frontend); unset: serving.image.
+    image: str | None = None
+    # Recipe frontend flags without a typed setting (router tuning, chat template kwargs).
+    extra_args: list[str] = []
+
+    @field_validator("image")
+    @classmethod
+    def _image_ref(cls, v: str | None) -> str | None:
+        return None if v is None else image_reference(v)
 
 
 class MockerConfig(Schema):
@@ -263,14 +302,24 @@ class ServingConfig(Schema):
     frontend: FrontendConfig = FrontendConfig()
     workers: Annotated[list[WorkerGroup], Field(min_length=1)]
     mocker: MockerConfig = MockerConfig()
+    # --- model-specific recipe settings (stacks.recipe_config) ---
+    speculative: SpeculativeDecoding | None = None
+    kernels: KernelPins = KernelPins()
+    parsers: Parsers = Parsers()
+    # vLLM `--block-size` on every worker and, with the KV router, the frontend's
+    # `--kv-cache-block-size` (they must agree); unset: vLLM's choice.
+    block_size: Annotated[int | None, Field(ge=1, le=4096)] = None
+    rdma: RdmaRequest | None = None
+    # Minutes a worker may take to load and start before Kubernetes restarts it (startupProbe)
+    # and the forecast's model-load time; unset: the operator's probes and the estimate.
+    startup_budget_minutes: Annotated[int | None, Field(ge=5, le=120)] = None
+    # Env of every component of the graph (DynamoGraphDeployment spec.env).
+    env: dict[str, str] = {}
 
     @field_validator("image")
     @classmethod
     def _image_ref(cls, v: str) -> str:
-        if not re.fullmatch(r"[\w.\-/:]+(@sha256:[0-9a-f]{64})?", v) or v.endswith(":"):
-            raise ValueError(f"'{v}' is not an image reference: write repo:tag or "
-                             "repo@sha256:<64 hex>")
-        return v
+        return image_reference(v)
 
     @property
     def image_is_digest(self) -> bool:

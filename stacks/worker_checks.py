@@ -7,9 +7,12 @@ memory table the CLI prints even for a valid stack.
 
 from __future__ import annotations
 
+import math
+
 from stacks.catalog import INSTANCE_TYPES, InstanceType, ModelArchitecture
 from stacks.loader import PROJECT, Problem
 from stacks.memory import WorkerMemory, worker_memory
+from stacks.model_catalog import DRAFT_MODELS
 from stacks.schema import (
     ClusterConfig,
     NodeGroup,
@@ -67,9 +70,21 @@ def _check_memory(mem: WorkerMemory, w: WorkerGroup, f: str, out: list[Problem])
         out.append(Problem(f"{f}.tensorParallelSize", (
             f"does not fit: weights {mem.weights_gib_per_gpu:.1f} GiB/GPU + overhead "
             f"{mem.overhead_gib:.1f} + KV of one {w.max_model_len}-token sequence "
-            f"{mem.full_sequence_kv_gib:.2f} = {mem.needed_gib:.1f} GiB > "
+            f"{mem.full_sequence_kv_gib:.2f}{_fixed(mem)} = {mem.needed_gib:.1f} GiB > "
             f"{mem.budget_gib:.1f} GiB ({mem.gpu} x {w.gpu_memory_utilization})"),
             "raise TP, lower maxModelLen, or use a larger GPU"))
+    elif mem.kv_capacity_tokens < w.max_model_len:
+        out.append(Problem(f"{f}.replicas", (
+            f"{mem.concurrent_sequences} concurrent sequences per replica hold "
+            f"{mem.concurrent_sequences * mem.sequence_fixed_gib:.1f} GiB/GPU of fixed state, "
+            f"leaving KV for {mem.kv_capacity_tokens} tokens, less than one "
+            f"{w.max_model_len}-token sequence"), "add replicas or lower the concurrency"))
+
+
+def _fixed(mem: WorkerMemory) -> str:
+    if not mem.sequence_fixed_bytes_per_gpu:
+        return ""
+    return f" + its sliding-window/linear state {mem.sequence_fixed_gib:.2f}"
 
 
 def _check_host(serving: ServingConfig, w: WorkerGroup, i: int, group: NodeGroup,
@@ -90,6 +105,31 @@ def _check_host(serving: ServingConfig, w: WorkerGroup, i: int, group: NodeGroup
                            f"{i} need {disk:.0f} GB of disk cache, over {HOST_SHARE:.0%} of "
                            f"node group '{group.name}' diskGib {group.disk_gib}",
                            "lower diskGb or raise the group's diskGib"))
+
+
+def peak_concurrency(stack: StackConfig) -> int:
+    """The most requests any enabled workload keeps in flight (sequences the KV cache holds)."""
+    w, peaks = stack.workloads, [1]
+    enabled = w.enabled()
+    if "concurrency_sweep" in enabled:
+        peaks += w.concurrency_sweep.concurrencies
+    if "multi_turn" in enabled:
+        peaks.append(w.multi_turn.conversations)
+    if "sequence_distributions" in enabled:
+        peaks.append(w.sequence_distributions.concurrency)
+    if "prefix_cache" in enabled:
+        peaks.append(w.prefix_cache.concurrency)
+    if "trace_replay" in enabled:
+        peaks += w.trace_replay.concurrencies
+    return max(peaks)
+
+
+def draft_weights_bytes(serving: ServingConfig) -> float:
+    """Weights of an external draft model (0 without one, or for one the catalogue lacks:
+    stacks.recipe_checks refuses that case)."""
+    spec = serving.speculative
+    draft = DRAFT_MODELS.get(spec.draft_model or "") if spec else None
+    return draft.params_b * 1e9 * draft.bytes_per_param if draft else 0.0
 
 
 def _gpus_taken(w: WorkerGroup, gpus_per_node: int) -> int:
@@ -174,7 +214,10 @@ def check_workers(stack: StackConfig, cluster: ClusterConfig,
                             role=w.role.value, replicas=w.replicas, tp=w.tensor_parallel_size,
                             max_model_len=w.max_model_len,
                             gpu_memory_utilization=w.gpu_memory_utilization,
-                            overhead_gib=serving.runtime_overhead_gib)
+                            overhead_gib=serving.runtime_overhead_gib,
+                            draft_weights_bytes=draft_weights_bytes(serving),
+                            concurrent_sequences=math.ceil(peak_concurrency(stack)
+                                                           / w.replicas))
         table.append(mem)
         _check_memory(mem, w, f, out)
         _check_host(serving, w, i, group, inst, out)

@@ -1,0 +1,197 @@
+"""Pre-flight checks of model-specific settings (pure): what a checkpoint and its runtime
+demand (stacks.model_catalog.SERVING_RULES), RDMA wiring, storage and the start-up budget.
+
+Each check appends `Problem`s naming the stack field to change and how; nothing else.
+"""
+
+from __future__ import annotations
+
+from stacks.catalog import INSTANCE_TYPES
+from stacks.estimate import estimated_load_seconds
+from stacks.loader import PROJECT, Problem
+from stacks.model_arch import AttentionKind, ModelArchitecture
+from stacks.model_catalog import DRAFT_MODELS, SERVING_RULES, ServingRules
+from stacks.schema import ClusterConfig, ServingConfig, StackConfig, Topology, TransferBackend
+
+P = f"{PROJECT}:"
+# vLLM asserts at start-up without it when a disaggregated hybrid model moves its conv state
+# ("3-read Mamba conv transfer requires DS conv state layout").
+CONV_STATE_ENV = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS")
+GB_PER_GIB = 1024**3 / 1e9
+
+
+def check_cluster_rdma(cluster: ClusterConfig, out: list[Problem]) -> None:
+    """The RDMA plugin advertises devices on node groups that exist and have GPUs."""
+    if cluster.rdma is None:
+        return
+    for i, name in enumerate(cluster.rdma.node_groups):
+        group = cluster.group(name)
+        if group is None or INSTANCE_TYPES.get(group.instance_type) is None \
+                or INSTANCE_TYPES[group.instance_type].gpu is None:
+            out.append(Problem(f"{P}cluster.rdma.nodeGroups[{i}]", f"'{name}' is not a GPU "
+                               "node group of this cluster",
+                               f"use one of {[g.name for g in cluster.node_groups]}"))
+
+
+def _check_images(s: ServingConfig, model: str, rules: ServingRules, out: list[Problem]) -> None:
+    if not rules.image_pinned:
+        return
+    for field, image in (("image", s.image), ("frontend.image", s.frontend.image)):
+        if image is None or any(image == r or image.startswith(f"{r}@sha256:")
+                                for r in rules.recipe_images):
+            continue
+        out.append(Problem(f"{P}serving.{field}", f"{model} runs only on its own runtime "
+                           f"(its vLLM fork and kernels); '{image}' is another image",
+                           f"use one of {', '.join(rules.recipe_images)}"))
+
+
+def _check_speculative(s: ServingConfig, model: str, rules: ServingRules | None,
+                       out: list[Problem]) -> None:
+    spec = s.speculative
+    if spec is None:
+        return
+    if rules is not None and spec.method not in rules.speculative_methods:
+        supported = [m.value for m in rules.speculative_methods]
+        out.append(Problem(f"{P}serving.speculative.method", f"{model} does not support "
+                           f"{spec.method.value} speculative decoding (supported: "
+                           f"{supported or 'none'})",
+                           "use a supported method or remove serving.speculative"))
+    if spec.draft_model and spec.draft_model not in DRAFT_MODELS:
+        out.append(Problem(f"{P}serving.speculative.draftModel", f"draft model "
+                           f"'{spec.draft_model}' is not in the catalogue, so its GPU memory "
+                           "is unknown", "add it to DRAFT_MODELS in stacks/model_catalog.py"))
+
+
+def _check_kernels(s: ServingConfig, arch: ModelArchitecture, model: str,
+                   rules: ServingRules | None, out: list[Problem]) -> None:
+    backend, f = s.kernels.attention_backend, f"{P}serving.kernels"
+    if backend is not None:
+        why = rules.refused_attention_backends.get(backend) if rules else None
+        mla = arch.attention_kind == AttentionKind.MLA
+        if why:
+            out.append(Problem(f"{f}.attentionBackend", f"{backend.value} is refused for "
+                               f"{model}: {why}", "remove it (vLLM picks FlashInfer)"))
+        elif backend.is_mla != mla:
+            out.append(Problem(f"{f}.attentionBackend", f"{backend.value} is "
+                               f"{'an MLA' if backend.is_mla else 'not an MLA'} backend and "
+                               f"{model} {'uses' if mla else 'does not use'} MLA",
+                               "pick a backend of the model's attention kind"))
+        elif mla and backend.is_sparse != arch.sparse_mla:
+            out.append(Problem(f"{f}.attentionBackend", f"{model} needs a "
+                               f"{'sparse' if arch.sparse_mla else 'dense'} MLA backend, "
+                               f"not {backend.value}", "use FLASHINFER_MLA_SPARSE or "
+                               "FLASHMLA_SPARSE" if arch.sparse_mla else "use FLASHINFER_MLA"))
+    need = rules.required_moe_backend if rules else None
+    if need is not None and s.kernels.moe_backend != need:
+        out.append(Problem(f"{f}.moeBackend", f"{model} requires the MoE backend "
+                           f"{need.value}: {rules.provenance.get('required_moe_backend', '')}",
+                           f"set kernels.moeBackend: {need.value}"))
+
+
+def _check_hybrid_disagg(s: ServingConfig, arch: ModelArchitecture, model: str,
+                         out: list[Problem]) -> None:
+    """Disaggregated hybrid models move linear-attention conv state: the DS layout is needed."""
+    if arch.attention_kind != AttentionKind.HYBRID_LINEAR or s.topology != Topology.DISAGGREGATED:
+        return
+    key, value = CONV_STATE_ENV
+    for i, w in enumerate(s.workers):
+        if {**s.env, **w.env}.get(key) != value:
+            out.append(Problem(f"{P}serving.workers[{i}].env", f"{model} is a hybrid "
+                               f"linear-attention model: a disaggregated {w.role.value} worker "
+                               f"without {key}={value} fails at start-up (conv-state transfer)",
+                               f"set serving.env {key}: {value}"))
+
+
+def _check_rdma(stack: StackConfig, cluster: ClusterConfig, out: list[Problem]) -> None:
+    s = stack.serving
+    assert s is not None
+    req, plugin, f = s.rdma, cluster.rdma, f"{P}serving.rdma"
+    if req is None:
+        if (stack.target == "aws" and plugin is not None and s.transfer ==
+                TransferBackend.NIXL_UCX and s.topology == Topology.DISAGGREGATED):
+            out.append(Problem(f, "NIXL over UCX without an RDMA device: the HCAs are not "
+                               "mounted and UCX silently moves KV over TCP",
+                               f"set serving.rdma.resourceName: {plugin.resource_name.value}"))
+        return
+    if s.topology != Topology.DISAGGREGATED or s.transfer != TransferBackend.NIXL_UCX:
+        out.append(Problem(f, "RDMA devices serve NIXL/UCX KV transfer between disaggregated "
+                           "workers only", "remove serving.rdma, or use topology "
+                           "disaggregated with transfer nixl-ucx"))
+    if plugin is None:
+        out.append(Problem(f"{f}.resourceName", f"the cluster has no RDMA device plugin, so "
+                           f"{req.resource_name.value} never schedules",
+                           "set cluster.rdma on the base stack"))
+        return
+    if req.resource_name != plugin.resource_name:
+        out.append(Problem(f"{f}.resourceName", f"{req.resource_name.value} is not what the "
+                           f"cluster's plugin advertises ({plugin.resource_name.value}); a "
+                           "wrong name leaves UCX on TCP or unschedulable",
+                           f"use {plugin.resource_name.value}"))
+    for i, w in enumerate(s.workers):
+        count = req.per_worker or w.tensor_parallel_size // w.node_count
+        if w.node_group not in plugin.node_groups:
+            out.append(Problem(f"{P}serving.workers[{i}].nodeGroup", f"'{w.node_group}' has "
+                               "no RDMA devices (cluster.rdma.nodeGroups)",
+                               f"use one of {plugin.node_groups}"))
+        elif count > plugin.per_node:
+            out.append(Problem(f"{f}.perWorker", f"{count} per pod exceeds the "
+                               f"{plugin.per_node} a node advertises", "lower perWorker"))
+
+
+def _check_storage(stack: StackConfig, base: StackConfig | None, arch: ModelArchitecture,
+                   rules: ServingRules | None, out: list[Problem]) -> None:
+    owner = base or stack
+    have = owner.storage.model_cache_gib
+    need = max(rules.storage_gib_min if rules else 0,
+               int((arch.checkpoint_gb or 0) / GB_PER_GIB) + 1 if arch.checkpoint_gb else 0)
+    if have < need:
+        where = f"base '{owner.name}' " if base is not None else ""
+        out.append(Problem(f"{P}storage.modelCacheGib", f"{where}model cache {have} GiB is "
+                           f"smaller than {stack.model.id} needs ({need} GiB)",
+                           f"raise {where}storage.modelCacheGib to >= {need}"))
+
+
+def _check_startup(stack: StackConfig, out: list[Problem]) -> None:
+    s = stack.serving
+    assert s is not None
+    budget = s.startup_budget_minutes
+    need = estimated_load_seconds(stack) / 60
+    if budget is not None and need > budget:
+        out.append(Problem(f"{P}serving.startupBudgetMinutes", f"{budget} min is shorter "
+                           f"than the checkpoint read and engine start alone (~{need:.0f} "
+                           "min): the startup probe would restart the worker while it loads",
+                           f"raise it to >= {need:.0f} (at most 120)"))
+
+
+def _check_host_memory(s: ServingConfig, cluster: ClusterConfig, out: list[Problem]) -> None:
+    for i, w in enumerate(s.workers):
+        group = cluster.group(w.node_group)
+        inst = INSTANCE_TYPES.get(group.instance_type) if group else None
+        if inst is None or not inst.gpus_per_node or w.host_memory_gib is None:
+            continue
+        per_node = min(w.replicas, max(1, inst.gpus_per_node // w.tensor_parallel_size))
+        if per_node * w.host_memory_gib > 0.9 * inst.memory_gib:
+            out.append(Problem(f"{P}serving.workers[{i}].hostMemoryGib", f"{per_node} pods "
+                               f"of {w.host_memory_gib} GiB do not fit one {inst.name} "
+                               f"({inst.memory_gib} GiB, 90 % usable)", "lower it"))
+
+
+def check_recipe(stack: StackConfig, base: StackConfig | None, cluster: ClusterConfig,
+                 out: list[Problem]) -> None:
+    """Model-specific pre-flight of a serving stack."""
+    s, model = stack.serving, stack.model
+    assert s is not None
+    arch, rules = model.arch, SERVING_RULES.get(model.id)
+    if arch.checkpoint_precision and model.precision.value != arch.checkpoint_precision:
+        out.append(Problem(f"{P}model.precision", f"{model.id} is a {arch.checkpoint_precision} "
+                           f"checkpoint, not {model.precision.value}",
+                           f"set model.precision: {arch.checkpoint_precision}"))
+    if rules is not None:
+        _check_images(s, model.id, rules, out)
+    _check_speculative(s, model.id, rules, out)
+    _check_kernels(s, arch, model.id, rules, out)
+    _check_hybrid_disagg(s, arch, model.id, out)
+    _check_rdma(stack, cluster, out)
+    _check_storage(stack, base, arch, rules, out)
+    _check_startup(stack, out)
+    _check_host_memory(s, cluster, out)
