@@ -5,7 +5,9 @@ dict; the Dynamo component applies it. Field names follow the vendored CRD
 (../shared/reference/crds/nvidia.com_dynamographdeployments.yaml, v1beta1): spec.backendFramework,
 spec.env, spec.components[] {name, type, replicas, podTemplate (container `main`),
 multinode.nodeCount, sharedMemorySize, runtimeVersionOverride}. vLLM and Dynamo flags were
-checked against the installed ai-dynamo 1.6.1 (`dynamo.frontend`, `dynamo.vllm`).
+checked against the installed ai-dynamo 1.6.1 (`dynamo.frontend`, `dynamo.vllm`). The
+model-specific parts (speculative ConfigMap, kernel pins, parsers, RDMA, start-up probe) come
+from components.recipe_specs; `recipe_configmaps` lists the objects the graph needs beside it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from components import kv_config
+from components import kv_config, recipe_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -105,15 +107,21 @@ def _gpu_tolerations() -> list[dict[str, str]]:
     return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}]
 
 
+def recipe_configmaps(stack: StackConfig, namespace: str) -> list[dict[str, Any]]:
+    """ConfigMaps the graph's workers read (the speculative config); create them first."""
+    return recipe_specs.speculative_configmaps(stack, namespace, deployment_name(stack))
+
+
 def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
     serving = stack.serving
     assert serving is not None
     pod: dict[str, Any] = {
         "containers": [{
             "name": "main",
-            "image": serving.image,
+            "image": serving.frontend.image or serving.image,
             "command": ["python3", "-m", "dynamo.frontend"],
-            "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", serving.router.value],
+            "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", serving.router.value,
+                     *recipe_specs.frontend_recipe_args(stack)],
             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
         }],
     }
@@ -163,6 +171,8 @@ class _Worker:
         args = ["--model", m.id, "--served-model-name", m.name]
         if m.revision:
             args += ["--revision", m.revision]
+        if m.trust_remote_code:
+            args.append("--trust-remote-code")
         args += ["--tensor-parallel-size", str(w.tensor_parallel_size)]
         if w.expert_parallel:
             args.append("--enable-expert-parallel")
@@ -171,7 +181,7 @@ class _Worker:
         if w.role != Role.WORKER:
             args += ["--disaggregation-mode", w.role.value]
         args += kv_config.kv_args(s, w.role, rdma=self.rdma)
-        return args + list(w.extra_args)
+        return args + recipe_specs.worker_recipe_args(self.stack) + list(w.extra_args)
 
     def env(self) -> list[dict[str, Any]]:
         values = {
@@ -185,13 +195,16 @@ class _Worker:
         if self.rdma:
             values["FI_PROVIDER"] = "efa"
         values.update(self.w.env)  # the stack's own env wins
-        return [*_env(values), _hf_token_env()]
+        return [*_env(values), _hf_token_env(),
+                *recipe_specs.speculative_env(self.serving, deployment_name(self.stack))]
 
     def cpu_cache_gib(self) -> float:
         return (self.serving.kv_offload.cpu_gb
                 if kv_config.offloads(self.serving, self.w.role) else 0.0)
 
     def memory_gib(self) -> int:
+        if self.w.host_memory_gib is not None:  # the recipe's own request
+            return self.w.host_memory_gib
         need = (WORKER_BASE_MEMORY_GIB + WORKER_MEMORY_GIB_PER_GPU * self.gpus_per_pod
                 + WORKER_SHM_GIB + self.cpu_cache_gib())
         return math.ceil(need)
@@ -217,8 +230,12 @@ class _Worker:
         requests: dict[str, str] = {"cpu": str(WORKER_CPU_PER_GPU * self.gpus_per_pod),
                                     "memory": f"{self.memory_gib()}Gi", GPU_RESOURCE: gpus}
         limits: dict[str, str] = {GPU_RESOURCE: gpus}
+        if self.w.host_memory_limit_gib is not None:
+            limits["memory"] = f"{self.w.host_memory_limit_gib}Gi"
         if self.rdma:
             requests[EFA_RESOURCE] = limits[EFA_RESOURCE] = str(self.efa_devices())
+        for name, count in recipe_specs.rdma_devices(self.serving, self.w).items():
+            requests[name] = limits[name] = count
         if self.kvbm_disk():
             requests["ephemeral-storage"] = self.kvbm_disk()
         return {"requests": requests, "limits": limits}
@@ -228,12 +245,15 @@ class _Worker:
         inst = self.instance
         if inst is None or not inst.gpus_per_node:
             return
-        per_node = max(1, inst.gpus_per_node // self.gpus_per_pod)
+        per_node = min(self.w.replicas, max(1, inst.gpus_per_node // self.gpus_per_pod))
         if per_node * self.memory_gib() > 0.9 * inst.memory_gib:
+            own = self.w.host_memory_gib is not None
             raise StackError(self.stack.name, [Problem(
-                f"{P}serving.kvOffload.cpuGb", f"{per_node} worker pod(s) of "
-                f"{self.memory_gib()} GiB each do not fit one {inst.name} "
-                f"({inst.memory_gib} GiB)", "lower cpuGb or TP-pack fewer workers per node")])
+                f"{self.field}.hostMemoryGib" if own else f"{P}serving.kvOffload.cpuGb",
+                f"{per_node} worker pod(s) of {self.memory_gib()} GiB each do not fit one "
+                f"{inst.name} ({inst.memory_gib} GiB)",
+                "lower hostMemoryGib" if own else
+                "lower cpuGb or TP-pack fewer workers per node")])
 
     def pod_template(self, labels: dict[str, str]) -> dict[str, Any]:
         container: dict[str, Any] = {
@@ -258,6 +278,12 @@ class _Worker:
             "nodeSelector": {NODE_GROUP_LABEL: self.w.node_group},
             "tolerations": _gpu_tolerations(),
         }
+        probe = recipe_specs.startup_probe(self.serving)
+        if probe is not None:
+            container["startupProbe"] = probe
+        if recipe_specs.rdma_devices(self.serving, self.w):
+            container["securityContext"] = {
+                "capabilities": {"add": list(recipe_specs.RDMA_CAPABILITIES)}}
         if self.rdma:
             # libfabric needs the EFA device files and locked memory; EFA traffic does not
             # cross AZs, so all EFA workers of the graph share one zone.
@@ -284,7 +310,7 @@ class _Worker:
         self.check_fits()
         comp = _component(self.serving, name, self.w.role.value, self.w.replicas,
                           self.pod_template(labels))
-        comp["sharedMemorySize"] = f"{WORKER_SHM_GIB}Gi"
+        comp["sharedMemorySize"] = f"{self.w.shared_memory_gib or WORKER_SHM_GIB}Gi"
         if self.w.node_count > 1:
             comp["multinode"] = {"nodeCount": self.w.node_count}
         return comp
@@ -337,12 +363,14 @@ def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
     workers = [_Worker(stack, i, cluster, efa) for i in range(len(serving.workers))]
     _check_one_zone(stack, [w.group for w in workers if w.rdma])
     components = [_frontend(stack, labels)]
+    if serving.speculative is not None:  # real or synthetic acceptance, on every worker pod
+        labels = {**labels, recipe_specs.ACCEPTANCE_LABEL: serving.speculative.acceptance}
     for worker, comp_name in zip(workers, component_names(serving), strict=True):
         components.append(worker.component(comp_name, labels))
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {"backendFramework": serving.backend, "env": _env(RUNTIME_ENV),
-                 "components": components},
+        "spec": {"backendFramework": serving.backend,
+                 "env": _env({**RUNTIME_ENV, **serving.env}), "components": components},
     }

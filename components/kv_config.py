@@ -4,7 +4,9 @@ Facts these follow (Dynamo 1.6.1 `dynamo.vllm` sources and Dynamo's vLLM docs):
 - Prefill and decode workers move KV with NIXL: `--kv-transfer-config` with
   `{"kv_connector":"NixlConnector","kv_role":"kv_both"}`. On EFA the NIXL backend must be
   LIBFABRIC (UCX has no EFA transport and silently falls back to TCP); without RDMA the KV is
-  staged through host memory (`"kv_buffer_device":"cpu"`).
+  staged through host memory (`"kv_buffer_device":"cpu"`). With an InfiniBand RDMA device
+  (`serving.rdma`, the B200 recipes) NIXL runs UCX on GPU buffers (`"kv_buffer_device":"cuda"`,
+  backends ["UCX"], optionally `num_threads`), as the recipes' NixlConnector configs do.
 - The KV router only sees a worker's cache if that worker publishes KV events
   (`--kv-events-config`, ZMQ); prefix caching must be on for events to exist.
 - KV offload before Dynamo 1.6 is KVBM (`DynamoConnector`, sized by `DYN_KVBM_*` env); from 1.6
@@ -61,10 +63,22 @@ def uses_rdma(serving: ServingConfig, efa: bool) -> bool:
     return serving.transfer == TransferBackend.NIXL_LIBFABRIC and efa
 
 
-def nixl_connector(rdma: bool) -> dict[str, Any]:
+def uses_infiniband(serving: ServingConfig) -> bool:
+    """NIXL over UCX with an RDMA device requested (InfiniBand HCAs mounted in the pod)."""
+    return serving.transfer == TransferBackend.NIXL_UCX and serving.rdma is not None
+
+
+def nixl_connector(rdma: bool, serving: ServingConfig | None = None) -> dict[str, Any]:
     cfg: dict[str, Any] = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     if rdma:
         cfg["kv_connector_extra_config"] = {"backends": ["LIBFABRIC"]}
+    elif serving is not None and uses_infiniband(serving):
+        assert serving.rdma is not None
+        cfg["kv_buffer_device"] = "cuda"
+        extra: dict[str, Any] = {"backends": ["UCX"]}
+        if serving.rdma.nixl_threads:
+            extra["num_threads"] = serving.rdma.nixl_threads
+        cfg["kv_connector_extra_config"] = extra
     else:
         cfg["kv_buffer_device"] = "cpu"
     return cfg
@@ -87,7 +101,7 @@ def native_offload_connector(serving: ServingConfig, role: Role) -> dict[str, An
 def kv_transfer_config(serving: ServingConfig, role: Role, *, rdma: bool) -> dict | None:
     """The `--kv-transfer-config` of one worker, or None when it needs none."""
     disagg = serving.topology == Topology.DISAGGREGATED
-    nixl = nixl_connector(rdma) if disagg else None
+    nixl = nixl_connector(rdma, serving) if disagg else None
     if not offloads(serving, role):
         return nixl
     if uses_kvbm(serving):

@@ -86,6 +86,12 @@ def test_disaggregated_has_prefill_and_decode_with_nixl_and_gpus_equal_tp(name):
             zone = comp["podTemplate"]["spec"]["affinity"]["podAffinity"]
             term = zone["requiredDuringSchedulingIgnoredDuringExecution"][0]
             assert term["topologyKey"] == "topology.kubernetes.io/zone"
+        elif stack.serving.rdma is not None:  # UCX on InfiniBand (B200 recipes)
+            assert nixl["kv_buffer_device"] == "cuda"
+            assert nixl["kv_connector_extra_config"]["backends"] == ["UCX"]
+            assert stack.serving.rdma.resource_name.value in c["resources"]["limits"]
+            assert EFA_RESOURCE not in c["resources"]["limits"]
+            assert "IPC_LOCK" in c["securityContext"]["capabilities"]["add"]
         else:
             assert nixl["kv_buffer_device"] == "cpu"
             assert EFA_RESOURCE not in c["resources"]["limits"]

@@ -1,0 +1,176 @@
+"""The model-specific parts of a graph, from the typed recipe settings (pure).
+
+`components.graph` calls these for every worker and the frontend; the Pulumi side creates
+`components.graph.recipe_configmaps(stack, namespace)` before the DynamoGraphDeployment (the
+workers read their speculative config from it). Flags follow the recipe manifests of
+ai-dynamo/dynamo (recipes/ax-k2, k-exaone-2.0, solar-open2-250b, motif-3) and were checked
+against the installed ai-dynamo 1.6.1 where it has them (stacks.recipe_config: parser split).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stacks.recipe_config import (
+    SPEC_CONFIG_KEY,
+    SPEC_CONFIG_SYNTHETIC_KEY,
+    Parsers,
+    SpeculativeDecoding,
+)
+from stacks.schema import Role, RouterMode, ServingConfig, StackConfig, WorkerGroup
+
+SPEC_ENV = "SPECULATIVE_CONFIG"
+# Labels the pods and the ConfigMap carry, so every run can be told real from synthetic.
+ACCEPTANCE_LABEL = "dynamo-bench.io/speculative-acceptance"
+SYNTHETIC_NOTE_ANNOTATION = "dynamo-bench.io/speculative-config-synthetic"
+# The operator's system port (commonconsts.DynamoSystemPort); the recipes probe /live on it.
+SYSTEM_PORT = 9090
+STARTUP_PROBE_PERIOD_S = 60
+# UCX over InfiniBand pins (locks) the KV buffers: the recipes add these and `ulimit -l`.
+RDMA_CAPABILITIES = ["IPC_LOCK", "SYS_RESOURCE"]
+
+
+def _json(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def spec_configmap_name(graph_name: str) -> str:
+    return f"{graph_name}-speculative"
+
+
+def _uses_configmap(serving: ServingConfig) -> SpeculativeDecoding | None:
+    spec = serving.speculative
+    return spec if spec is not None and spec.delivery == "configmap" else None
+
+
+def speculative_configmaps(stack: StackConfig, namespace: str,
+                           graph_name: str) -> list[dict]:
+    """The ConfigMap of the speculative config (both keys), or [] when none is read."""
+    assert stack.serving is not None
+    spec = _uses_configmap(stack.serving)
+    if spec is None:
+        return []
+    data = {SPEC_CONFIG_KEY: _json(spec.config())}
+    annotations = {}
+    if spec.synthetic_acceptance_length is not None:
+        data[SPEC_CONFIG_SYNTHETIC_KEY] = _json(spec.config(synthetic=True))
+        annotations[SYNTHETIC_NOTE_ANNOTATION] = (
+            f"forces acceptance length {spec.synthetic_acceptance_length:g}: throughput-only "
+            "profile, not real acceptance; runs that read it are labelled synthetic")
+    return [{
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": spec_configmap_name(graph_name), "namespace": namespace,
+                     "labels": {"app.kubernetes.io/part-of": "dynamo-bench",
+                                "dynamo-bench.io/graph": graph_name,
+                                ACCEPTANCE_LABEL: spec.acceptance},
+                     **({"annotations": annotations} if annotations else {})},
+        "data": data,
+    }]
+
+
+def speculative_args(serving: ServingConfig) -> list[str]:
+    spec = serving.speculative
+    if spec is None:
+        return []
+    if spec.delivery == "flags":
+        return ["--spec-method", spec.method.value, "--spec-tokens", str(spec.num_tokens)]
+    # Kubernetes expands $(VAR) from the container env: the JSON stays one argument.
+    return [f"--speculative-config=$({SPEC_ENV})"]
+
+
+def speculative_env(serving: ServingConfig, graph_name: str) -> list[dict[str, Any]]:
+    spec = _uses_configmap(serving)
+    if spec is None:
+        return []
+    return [{"name": SPEC_ENV, "valueFrom": {"configMapKeyRef": {
+        "name": spec_configmap_name(graph_name), "key": spec.config_key}}}]
+
+
+def kernel_args(serving: ServingConfig) -> list[str]:
+    k, args = serving.kernels, []
+    if k.attention_backend is not None:
+        args += ["--attention-backend", k.attention_backend.value]
+    if k.delivery == "flags":
+        if k.moe_backend is not None:
+            args += ["--moe-backend", k.moe_backend.value]
+        if k.flashinfer_autotune is not None:
+            args.append(f"--{'' if k.flashinfer_autotune else 'no-'}enable-flashinfer-autotune")
+        return args
+    config: dict[str, Any] = {}
+    if k.moe_backend is not None:
+        config["moe_backend"] = k.moe_backend.value
+    if k.flashinfer_autotune is not None:
+        config["enable_flashinfer_autotune"] = k.flashinfer_autotune
+    return args + (["--kernel-config", _json(config)] if config else [])
+
+
+def _parser_flags(p: Parsers, prefix: str) -> list[str]:
+    """Tool-call and reasoning parser flags: `--dyn-...` (Dynamo's) or `--...` (vLLM's)."""
+    named = (("tool-call-parser", p.tool_call), ("reasoning-parser", p.reasoning))
+    return [arg for flag, value in named if value for arg in (f"{prefix}{flag}", value)]
+
+
+def worker_parser_args(serving: ServingConfig) -> list[str]:
+    """Dynamo 1.6.1 takes `--dyn-*` parsers on the workers, which register them with the model;
+    the vLLM engine's own reasoning parser and the structural tag are worker flags too."""
+    p = serving.parsers
+    args = _parser_flags(p, "--dyn-") if p.chat_processor == "dynamo" else []
+    if p.engine_reasoning:
+        args += ["--reasoning-parser", p.engine_reasoning]
+    if p.structural_tag:
+        args.append("--dyn-enable-structural-tag")
+    return args
+
+
+def worker_recipe_args(stack: StackConfig) -> list[str]:
+    """Model-specific worker flags, in the recipes' order after the KV settings."""
+    s = stack.serving
+    assert s is not None
+    args = ["--block-size", str(s.block_size)] if s.block_size else []
+    return args + kernel_args(s) + speculative_args(s) + worker_parser_args(s)
+
+
+def frontend_recipe_args(stack: StackConfig) -> list[str]:
+    s = stack.serving
+    assert s is not None
+    args: list[str] = []
+    if s.router == RouterMode.KV and s.block_size:
+        # the router hashes blocks of this size; it must be the workers' block size
+        args += ["--kv-cache-block-size", str(s.block_size)]
+    if stack.model.trust_remote_code:
+        args.append("--trust-remote-code")
+    p = s.parsers
+    if p.chat_processor == "vllm":
+        args += ["--dyn-chat-processor", "vllm", *_parser_flags(p, "--")]
+        if p.auto_tool_choice:
+            args.append("--enable-auto-tool-choice")
+    return args + list(s.frontend.extra_args)
+
+
+def startup_probe(serving: ServingConfig) -> dict[str, Any] | None:
+    """Give a worker its whole start-up budget before Kubernetes restarts it."""
+    if serving.startup_budget_minutes is None:
+        return None
+    return {"httpGet": {"path": "/live", "port": SYSTEM_PORT},
+            "periodSeconds": STARTUP_PROBE_PERIOD_S, "timeoutSeconds": 5,
+            "failureThreshold": serving.startup_budget_minutes * 60 // STARTUP_PROBE_PERIOD_S}
+
+
+def rdma_devices(serving: ServingConfig, w: WorkerGroup) -> dict[str, str]:
+    """The RDMA resource one pod of `w` requests (and limits), or {} without RDMA."""
+    req = serving.rdma
+    if req is None or w.role == Role.WORKER:
+        return {}
+    count = req.per_worker or w.tensor_parallel_size // w.node_count
+    return {req.resource_name.value: str(count)}
+
+
+def checkpoints_to_download(stack: StackConfig) -> list[tuple[str, str | None]]:
+    """(repo, revision) of every checkpoint the workers load offline: the model and an external
+    draft model. The model download Job must fetch them all (workers run HF_HUB_OFFLINE=1)."""
+    out = [(stack.model.id, stack.model.revision)]
+    spec = stack.serving.speculative if stack.serving else None
+    if spec is not None and spec.draft_model:
+        out.append((spec.draft_model, spec.draft_revision))
+    return out
