@@ -22,6 +22,9 @@ PLAN = {
     "base-a100", "agg-a100", "agg-a100-standalone", "disagg-a100", "agg-a100-kv",
     "disagg-a100-kv", "disagg-a100-kv-offload", "disagg-l40s-decode", "agg-l40s-fp8",
     "local-agg", "local-disagg", "local-agg-kv",
+    # B200 recipes (issue 7): a base, and per model a recipe pair plus a baseline
+    "base-b200", *(f"{kind}-b200-{model}" for kind in ("agg", "disagg", "baseline")
+                   for model in ("axk2", "kexaone", "solar2", "motif3")),
 }
 
 
