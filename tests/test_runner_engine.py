@@ -9,9 +9,11 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from engine_support import (
+    REPO,
     alive_in_group,
     needs_engine,
     read_manifest,
@@ -48,9 +50,10 @@ def tiny_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("run")
     stack = write_stack(root / "stacks", "t-agg", workers=[{"role": "worker", "replicas": 2}],
                         workloads=TINY)
-    cmd = runner_cmd(stack, root / "stacks", root / "runs", "r1")
-    out = subprocess.run(cmd, env=runner_env(root / "hf"), capture_output=True, text=True,
-                         timeout=900, cwd=os.getcwd())
+    # a relative --runs-dir, as `make demo` passes it (AIPerf runs in another directory)
+    cmd = runner_cmd(stack, root / "stacks", Path("runs"), "r1")
+    env = {**runner_env(root / "hf"), "PYTHONPATH": str(REPO)}
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=root)
     run_dir = root / "runs" / stack / "r1"
     return out, run_dir, read_manifest(run_dir)
 
@@ -189,3 +192,31 @@ def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_p
     assert [a["status"] for a in m["attempts"]] == ["failed", "complete"]
     pids = started_pids(m)
     assert [p for p in pids if pid_alive(p) or alive_in_group(p)] == []
+
+
+def test_ctrl_c_stops_the_load_then_the_engine_and_leaves_a_valid_manifest(tmp_path):
+    stack = write_stack(tmp_path / "stacks", "t-int",
+                        workers=[{"role": "worker", "replicas": 1}], router="round-robin",
+                        workloads={"warmupRequests": 1, "concurrencySweep": {"quick": {
+                            "concurrencies": [2], "durationS": 30, "isl": 512, "osl": 32}}})
+    runs = tmp_path / "runs"
+    cmd = runner_cmd(stack, tmp_path / "stacks", runs, "i", "--only", "concurrency_sweep")
+    run_dir = runs / stack / "i"
+    step_log = run_dir / "concurrency_sweep" / "c2.partial" / "logs" / "aiperf.log"
+    proc = start_runner(cmd, runner_env(tmp_path / "hf"), tmp_path / "runner.log")
+    try:
+        wait_for(lambda: step_log.exists() and "Phase profiling (profiling) started"
+                 in step_log.read_text(), 240, "AIPerf to start profiling")
+        proc.send_signal(signal.SIGINT)      # what Ctrl-C delivers to the runner
+        assert proc.wait(timeout=120) == 130
+    finally:
+        stop_runner(proc)
+    m = read_manifest(run_dir)               # parses: the manifest stayed valid
+    attempt = m["attempts"][-1]
+    assert m["status"] == "interrupted" and attempt["status"] == "interrupted"
+    step = m["steps"]["concurrency_sweep/c2"]
+    shutdown = attempt["phases"][-1]
+    assert step["status"] == "interrupted" and shutdown["name"] == "shutdown"
+    assert step["end"] <= shutdown["start"]  # the load was stopped before the engine
+    assert not (run_dir / "concurrency_sweep" / "c2").exists()   # nothing half-published
+    assert [p for p in started_pids(m) if pid_alive(p) or alive_in_group(p)] == []

@@ -117,3 +117,28 @@ def test_resume_refuses_a_changed_stack_or_scale(tmp_path, stack):
         Manifest.open(path, stack=parse_config("local-agg", raw), run_id="r", scale="quick")
     with pytest.raises(ValueError, match="scale quick"):
         Manifest.open(path, stack=stack, run_id="r", scale="full")
+
+
+def test_client_cpu_is_judged_while_the_load_ran():
+    from workloads.saturation import CpuSampler
+    s = CpuSampler(pid=1)
+    s.samples = [(0, 1.0), (10, 0.2), (20, 0.4), (30, 1.0)]   # start-up, load, load, exit
+    assert s.summary((10, 20))["mean_cores"] == pytest.approx(0.3)
+    assert s.summary((10, 20))["mean_cores_whole_process"] == pytest.approx(0.65)
+    window = results.load_window_ns([_rec(12, 30), _rec(10, 25)])
+    assert window == (10, 30)
+
+
+def test_a_phase_that_raises_is_closed_failed_or_interrupted(tmp_path, stack):
+    m = Manifest.open(tmp_path / "m.json", stack=stack, run_id="r", scale="quick")
+    m.begin_attempt()
+    with pytest.raises(RuntimeError), m.phase("smoke"):
+        raise RuntimeError("no content")
+    with pytest.raises(KeyboardInterrupt), m.phase("step:x"):
+        raise KeyboardInterrupt
+    with m.phase("shutdown") as p:
+        p["note"] = "ok"
+    phases = json.loads((tmp_path / "m.json").read_text())["attempts"][0]["phases"]
+    assert [(p["name"], p["status"]) for p in phases] == [
+        ("smoke", FAILED), ("step:x", "interrupted"), ("shutdown", COMPLETE)]
+    assert phases[0]["error"] == "no content" and all(p["end"] for p in phases)

@@ -14,6 +14,7 @@ import os
 import platform
 import subprocess
 import sys
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -130,6 +131,21 @@ class Manifest:
     def end_phase(self, phase: dict, status: str = COMPLETE, **info) -> None:
         phase.update(end=now(), status=status, **info)
         self.save()
+
+    @contextmanager
+    def phase(self, name: str, **info):
+        """A timed phase; it ends `failed` (or `interrupted`) if its body raises."""
+        phase = self.begin_phase(name, **info)
+        try:
+            yield phase
+        except (KeyboardInterrupt, SystemExit) as exc:
+            self.end_phase(phase, INTERRUPTED, error=type(exc).__name__)
+            raise
+        except BaseException as exc:
+            self.end_phase(phase, FAILED, error=str(exc)[:500])
+            raise
+        if phase["status"] == RUNNING:
+            self.end_phase(phase)
 
     def end_attempt(self, status: str, error: str | None = None) -> None:
         self.attempt.update(ended=now(), status=status, error=error)

@@ -112,6 +112,15 @@ def achieved_concurrency(records: list[dict], requested: int) -> float | None:
     return busy / (hi - lo)
 
 
+def load_window_ns(records: list[dict]) -> tuple[int, int] | None:
+    """(first request start, last request end) in wall-clock ns."""
+    starts = [r["metadata"]["request_start_ns"] for r in records
+              if r.get("metadata", {}).get("request_start_ns")]
+    ends = [r["metadata"]["request_end_ns"] for r in records
+            if r.get("metadata", {}).get("request_end_ns")]
+    return (min(starts), max(ends)) if starts and ends else None
+
+
 def _metric(rec: dict, name: str):
     value = rec.get("metrics", {}).get(name)
     return value.get("value") if isinstance(value, dict) else None

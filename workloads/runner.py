@@ -62,7 +62,7 @@ class RunResult:
     steps: dict[str, str]
 
 
-class Interrupted(Exception):
+class Interrupted(KeyboardInterrupt):
     """SIGTERM, turned into the same path as Ctrl-C."""
 
 
@@ -93,7 +93,7 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     repeats = opts.repeat if opts.repeat is not None else stack.workloads.repeats
     steps = plan(stack, opts.scale, opts.only, repeats)
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    run_dir = Path(opts.runs_dir) / stack.name / run_id
+    run_dir = Path(opts.runs_dir).resolve() / stack.name / run_id
     manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
                              scale=opts.scale)
     manifest.data.setdefault("repeats", repeats)
@@ -121,7 +121,7 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
         try:
             _serve_and_load(stack, target, model, manifest, pending, run_dir, opts, console)
             status = _final_status(manifest, steps)
-        except (KeyboardInterrupt, Interrupted) as exc:
+        except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM as Interrupted
             status, error = INTERRUPTED, f"interrupted ({exc or 'Ctrl-C'})"
             console.print("[yellow]interrupted: load stopped, stopping the engine[/yellow]")
         except (TargetError, smoke.SmokeError) as exc:
@@ -130,10 +130,9 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
         finally:
             for s in pending:
                 step_exec.mark_interrupted(manifest, s.id)
-            phase = manifest.begin_phase("shutdown")
-            target.stop()
-            manifest.attempt["target"] = target.describe()
-            manifest.end_phase(phase)
+            with manifest.phase("shutdown"):
+                target.stop()
+                manifest.attempt["target"] = target.describe()
             manifest.end_attempt(status, error)
     console.print(f"run {run_id}: [bold]{status}[/bold] ({run_dir / 'manifest.json'})")
     return RunResult(run_dir, status, _statuses(manifest, steps))
@@ -141,24 +140,19 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
 
 def _serve_and_load(stack, target, model, manifest: Manifest, pending: list[Step],
                     run_dir: Path, opts: RunOptions, console: Console) -> None:
-    phase = manifest.begin_phase("startup")
-    try:
+    with manifest.phase("startup") as phase:
         target.start()
-    except TargetError:
-        manifest.end_phase(phase, FAILED)
-        raise
-    ep = target.endpoints()
-    manifest.data.update(endpoints={"base_url": ep.base_url, "model": ep.model,
-                                    "metrics": ep.metrics},
-                         target_info=target.describe())
-    manifest.attempt["versions"] = versions(target.describe().get("dynamo_version", "unknown"))
-    manifest.end_phase(phase, endpoints=ep.metrics)
-
-    phase = manifest.begin_phase("smoke")
-    manifest.end_phase(phase, result=smoke.smoke_test(ep.base_url, ep.model))
-    phase = manifest.begin_phase("warmup")
-    manifest.end_phase(phase, result=smoke.warm_up(ep.base_url, ep.model,
-                                                   stack.workloads.warmup_requests))
+        ep = target.endpoints()
+        manifest.data.update(endpoints={"base_url": ep.base_url, "model": ep.model,
+                                        "metrics": ep.metrics},
+                             target_info=target.describe())
+        manifest.attempt["versions"] = versions(target.describe().get("dynamo_version",
+                                                                      "unknown"))
+        phase["endpoints"] = ep.metrics
+    with manifest.phase("smoke") as phase:
+        phase["result"] = smoke.smoke_test(ep.base_url, ep.model)
+    with manifest.phase("warmup") as phase:
+        phase["result"] = smoke.warm_up(ep.base_url, ep.model, stack.workloads.warmup_requests)
 
     ctx = step_exec.StepContext(
         run_dir=run_dir, endpoints=ep, tokenizer=stack.model.id,
@@ -173,15 +167,15 @@ def _serve_and_load(stack, target, model, manifest: Manifest, pending: list[Step
         for i, step in enumerate(pending, 1):
             label = f"{step.id} ({i}/{len(pending)})"
             progress.update(task, step=label, completed=done)
-            phase = manifest.begin_phase(f"step:{step.id}")
 
             def tick(elapsed: float, pid: int, done=done, step=step) -> None:
                 if elapsed == 0.0:  # AIPerf just started: record its process group
                     manifest.update_step(step.id, aiperf_pid=pid)
                 progress.update(task, completed=done + min(elapsed, step.eta_s * 0.99))
 
-            rec = step_exec.run_step(step, ctx, manifest, tick)
-            manifest.end_phase(phase, rec["status"])
+            with manifest.phase(f"step:{step.id}") as phase:
+                rec = step_exec.run_step(step, ctx, manifest, tick)
+                manifest.end_phase(phase, rec["status"])
             done += step.eta_s
             progress.update(task, completed=done)
             c = rec["counts"]

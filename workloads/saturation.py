@@ -10,6 +10,7 @@ kept in the manifest either way.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import psutil
@@ -23,7 +24,8 @@ CPU_CEILING = 0.9        # fraction of the host's cores
 class CpuSampler:
     pid: int
     interval_s: float = SAMPLE_INTERVAL_S
-    samples: list[float] = field(default_factory=list)   # cores in use, per sample
+    # (wall-clock ns, cores in use) per sample; ns compare with AIPerf's request timestamps
+    samples: list[tuple[int, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -56,12 +58,20 @@ class CpuSampler:
             procs = self._tree()
             if not procs:
                 break
-            self.samples.append(sum(_cpu(p) for p in procs) / 100.0)
+            self.samples.append((time.time_ns(), sum(_cpu(p) for p in procs) / 100.0))
 
-    def summary(self) -> dict:
-        s = self.samples
-        return {"samples": len(s), "mean_cores": round(sum(s) / len(s), 3) if s else None,
-                "max_cores": round(max(s), 3) if s else None}
+    def summary(self, window_ns: tuple[int, int] | None = None) -> dict:
+        """CPU while the load ran (`window_ns`: first request start, last request end) and
+        over AIPerf's whole life (start-up and dataset synthesis included)."""
+        def stats(values: list[float]) -> tuple[float | None, float | None]:
+            if not values:
+                return None, None
+            return round(sum(values) / len(values), 3), round(max(values), 3)
+        all_mean, _ = stats([c for _, c in self.samples])
+        lo, hi = window_ns or (0, 2**63)
+        mean, peak = stats([c for t, c in self.samples if lo <= t <= hi])
+        return {"samples": len(self.samples), "mean_cores": mean, "max_cores": peak,
+                "mean_cores_whole_process": all_mean}
 
 
 def _cpu(p: psutil.Process) -> float:

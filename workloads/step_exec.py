@@ -101,8 +101,8 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float, i
     manifest.update_step(step.id, dataset=dataset, command=command,
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
-    rc, cpu, wall = _run_aiperf(command, ctx, work, step, on_tick)
-    outcome = judge(work, rows, step, rc, cpu, ctx)
+    rc, sampler, wall = _run_aiperf(command, ctx, work, step, on_tick)
+    outcome = judge(work, rows, step, rc, sampler, ctx)
     outcome |= {"aiperf_exit_code": rc, "aiperf_wall_s": round(wall, 3), "end": now()}
     (work / "step.json").write_text(json.dumps({**record, **outcome, "dataset": dataset,
                                                 "command": command}, indent=2))
@@ -112,7 +112,7 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float, i
 
 
 def _run_aiperf(command: list[str], ctx: StepContext, work: Path, step: Step,
-                on_tick: Callable[[float, int], None]) -> tuple[int | None, dict, float]:
+                on_tick: Callable[[float, int], None]) -> tuple[int | None, CpuSampler, float]:
     proc = start_process("aiperf", command, ctx.env, work / "aiperf.log", cwd=work)
     on_tick(0.0, proc.pid)
     sampler = CpuSampler(proc.pid).start()
@@ -134,13 +134,14 @@ def _run_aiperf(command: list[str], ctx: StepContext, work: Path, step: Step,
     finally:
         proc.stop()  # no-op when it exited; reaps any worker it left behind
     sampler.stop()
-    return proc.popen.returncode, sampler.summary(), time.monotonic() - t0
+    return proc.popen.returncode, sampler, time.monotonic() - t0
 
 
-def judge(work: Path, rows: list[dict], step: Step, rc: int | None, cpu: dict,
+def judge(work: Path, rows: list[dict], step: Step, rc: int | None, sampler: CpuSampler,
           ctx: StepContext) -> dict:
     """The step's counts, client verdict and status, from AIPerf's exports in `work`."""
     records = results.read_records(work)
+    cpu = sampler.summary(results.load_window_ns(records))
     counts = results.count(records)
     achieved = results.achieved_concurrency(records, step.concurrency)
     lengths = results.request_lengths(records, rows)

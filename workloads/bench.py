@@ -1,0 +1,188 @@
+"""`make bench`: how far the client's view is from the engine's, and what the runner costs.
+
+For c = 1..64 on the local engine it runs the concurrency sweep twice: once through the runner
+(`python -m workloads run`, everything it records) and once as the bare AIPerf commands of the
+same steps (same datasets, fresh engine). Per concurrency it prints client TTFT / ITL (AIPerf)
+next to the engine's own (the frontend histograms' sum/count over the step), their ratio,
+AIPerf's CPU use, achieved concurrency, and the runner's wall time per step against the bare
+command's. A measurement, not a test: the numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from stacks import metrics
+from stacks.loader import stack_file
+from stacks.preflight import require_valid
+from workloads.aiperf_args import AiperfInvocation, profile_args
+from workloads.model_folder import build_model_folder
+from workloads.results import summary_metric
+from workloads.runner import REPO, RunOptions, default_hf_home, run
+from workloads.step_exec import aiperf_executable
+from workloads.steps import plan
+from workloads.targets.local import LocalTarget
+
+ISL, OSL = 1024, 256
+
+
+def bench_stack(stack: str, tmp: Path, concurrencies: list[int], duration_s: float) -> str:
+    """A copy of `stack` whose quick concurrency sweep is the benchmark's."""
+    doc = yaml.safe_load(stack_file(stack).read_text())
+    doc["config"]["dynamo-bench:workloads"] = {"warmupRequests": 8, "concurrencySweep": {
+        "quick": {"concurrencies": concurrencies, "durationS": duration_s, "isl": ISL,
+                  "osl": OSL}}}
+    name = f"bench-{stack}"
+    (tmp / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc))
+    return name
+
+
+def engine_mean_ms(step_dir: Path, histogram: str) -> float | None:
+    """The frontend histogram's mean over the step (sum / count of its profiling window)."""
+    path = step_dir / "server_metrics_export.json"
+    if not path.exists():
+        return None
+    series = json.loads(path.read_text())["metrics"].get(histogram, {}).get("series", [])
+    total = sum(s["stats"].get("sum", 0) for s in series)
+    count = sum(s["stats"].get("count", 0) for s in series)
+    return 1000 * total / count if count else None
+
+
+def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict]) -> dict:
+    """The same AIPerf commands without the runner: fresh engine, same datasets."""
+    report = require_valid(name, stacks_dir)
+    stack = report.stack
+    model = build_model_folder(default_hf_home(), stack.model.id, stack.model.arch)
+    target = LocalTarget(stack, out_dir / "engine", model=model,
+                         kv_capacity_tokens=[m.kv_capacity_tokens for m in report.memory])
+    walls: dict[str, float] = {}
+    t0 = time.monotonic()
+    target.start()
+    try:
+        ep = target.endpoints()
+        env = {**os.environ, **model.env}
+        for s in steps_args:
+            inv = AiperfInvocation(model=ep.model, url=ep.base_url, tokenizer=stack.model.id,
+                                   input_file=s["dataset"], request_count=s["rows"],
+                                   concurrency=s["concurrency"], seed=s["seed"],
+                                   artifact_dir=out_dir / s["id"],
+                                   server_metrics=tuple(ep.metrics_urls),
+                                   duration_s=s["duration_s"])
+            t = time.monotonic()
+            subprocess.run([str(aiperf_executable()), *profile_args(inv)], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            walls[s["id"]] = time.monotonic() - t
+    finally:
+        target.stop()
+    return {"steps": walls, "total": time.monotonic() - t0}
+
+
+def _phase_seconds(manifest: dict, step_id: str) -> float | None:
+    from datetime import datetime
+    for phase in manifest["attempts"][-1]["phases"]:
+        if phase["name"] == f"step:{step_id}" and phase["end"]:
+            return (datetime.fromisoformat(phase["end"]) -
+                    datetime.fromisoformat(phase["start"])).total_seconds()
+    return None
+
+
+def rows_for_table(run_dir: Path, manifest: dict, bare: dict) -> list[dict]:
+    rows = []
+    for step_id, step in manifest["steps"].items():
+        d = run_dir / step_id
+        ttft_c = summary_metric(d, "time_to_first_token")
+        itl_c = summary_metric(d, "inter_token_latency")
+        ttft_e = engine_mean_ms(d, metrics.FRONTEND_TTFT)
+        itl_e = engine_mean_ms(d, metrics.FRONTEND_ITL)
+        runner_s = _phase_seconds(manifest, step_id)
+        bare_s = bare["steps"].get(step_id)
+        rows.append({
+            "c": step["concurrency"], "requests": step["counts"]["requests"],
+            "ttft_client_ms": ttft_c, "ttft_engine_ms": ttft_e,
+            "ttft_ratio": ttft_c / ttft_e if ttft_c and ttft_e else None,
+            "itl_client_ms": itl_c, "itl_engine_ms": itl_e,
+            "itl_ratio": itl_c / itl_e if itl_c and itl_e else None,
+            "aiperf_cpu_cores": step["client"]["cpu"]["mean_cores"],
+            "achieved_c": step["client"]["achieved_concurrency"],
+            "client_bound": step["client"]["client_bound"],
+            "bare_s": bare_s, "runner_s": runner_s,
+            "overhead_s": runner_s - bare_s if runner_s and bare_s else None,
+        })
+    return rows
+
+
+COLUMNS = [("c", "c", "{}"), ("requests", "req", "{}"),
+           ("ttft_client_ms", "TTFT client ms", "{:.1f}"),
+           ("ttft_engine_ms", "TTFT engine ms", "{:.1f}"), ("ttft_ratio", "ratio", "{:.3f}"),
+           ("itl_client_ms", "ITL client ms", "{:.2f}"),
+           ("itl_engine_ms", "ITL engine ms", "{:.2f}"), ("itl_ratio", "ratio", "{:.3f}"),
+           ("aiperf_cpu_cores", "AIPerf CPU cores", "{:.2f}"),
+           ("achieved_c", "achieved c", "{:.1f}"), ("client_bound", "client-bound", "{}"),
+           ("bare_s", "bare AIPerf s", "{:.1f}"), ("runner_s", "runner step s", "{:.1f}"),
+           ("overhead_s", "overhead s", "{:+.1f}")]
+
+
+def _cell(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return fmt.format(value)
+
+
+def markdown(rows: list[dict], totals: dict) -> str:
+    head = "| " + " | ".join(h for _, h, _ in COLUMNS) + " |"
+    sep = "|" + "|".join("---:" for _ in COLUMNS) + "|"
+    body = ["| " + " | ".join(_cell(r[k], f) for k, _, f in COLUMNS) + " |" for r in rows]
+    foot = (f"\nWhole sweep: runner {totals['runner']:.1f} s (start-up, smoke, warm-up, steps, "
+            f"shutdown) vs bare {totals['bare']:.1f} s (engine start + the same AIPerf "
+            f"commands): overhead {totals['runner'] - totals['bare']:+.1f} s.")
+    return "\n".join([head, sep, *body]) + "\n" + foot + "\n"
+
+
+def main(concurrencies: list[int], stack: str, duration_s: float, out: Path | None,
+         console: Console) -> list[dict]:
+    tmp = Path(tempfile.mkdtemp(prefix="dynamo-bench-bench-"))
+    # AIPerf caches synthesized datasets by content; the second pass would skip that work.
+    os.environ["AIPERF_DATASET_MMAP_CACHE_ENABLED"] = "false"
+    try:
+        name = bench_stack(stack, tmp, concurrencies, duration_s)
+        run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        runs_dir = REPO / "runs" / "bench"
+        t = time.monotonic()
+        result = run(RunOptions(stack=name, scale="quick", only=["concurrency_sweep"],
+                                run_id=run_id, runs_dir=runs_dir, stacks_dir=tmp), console)
+        runner_total = time.monotonic() - t
+        manifest = json.loads((result.run_dir / "manifest.json").read_text())
+        steps = plan(require_valid(name, tmp).stack, "quick", ["concurrency_sweep"])
+        args = [{"id": s.id, "dataset": result.run_dir / manifest["steps"][s.id]["dataset"][
+            "path"], "rows": s.params["rows"], "concurrency": s.concurrency, "seed": s.seed,
+            "duration_s": s.duration_s} for s in steps]
+        console.print("bare AIPerf pass (same commands, no runner) ...")
+        bare = run_bare(name, tmp, result.run_dir.parent / f"{run_id}-bare", args)
+        rows = rows_for_table(result.run_dir, manifest, bare)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    table = Table(title=f"client vs engine, {stack}, ISL {ISL} / OSL {OSL}, {duration_s:g} s "
+                        "per step")
+    for _, h, _ in COLUMNS:
+        table.add_column(h, justify="right")
+    for r in rows:
+        table.add_row(*[_cell(r[k], f) for k, _, f in COLUMNS])
+    Console(width=200).print(table)
+    md = markdown(rows, {"runner": runner_total, "bare": bare["total"]})
+    Console().print(md.splitlines()[-1])
+    target = out or result.run_dir / "bench.md"
+    target.write_text(md)
+    console.print(f"table written to {target}")
+    return rows
