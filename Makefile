@@ -29,8 +29,17 @@ $(ENGINE_STAMP): requirements-engine.txt
 check: venv
 	$(BIN)/python -m stacks check --all
 
+# The three local stacks at quick scale through every enabled workload, under one run id
+# (runs/<stack>/<DEMO_RUN>/); `make demo DEMO_RUN=<id>` resumes that run.
+DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
+DEMO_RUN := $(DEMO_RUN)
+DEMO_STACKS := local-agg local-disagg local-agg-kv
+
 demo: venv engine
 	$(BIN)/python -m stacks check --all
+	for s in $(DEMO_STACKS); do \
+	  $(BIN)/python -m workloads run $$s --scale quick --run-id $(DEMO_RUN) || exit $$?; \
+	done
 
 test: venv engine
 	$(BIN)/ruff check .
@@ -38,6 +47,11 @@ test: venv engine
 
 lint: venv
 	$(BIN)/ruff check .
+
+# Client vs engine TTFT/ITL, AIPerf CPU and the runner's overhead over bare AIPerf, c = 1..64
+# on the local engine (a measurement, not a test).
+bench: venv engine
+	$(BIN)/python -m workloads bench
 
 # Report build time on a synthesised 100,000-request run (a benchmark, not a test).
 bench-reports: venv
