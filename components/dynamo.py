@@ -1,6 +1,6 @@
 """Dynamo on the cluster: the namespace with the load generator's ServiceAccount and RBAC, the
 `dynamo-platform` Helm chart (the operator and its CRDs; etcd and NATS off), and the stack's
-DynamoGraphDeployment (built by components/graph.py)."""
+DynamoGraphDeployment with the recipe ConfigMaps it reads (built by components/graph.py)."""
 
 from __future__ import annotations
 
@@ -83,16 +83,25 @@ class GraphArgs:
 
 
 class DynamoGraph(pulumi.ComponentResource):
-    """The stack's DynamoGraphDeployment; the operator turns it into pods and Services."""
+    """The stack's DynamoGraphDeployment and the ConfigMaps its workers read (the speculative
+    config); the operator turns the graph into pods and Services."""
 
     name: str
     frontend_service: str
 
     def __init__(self, name: str, args: GraphArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("dynamo-bench:infra:DynamoGraph", name, None, opts)
+        # Built first: a StackError about the graph is raised before anything is registered.
         dgd = graph.build_graph_deployment(args.stack, namespace=args.namespace, efa=args.efa,
                                            cluster=args.cluster)
-        create_object(dgd, pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
+        configmaps = graph.recipe_configmaps(args.stack, args.namespace)
+        # A pod whose env references a missing ConfigMap key never starts
+        # (CreateContainerConfigError): the ConfigMaps exist before the graph.
+        before = create_objects(configmaps, pulumi.ResourceOptions(
+            parent=self, depends_on=args.depends_on))
+        create_object(dgd, pulumi.ResourceOptions(parent=self,
+                                                  depends_on=[*args.depends_on, *before]))
         self.name = dgd["metadata"]["name"]
         self.frontend_service = frontend_service(args.stack)
-        self.register_outputs({"graph": self.name, "frontendService": self.frontend_service})
+        self.register_outputs({"graph": self.name, "frontendService": self.frontend_service,
+                               "configMaps": [c["metadata"]["name"] for c in configmaps]})

@@ -3,14 +3,15 @@ namespace, storage classes, HF token Secret -> nodes and device plugins (GPU che
 monitoring -> Dynamo platform -> model download to EFS -> serving.
 
 - standalone (a cluster and serving): everything;
-- base (a cluster, no serving): cluster, storage, monitoring, platform, the model download;
+- base (a cluster, no serving): cluster (with the RDMA device plugin it declares), storage,
+  monitoring, platform, the model download;
 - attached variant: on its base's cluster (read through a StackReference), only its extra node
-  groups, a download of its model when the base caches another one, and its graph.
+  groups, downloads of the checkpoints the base does not cache (its model, a draft model), its
+  recipe ConfigMaps and its graph.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pulumi
@@ -18,6 +19,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.cluster import Cluster, ClusterHandle
+from components.downloads import planned_downloads
 from components.dynamo import (
     DynamoGraph,
     DynamoNamespace,
@@ -126,6 +128,8 @@ def _build_owned(stack: StackConfig, tags: dict[str, str],
         opts=opts)
     download = ModelDownload("model-download", ModelDownloadArgs(
         stack=stack, namespace=namespace, cluster=stack.cluster,
+        downloads=planned_downloads(stack, None),
+        timeout_minutes=stack.storage.download_timeout_minutes,
         depends_on=[*storage.ready, platform.chart]), opts=opts)
     outputs: dict[str, Any] = {
         "clusterName": h.name,
@@ -155,7 +159,7 @@ def _build_owned(stack: StackConfig, tags: dict[str, str],
         dgd = DynamoGraph("graph", GraphArgs(
             stack=stack, namespace=namespace, cluster=stack.cluster,
             efa=_worker_efa(stack, None, stack.cluster.compute_mode),
-            depends_on=[download.job, platform.chart, *dyn_ns.objects]), opts=opts)
+            depends_on=[*download.jobs, platform.chart, *dyn_ns.objects]), opts=opts)
         outputs |= {"graphName": dgd.name, "frontendService": dgd.frontend_service}
     return outputs
 
@@ -199,13 +203,14 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
             install_device_plugins=False), opts=opts)
         waits += extra.resources
         extra_names = extra.names
-    if stack.model.id != base.model.id:
-        # The base caches its own model; this variant's model goes next to it on the share.
-        slug = re.sub(r"[^a-z0-9-]+", "-", stack.model.id.lower()).strip("-")
+    downloads = planned_downloads(stack, base)
+    if downloads:
+        # The base caches its own model; this variant's other checkpoints (its model, a draft
+        # model) go next to it on the share, within the base's download budget.
         download = ModelDownload("model-download", ModelDownloadArgs(
-            stack=stack, namespace=namespace, cluster=cluster,
-            job_name=f"model-download-{slug}"[:63].rstrip("-"), depends_on=[]), opts=opts)
-        waits.append(download.job)
+            stack=stack, namespace=namespace, cluster=cluster, downloads=downloads,
+            timeout_minutes=base.storage.download_timeout_minutes, depends_on=[]), opts=opts)
+        waits += download.jobs
     dgd = DynamoGraph("graph", GraphArgs(
         stack=stack, namespace=namespace, cluster=cluster,
         efa=_worker_efa(stack, base, base.cluster.compute_mode), depends_on=waits), opts=opts)

@@ -2,8 +2,8 @@
 mount target in the private subnet of every AZ (EFS allows one per AZ; nodes in any subnet of
 that AZ use it), NFS 2049 from the VPC only, the EFS CSI add-on (and the
 EBS CSI add-on on node groups; Auto Mode has its own EBS driver) with Pod Identity roles, the
-storage classes, the RWX claims and the Hugging Face token Secret. `ModelDownload` is the Job
-that fills the model cache once.
+storage classes, the RWX claims and the Hugging Face token Secret. `ModelDownload` holds the
+Jobs that fill the model cache once (components/downloads.py plans them).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pulumi_aws as aws
 
 from components import loadgen_specs as specs
 from components.cluster import ClusterHandle
+from components.downloads import Download, download_job
 from components.k8s import create_object, create_objects
 from components.placement import cpu_node_affinity
 from components.tags import ebs_csi_addon_configuration, efs_csi_addon_configuration
@@ -127,31 +128,31 @@ class Storage(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class ModelDownloadArgs:
-    stack: StackConfig
+    stack: StackConfig                 # names the Jobs (their owner)
     namespace: str
-    cluster: ClusterConfig             # the effective cluster: the Job runs on its CPU nodes
+    cluster: ClusterConfig             # the effective cluster: the Jobs run on its CPU nodes
+    downloads: list[Download]          # components.downloads.planned_downloads
+    timeout_minutes: int               # of the storage owner (the base for a variant)
     depends_on: list[pulumi.Resource]
-    job_name: str | None = None        # another name when a second model shares the cache
 
 
 class ModelDownload(pulumi.ComponentResource):
-    """The Job that fills the model cache; Pulumi waits for it to complete (bounded by
-    storage.downloadTimeoutMinutes) so serving only starts on a full cache."""
+    """One Job per checkpoint that fills the model cache; Pulumi waits for each to complete
+    (bounded by storage.downloadTimeoutMinutes) so serving only starts on a full cache."""
 
-    job: pulumi.Resource
+    jobs: list[pulumi.Resource]
 
     def __init__(self, name: str, args: ModelDownloadArgs,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("dynamo-bench:infra:ModelDownload", name, None, opts)
-        stack = args.stack
-        timeout = stack.storage.download_timeout_minutes
-        job = specs.model_download_job(args.namespace, model_id=stack.model.id,
-                                       revision=stack.model.revision, timeout_minutes=timeout,
-                                       affinity=cpu_node_affinity(args.cluster) or None)
-        if args.job_name:
-            job["metadata"]["name"] = args.job_name
-        self.job = create_object(job, pulumi.ResourceOptions(
+        timeout = args.timeout_minutes
+        job_opts = pulumi.ResourceOptions(
             parent=self, depends_on=args.depends_on,
             custom_timeouts=pulumi.CustomTimeouts(create=f"{timeout + 5}m",
-                                                  update=f"{timeout + 5}m")))
-        self.register_outputs({"job": job["metadata"]["name"]})
+                                                  update=f"{timeout + 5}m"))
+        affinity = cpu_node_affinity(args.cluster) or None
+        job_objs = [download_job(d, args.namespace, stack_name=args.stack.name,
+                                 timeout_minutes=timeout, affinity=affinity)
+                    for d in args.downloads]
+        self.jobs = create_objects(job_objs, job_opts)
+        self.register_outputs({"jobs": [j["metadata"]["name"] for j in job_objs]})

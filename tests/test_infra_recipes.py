@@ -1,0 +1,172 @@
+"""The B200 recipe stacks under the mocks harness: what the program really registers for them.
+
+- every B200 stack builds, and is among the AWS stacks the tag, policy and validation tests run on;
+- the recipe ConfigMaps (speculative config) exist and the graph depends on them; every
+  ConfigMap key a graph reads resolves to an object the stack creates;
+- every checkpoint a graph loads offline is downloaded by the stack or cached by its base (the
+  EAGLE3 draft of A.X K2 included), one idempotent Job each, names unique across variants;
+- base-b200 installs the RDMA device plugin it declares, on its GPU group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pulumi_harness import ProgramRun, aws_stacks, k8s_objects, raw_config, run, run_config
+
+from components.graph import recipe_configmaps
+from components.recipe_specs import checkpoints_to_download
+from stacks.loader import load_stack
+
+B200 = [n for n in aws_stacks() if "b200" in n]
+B200_SERVING = [n for n in B200 if load_stack(n).serving is not None]
+VARIANTS = [n for n in aws_stacks() if load_stack(n).is_attached]
+NAMESPACE = "dynamo"
+
+
+def objects(result: ProgramRun, kind: str) -> list[tuple[Any, dict[str, Any]]]:
+    return [(r, o) for r, o in k8s_objects(result) if o["kind"] == kind]
+
+
+def the_dgd(result: ProgramRun) -> tuple[Any, dict[str, Any]]:
+    (dgd,) = objects(result, "DynamoGraphDeployment")
+    return dgd
+
+
+def containers(dgd: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for comp in dgd["spec"]["components"]
+            for c in comp["podTemplate"]["spec"]["containers"]]
+
+
+def env_of(job: dict[str, Any]) -> dict[str, str]:
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value") for e in c["env"]}
+
+
+def downloaded(result: ProgramRun) -> set[tuple[str, str | None]]:
+    """(repo, revision) of every download Job the stack creates."""
+    return {(env["MODEL_ID"], env["MODEL_REVISION"] or None)
+            for env in (env_of(j) for _, j in objects(result, "Job"))}
+
+
+def test_the_b200_campaign_is_among_the_aws_stacks() -> None:
+    # The tag, policy and object-validation tests are parametrised over aws_stacks().
+    assert "base-b200" in B200 and len(B200_SERVING) == 12
+
+
+@pytest.mark.parametrize("name", B200)
+def test_b200_stack_builds(name: str) -> None:
+    result = run(name)
+    assert result.error is None, f"{name}: {result.error}"
+    assert result.resources
+
+
+# --- recipe ConfigMaps ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", B200_SERVING)
+def test_recipe_configmaps_are_created_before_the_graph(name: str) -> None:
+    result = run(name)
+    want = recipe_configmaps(load_stack(name), NAMESPACE)
+    created = {o["metadata"]["name"]: (r, o) for r, o in objects(result, "ConfigMap")}
+    dgd_record, _ = the_dgd(result)
+    assert len(created) == len(want)
+    for cm in want:
+        record, obj = created[cm["metadata"]["name"]]
+        assert obj == cm
+        assert record.urn in dgd_record.depends_on, f"{name}: the graph does not wait for it"
+
+
+@pytest.mark.parametrize("name", [n for n in aws_stacks() if load_stack(n).serving is not None])
+def test_every_configmap_key_a_graph_reads_is_created_by_the_stack(name: str) -> None:
+    result = run(name)
+    created = {(o["metadata"]["namespace"], o["metadata"]["name"]): o
+               for _, o in objects(result, "ConfigMap")}
+    _, dgd = the_dgd(result)
+    refs = [e["valueFrom"]["configMapKeyRef"] for c in containers(dgd) for e in c.get("env", [])
+            if "configMapKeyRef" in e.get("valueFrom", {})]
+    for ref in refs:
+        cm = created.get((dgd["metadata"]["namespace"], ref["name"]))
+        assert cm is not None, f"{name}: ConfigMap {ref['name']} is read but never created"
+        assert ref["key"] in cm["data"], f"{name}: {ref['name']} has no key {ref['key']}"
+    speculative = load_stack(name).serving.speculative
+    if speculative is not None and speculative.delivery == "configmap":
+        assert refs, f"{name}: its speculative config is never read"
+
+
+def test_synthetic_acceptance_reads_the_synthetic_key_from_the_created_configmap() -> None:
+    raw = raw_config("agg-b200-axk2")
+    raw["serving"]["speculative"]["acceptance"] = "synthetic"
+    result = run_config("agg-b200-axk2-synthetic", raw)
+    assert result.error is None, result.error
+    (_, cm), = objects(result, "ConfigMap")
+    _, dgd = the_dgd(result)
+    (ref,) = {e["valueFrom"]["configMapKeyRef"]["key"] for c in containers(dgd)
+              for e in c.get("env", []) if "configMapKeyRef" in e.get("valueFrom", {})}
+    assert ref == "speculative-config-synthetic" and ref in cm["data"]
+    assert '"synthetic_acceptance_length":2.12' in cm["data"][ref]
+
+
+# --- checkpoints on the model cache ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", [n for n in aws_stacks() if load_stack(n).serving is not None])
+def test_every_checkpoint_the_graph_loads_is_downloaded(name: str) -> None:
+    stack = load_stack(name)
+    result = run(name)
+    have = downloaded(result)
+    if stack.is_attached:
+        have |= downloaded(run(stack.cluster.attach_to))
+    missing = set(checkpoints_to_download(stack)) - have
+    assert not missing, f"{name}: workers run offline and nothing downloads {missing}"
+    dgd_record, _ = the_dgd(result)
+    for record, _ in objects(result, "Job"):
+        assert record.urn in dgd_record.depends_on, f"{name}: the graph starts before {record}"
+
+
+@pytest.mark.parametrize("name", ["agg-b200-axk2", "disagg-b200-axk2"])
+def test_ax_k2_downloads_its_model_and_the_pinned_eagle3_draft(name: str) -> None:
+    jobs = [j for _, j in objects(run(name), "Job")]
+    assert downloaded(run(name)) == {
+        ("skt/A.X-K2-NVFP4", "9e2e804e80f8d1b3afba5d7938173cec1ed46b49"),
+        ("skt/A.X-K2-EAGLE3", "24958e91737d760908f73a8af4b6e06080fc5c1d")}
+    names = [j["metadata"]["name"] for j in jobs]
+    assert len(set(names)) == 2 and all(len(n) <= 63 and name in n for n in names)
+    for job in jobs:
+        # each Job records its own times and skips a complete snapshot (the shipped program)
+        assert "DOWNLOAD_TIMING" in env_of(job)["DOWNLOAD_SCRIPT"]
+        assert job["metadata"]["annotations"]["dynamo-bench.io/checkpoint"] == \
+            f"{env_of(job)['MODEL_ID']}@{env_of(job)['MODEL_REVISION']}"
+    # The baseline runs without speculation: no draft.
+    assert downloaded(run("baseline-b200-axk2")) == {
+        ("skt/A.X-K2-NVFP4", "9e2e804e80f8d1b3afba5d7938173cec1ed46b49")}
+
+
+def test_variants_of_the_base_model_download_nothing() -> None:
+    for name in ("agg-b200-kexaone", "disagg-b200-kexaone", "baseline-b200-kexaone"):
+        assert not objects(run(name), "Job"), name
+    assert downloaded(run("base-b200")) == {("LGAI-EXAONE/K-EXAONE-2.0-750B-A37B-NVFP4", None)}
+
+
+def test_a_pinned_revision_of_the_base_model_is_another_snapshot_to_download() -> None:
+    raw = raw_config("agg-b200-kexaone")
+    raw["model"]["revision"] = "0123456789abcdef0123456789abcdef01234567"
+    result = run_config("agg-b200-kexaone-pinned", raw)
+    assert result.error is None, result.error
+    assert downloaded(result) == {("LGAI-EXAONE/K-EXAONE-2.0-750B-A37B-NVFP4",
+                                   "0123456789abcdef0123456789abcdef01234567")}
+
+
+def test_download_jobs_never_collide_across_stacks_of_one_cluster() -> None:
+    """Variants of one model each own their Job: a second create of one name would fail
+    (AlreadyExists), and destroying one variant would delete the other's object."""
+    for base in {load_stack(n).cluster.attach_to for n in VARIANTS}:
+        names = [j["metadata"]["name"] for n in [base, *[v for v in VARIANTS
+                 if load_stack(v).cluster.attach_to == base]]
+                 for _, j in objects(run(n), "Job")]
+        assert len(names) == len(set(names)), f"{base}: {sorted(names)}"
+
+
+def test_variant_download_uses_the_base_download_budget() -> None:
+    (_, job), *_ = objects(run("disagg-b200-solar2"), "Job")
+    base = load_stack("base-b200")
+    assert job["spec"]["activeDeadlineSeconds"] == base.storage.download_timeout_minutes * 60
