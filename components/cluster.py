@@ -1,6 +1,7 @@
 """The EKS cluster of a standalone or base stack: network, control plane (pulumi-eks, pinned
 Kubernetes version), the node IAM role, the compute (managed node groups or Auto Mode pools,
-see components/nodegroups.py) and a Kubernetes provider from the cluster's kubeconfig.
+see components/nodegroups.py), the RDMA device plugin it declares (components/rdma.py) and a
+Kubernetes provider from the cluster's kubeconfig.
 
 `ClusterHandle` is what later components need from a cluster; an attached variant builds the
 same handle from its base stack's outputs, so its extra node groups and its graph are built by
@@ -18,6 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components.network import Network, StackOnAws
 from components.nodegroups import NodeGroups, NodeGroupsArgs
+from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
 from stacks.schema import ComputeMode, StackConfig
 
 # Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
@@ -118,6 +120,11 @@ class Cluster(pulumi.ComponentResource):
                            cluster=self.handle, tags=tags, install_device_plugins=True),
             opts=pulumi.ResourceOptions(parent=self, providers=[provider, k8s_provider]))
         self.handle.node_resources += self.node_groups.resources
+        if stack.cluster.rdma is not None:
+            rdma = RdmaDevicePlugin(f"{name}-rdma", RdmaPluginArgs(
+                cluster=stack.cluster, depends_on=list(self.node_groups.resources)),
+                opts=pulumi.ResourceOptions(parent=self, providers=[provider, k8s_provider]))
+            self.handle.node_resources += rdma.resources
         self.handle.efa_device_plugin = self.node_groups.efa_device_plugin_installed
         self.register_outputs({"clusterName": self.handle.name,
                                "nodeGroupNames": self.node_groups.names})

@@ -18,7 +18,7 @@ from typing import Any
 
 from components.conventions import EBS_STORAGE_CLASS, GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from components.dashboards import DASHBOARDS
-from components.placement import cpu_node_affinity, gpu_node_groups, node_group_affinity
+from components.placement import cpu_node_affinity, gpu_node_affinity
 from stacks.schema import StackConfig
 
 KUBE_PROMETHEUS_CHART = "kube-prometheus-stack"
@@ -84,9 +84,9 @@ def dcgm_exporter_values(stack: StackConfig) -> dict[str, Any]:
         # GPU nodes are tainted; the exporter must run there and nowhere else.
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}],
     }
-    gpu = node_group_affinity(gpu_node_groups(stack.cluster))
-    if gpu:
-        values["affinity"] = gpu
+    # The base's GPU groups, and any node of a catalogue GPU type: a variant's extra GPU group
+    # (attached later, on this cluster) is covered too, without reinstalling the chart.
+    values["affinity"] = gpu_node_affinity(stack.cluster)
     return values
 
 

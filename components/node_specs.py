@@ -21,6 +21,7 @@ from components.conventions import (
     GPU_TAINT_VALUE,
     NODE_GROUP_LABEL,
 )
+from components.placement import INSTANCE_TYPE_LABEL, catalogue_gpu_types, gpu_instance_type_term
 from stacks.catalog import INSTANCE_TYPES, InstanceType
 from stacks.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
 
@@ -193,7 +194,7 @@ def node_pool(group: NodeGroup, zone: str | None) -> dict:
     inst = instance_of(group)
     requirements = [
         {"key": "eks.amazonaws.com/instance-family", "operator": "In", "values": [inst.family]},
-        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [inst.name]},
+        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [inst.name]},
         {"key": "karpenter.sh/capacity-type", "operator": "In",
          "values": [_KARPENTER_CAPACITY[group.capacity_type]]},
         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
@@ -227,11 +228,6 @@ def node_pool(group: NodeGroup, zone: str | None) -> dict:
 
 # --- device plugins (node group mode only: Auto Mode ships both) ---------------------------
 
-def _catalogue_types(*, efa: bool) -> list[str]:
-    return sorted(n for n, i in INSTANCE_TYPES.items()
-                  if i.gpu is not None and (i.efa_interfaces > 0 or not efa))
-
-
 def _gpu_toleration() -> dict:
     return {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
 
@@ -241,9 +237,7 @@ def nvidia_device_plugin_values() -> dict:
     the chart's default affinity waits for NFD labels the EKS GPU AMI does not set."""
     return {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{
-                "key": "node.kubernetes.io/instance-type", "operator": "In",
-                "values": _catalogue_types(efa=False)}]}]}}},
+            "nodeSelectorTerms": [gpu_instance_type_term()]}}},
         "tolerations": [_gpu_toleration()],
         "nfd": {"enabled": False}, "gfd": {"enabled": False},
     }
@@ -252,6 +246,6 @@ def nvidia_device_plugin_values() -> dict:
 def efa_device_plugin_values() -> dict:
     """Advertise `vpc.amazonaws.com/efa` on the GPU nodes (tainted, so tolerate the taint)."""
     return {"tolerations": [_gpu_toleration()],
-            "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
-                                        "values": _catalogue_types(efa=True)}}
+            "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL],
+                                        "values": catalogue_gpu_types(efa=True)}}
 

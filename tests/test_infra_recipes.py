@@ -10,13 +10,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pulumi_harness import ProgramRun, aws_stacks, k8s_objects, raw_config, run, run_config
 
 from components.graph import recipe_configmaps
+from components.rdma_specs import efa_fabric_note
 from components.recipe_specs import checkpoints_to_download
+from stacks.catalog import INSTANCE_TYPES
 from stacks.loader import load_stack
 
 B200 = [n for n in aws_stacks() if "b200" in n]
@@ -170,3 +173,138 @@ def test_variant_download_uses_the_base_download_budget() -> None:
     (_, job), *_ = objects(run("disagg-b200-solar2"), "Job")
     base = load_stack("base-b200")
     assert job["spec"]["activeDeadlineSeconds"] == base.storage.download_timeout_minutes * 60
+
+
+# --- RDMA device plugin ----------------------------------------------------------------------
+
+def rdma_plugin(result: ProgramRun) -> tuple[Any, dict[str, Any], Any, dict[str, Any]]:
+    (cm_record, cm), = [(r, o) for r, o in objects(result, "ConfigMap")
+                        if o["metadata"]["name"] == "rdma-shared-dev-plugin"]
+    (ds_record, ds), = objects(result, "DaemonSet")
+    return cm_record, json.loads(cm["data"]["config.json"]), ds_record, ds
+
+
+def node_matches(affinity: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` satisfies a required node affinity (terms ORed,
+    expressions ANDed; only the In operator is used here)."""
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    for term in terms:
+        exprs = term["matchExpressions"]
+        assert {e["operator"] for e in exprs} == {"In"}
+        if all(labels.get(e["key"]) in e["values"] for e in exprs):
+            return True
+    return False
+
+
+def b200_node(group: str = "b200", instance: str = "p6-b200.48xlarge") -> dict[str, str]:
+    return {"dynamo-bench.io/node-group": group, "node.kubernetes.io/instance-type": instance}
+
+
+def test_base_b200_installs_the_rdma_plugin_it_declares() -> None:
+    result = run("base-b200")
+    declared = load_stack("base-b200").cluster.rdma
+    cm_record, config, ds_record, ds = rdma_plugin(result)
+    (entry,) = config["configList"]
+    assert f"{entry['resourcePrefix']}/{entry['resourceName']}" == "rdma/shared_ib" \
+        == declared.resource_name.value
+    assert entry["rdmaHcaMax"] == declared.per_node == 64
+    # Mellanox HCAs and EFA devices, selected by vendor AND driver
+    assert entry["selectors"] == {"vendors": ["15b3", "1d0f"], "drivers": ["mlx5_core", "efa"]}
+    pod = ds["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
+    assert {v["name"]: v for v in pod["volumes"]}["config"]["configMap"]["name"] == \
+        "rdma-shared-dev-plugin"
+    assert {m["mountPath"] for m in c["volumeMounts"]} >= {
+        "/var/lib/kubelet/device-plugins", "/k8s-rdma-shared-dev-plugin", "/dev/"}
+    # Only on the declared GPU group, through its taint.
+    assert node_matches(pod["affinity"], b200_node())
+    assert not node_matches(pod["affinity"], b200_node("cpu", "m7i.4xlarge"))
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
+        pod["tolerations"]
+    # Ordered: config -> plugin after the GPU nodes -> monitoring (the GPU check phase).
+    assert cm_record.urn in ds_record.depends_on
+    assert any(d.endswith("ManagedNodeGroup::cluster-nodes-b200") for d in ds_record.depends_on)
+    prometheus = next(r for r in result.resources
+                      if r.name == "monitoring-kube-prometheus-stack")
+    assert ds_record.urn in prometheus.depends_on
+
+
+def test_the_plugin_follows_the_declared_name_units_and_groups() -> None:
+    raw = raw_config("base-b200")
+    raw["cluster"]["rdma"] = {"resourceName": "rdma/ib", "perNode": 8, "nodeGroups": ["b200"]}
+    _, config, _, ds = rdma_plugin(run_config("base-b200-ib", raw))
+    (entry,) = config["configList"]
+    assert (entry["resourcePrefix"], entry["resourceName"], entry["rdmaHcaMax"]) == \
+        ("rdma", "ib", 8)
+    before = rdma_plugin(run("base-b200"))[3]["spec"]["template"]["metadata"]["annotations"]
+    # a new config rolls the plugin's pods (it reads its config once, at start)
+    assert ds["spec"]["template"]["metadata"]["annotations"] != before
+
+
+def test_no_plugin_where_none_is_declared() -> None:
+    for name in ("base-a100", "agg-a100-standalone", *VARIANTS):
+        assert not objects(run(name), "DaemonSet"), name
+
+
+def test_auto_mode_base_still_installs_the_rdma_plugin() -> None:
+    raw = raw_config("base-b200")
+    raw["cluster"]["computeMode"] = "auto"
+    result = run_config("base-b200-auto", raw)
+    assert result.error is None, result.error
+    _, config, _, ds = rdma_plugin(result)
+    assert config["configList"][0]["resourceName"] == "shared_ib"
+    charts = {r.inputs["chart"] for r in result.of_type("kubernetes:helm.sh/v4:Chart")}
+    assert "nvidia-device-plugin" not in charts  # Auto Mode ships it; it ships no RDMA plugin
+
+
+@pytest.mark.parametrize("name", [n for n in B200_SERVING
+                                  if load_stack(n).serving.rdma is not None])
+def test_recipe_workers_request_what_the_base_plugin_advertises(name: str) -> None:
+    _, config, _, ds = rdma_plugin(run(load_stack(name).cluster.attach_to))
+    (entry,) = config["configList"]
+    advertised = f"{entry['resourcePrefix']}/{entry['resourceName']}"
+    _, dgd = the_dgd(run(name))
+    workers = [comp for comp in dgd["spec"]["components"] if comp["type"] != "frontend"]
+    assert workers
+    for comp in workers:
+        spec = comp["podTemplate"]["spec"]
+        (c,) = spec["containers"]
+        rdma = {k: v for k, v in c["resources"]["limits"].items() if k.startswith("rdma/")}
+        assert list(rdma) == [advertised], f"{name} {comp['name']}: {rdma}"
+        assert int(rdma[advertised]) <= entry["rdmaHcaMax"]
+        group = spec["nodeSelector"]["dynamo-bench.io/node-group"]
+        assert node_matches(ds["spec"]["template"]["spec"]["affinity"], b200_node(group))
+
+
+def test_deploy_warns_what_the_plugin_advertises_on_efa() -> None:
+    note = efa_fabric_note(load_stack("base-b200").cluster)
+    assert note and "p6-b200.48xlarge" in note and "0 rdma/shared_ib" in note
+    assert efa_fabric_note(load_stack("base-a100").cluster) is None  # no plugin declared
+
+
+# --- DCGM exporter placement -----------------------------------------------------------------
+
+def dcgm_affinity(base: str) -> dict[str, Any]:
+    (chart,) = [r for r in run(base).of_type("kubernetes:helm.sh/v4:Chart")
+                if r.inputs["chart"] == "dcgm-exporter"]
+    return chart.inputs["values"]["affinity"]
+
+
+@pytest.mark.parametrize("base", ["base-a100", "base-b200"])
+def test_dcgm_runs_on_every_gpu_node_a_variant_may_add(base: str) -> None:
+    affinity = dcgm_affinity(base)
+    for group in load_stack(base).cluster.node_groups:
+        labels = b200_node(group.name, group.instance_type)
+        is_gpu = INSTANCE_TYPES[group.instance_type].gpu is not None
+        assert node_matches(affinity, labels) == is_gpu, group.name
+    # A variant's extra GPU group joins the running base under a name the base never saw.
+    raw = raw_config("agg-a100")
+    raw["cluster"]["nodeGroups"] = [{"name": "g6e-extra", "instanceType": "g6e.12xlarge",
+                                     "count": 1}]
+    variant = run_config("agg-a100-extra-gpu", raw)
+    assert variant.error is None, variant.error
+    (group,) = variant.of_type("aws:eks/nodeGroup:NodeGroup")
+    labels = {**group.inputs["labels"], "node.kubernetes.io/instance-type": "g6e.12xlarge"}
+    assert node_matches(dcgm_affinity("base-a100"), labels)
