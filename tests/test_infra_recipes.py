@@ -20,7 +20,7 @@ from components.graph import recipe_configmaps
 from components.rdma_specs import efa_fabric_note
 from components.recipe_specs import checkpoints_to_download
 from stacks.catalog import INSTANCE_TYPES
-from stacks.loader import load_stack
+from stacks.loader import StackError, load_stack
 
 B200 = [n for n in aws_stacks() if "b200" in n]
 B200_SERVING = [n for n in B200 if load_stack(n).serving is not None]
@@ -308,3 +308,22 @@ def test_dcgm_runs_on_every_gpu_node_a_variant_may_add(base: str) -> None:
     (group,) = variant.of_type("aws:eks/nodeGroup:NodeGroup")
     labels = {**group.inputs["labels"], "node.kubernetes.io/instance-type": "g6e.12xlarge"}
     assert node_matches(dcgm_affinity("base-a100"), labels)
+
+
+# --- refusals come before anything is created ------------------------------------------------
+
+@pytest.mark.parametrize(("stack", "change", "field"), [
+    ("disagg-b200-solar2", lambda raw: raw["serving"]["env"].pop("VLLM_SSM_CONV_STATE_LAYOUT"),
+     "dynamo-bench:serving.workers[0].env"),
+    ("agg-b200-kexaone", lambda raw: raw["serving"]["workers"][0].update(tensorParallelSize=2),
+     "dynamo-bench:serving.workers[0].tensorParallelSize"),
+    ("base-b200", lambda raw: raw["cluster"]["rdma"].update(nodeGroups=["cpu"]),
+     "dynamo-bench:cluster.rdma.nodeGroups[0]"),
+], ids=["solar-disagg-without-conv-layout", "k-exaone-at-tp2", "rdma-plugin-on-cpu-group"])
+def test_invalid_recipe_stack_registers_nothing(stack: str, change, field: str) -> None:
+    raw = raw_config(stack)
+    change(raw)
+    result = run_config(f"{stack}-broken", raw)
+    assert isinstance(result.error, StackError), result.error
+    assert any(p.field == field for p in result.error.problems), result.error.problems
+    assert result.resources == []
