@@ -112,13 +112,13 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
         manifest.end_attempt(_final_status(manifest, steps))
         return RunResult(run_dir, manifest.data["status"], _statuses(manifest, steps))
 
-    model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
-    target = make_target(stack, run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}",
-                         model=model, kv_capacity_tokens=[m.kv_capacity_tokens
-                                                          for m in report.memory])
-    status, error = FAILED, None
+    status, error, target = FAILED, None, None
     with _sigterm_as_interrupt():
         try:
+            model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
+            target = make_target(
+                stack, run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}",
+                model=model, kv_capacity_tokens=[m.kv_capacity_tokens for m in report.memory])
             _serve_and_load(stack, target, model, manifest, pending, run_dir, opts, console)
             status = _final_status(manifest, steps)
         except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM as Interrupted
@@ -127,12 +127,16 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
         except (TargetError, smoke.SmokeError) as exc:
             status, error = FAILED, str(exc)
             console.print(f"[red]{exc}[/red]")
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
         finally:
             for s in pending:
                 step_exec.mark_interrupted(manifest, s.id)
-            with manifest.phase("shutdown"):
-                target.stop()
-                manifest.attempt["target"] = target.describe()
+            if target is not None:
+                with manifest.phase("shutdown"):
+                    target.stop()
+                    manifest.attempt["target"] = target.describe()
             manifest.end_attempt(status, error)
     console.print(f"run {run_id}: [bold]{status}[/bold] ({run_dir / 'manifest.json'})")
     return RunResult(run_dir, status, _statuses(manifest, steps))
