@@ -142,3 +142,18 @@ def test_a_phase_that_raises_is_closed_failed_or_interrupted(tmp_path, stack):
     assert [(p["name"], p["status"]) for p in phases] == [
         ("smoke", FAILED), ("step:x", "interrupted"), ("shutdown", COMPLETE)]
     assert phases[0]["error"] == "no content" and all(p["end"] for p in phases)
+
+
+def test_aws_target_endpoints_come_from_stack_outputs():
+    from workloads.targets import TargetError
+    from workloads.targets.aws import endpoints_from_outputs, prometheus_url
+    outputs = {"frontendService": "agg-a100-frontend", "dynamoNamespace": "dynamo",
+               "prometheusService": "prometheus-kube-prometheus-prometheus"}
+    ep = endpoints_from_outputs(outputs, "Qwen/Qwen3-30B-A3B")
+    assert ep.base_url == "http://agg-a100-frontend.dynamo.svc.cluster.local:8000"
+    assert ep.metrics == {"frontend": f"{ep.base_url}/metrics"}
+    assert prometheus_url(outputs) == ("http://prometheus-kube-prometheus-prometheus.monitoring"
+                                       ".svc.cluster.local:9090")
+    assert prometheus_url({**outputs, "prometheusUrl": "http://p:9090"}) == "http://p:9090"
+    with pytest.raises(TargetError, match="frontendService"):
+        endpoints_from_outputs({"dynamoNamespace": "dynamo"}, "m")

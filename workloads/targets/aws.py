@@ -21,6 +21,7 @@ from workloads.targets import Endpoints, TargetError
 
 FRONTEND_PORT = 8000         # the Dynamo frontend's HTTP port in the graph
 PROMETHEUS_PORT = 9090
+MONITORING_NAMESPACE = "monitoring"
 READY_TIMEOUT_S = 900.0
 
 
@@ -35,8 +36,13 @@ def endpoints_from_outputs(outputs: dict, model: str) -> Endpoints:
 
 
 def prometheus_url(outputs: dict) -> str | None:
+    """`prometheusUrl` if the stack exports it, else the Service in the monitoring namespace
+    (the project's convention; workloads never import components to read it)."""
+    if outputs.get("prometheusUrl"):
+        return outputs["prometheusUrl"]
     svc = outputs.get("prometheusService")
-    return f"http://{svc}:{PROMETHEUS_PORT}" if svc else None
+    return (f"http://{svc}.{MONITORING_NAMESPACE}.svc.cluster.local:{PROMETHEUS_PORT}"
+            if svc else None)
 
 
 class AwsTarget:
