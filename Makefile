@@ -40,6 +40,8 @@ demo: venv engine
 	for s in $(DEMO_STACKS); do \
 	  $(BIN)/python -m workloads run $$s --scale quick --run-id $(DEMO_RUN) || exit $$?; \
 	done
+	$(BIN)/python -m reports compare $(foreach s,$(DEMO_STACKS),runs/$(s)/$(DEMO_RUN)) --name demo
+	@echo "report: reports/out/demo/report.md"
 
 test: venv engine
 	$(BIN)/ruff check .
