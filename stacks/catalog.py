@@ -9,7 +9,10 @@ serving rules live in stacks.model_catalog.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from stacks.model_arch import ModelArchitecture
 from stacks.model_catalog import B200_MODELS
@@ -30,6 +33,24 @@ class Gpu(BaseModel):
         return self.memory_mib / 1024
 
 
+class Fabric(str, Enum):
+    """The node-to-node network a KV transfer between disaggregated workers can use.
+
+    - tcp: ENA only; NIXL stages KV through host memory over TCP.
+    - efa: AWS Elastic Fabric Adapter. Reached through libfabric (NIXL's LIBFABRIC backend and
+      the `vpc.amazonaws.com/efa` device plugin). EFA devices are verbs devices without MAD
+      support, so the kernel creates no umad device: the Mellanox RDMA shared device plugin
+      advertises 0 `rdma/*` units on them, and UCX's InfiniBand (rc) transports do not run.
+    - infiniband: ConnectX HCAs (InfiniBand or RoCE), the B200 recipes' home clusters: NIXL over
+      UCX with an `rdma/ib` / `rdma/shared_ib` device. No AWS instance type has it; it is kept
+      for catalogue entries of such clusters.
+    """
+
+    TCP = "tcp"
+    EFA = "efa"
+    INFINIBAND = "infiniband"
+
+
 class InstanceType(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -42,6 +63,24 @@ class InstanceType(BaseModel):
     price_date: str
     price_source: str
     efa_interfaces: int = 0
+    # Unset: efa when the type has EFA interfaces, else tcp (true of every AWS type).
+    fabric: Fabric = Fabric.TCP
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_fabric(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("fabric") is None:
+            efa = (data.get("efa_interfaces") or 0) > 0
+            data = {**data, "fabric": Fabric.EFA if efa else Fabric.TCP}
+        return data
+
+    @model_validator(mode="after")
+    def _fabric_matches_interfaces(self) -> InstanceType:
+        if (self.fabric == Fabric.EFA) != (self.efa_interfaces > 0):
+            raise ValueError(f"{self.name}: fabric {self.fabric.value} with "
+                             f"{self.efa_interfaces} EFA interfaces; EFA types have interfaces "
+                             "and only they do")
+        return self
 
     @property
     def family(self) -> str:

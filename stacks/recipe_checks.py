@@ -6,7 +6,7 @@ Each check appends `Problem`s naming the stack field to change and how; nothing 
 
 from __future__ import annotations
 
-from stacks.catalog import INSTANCE_TYPES
+from stacks.catalog import INSTANCE_TYPES, Fabric
 from stacks.estimate import estimated_load_seconds
 from stacks.loader import PROJECT, Problem
 from stacks.model_arch import AttentionKind, ModelArchitecture
@@ -102,9 +102,44 @@ def _check_hybrid_disagg(s: ServingConfig, arch: ModelArchitecture, model: str,
                                f"set serving.env {key}: {value}"))
 
 
+def _check_fabric(s: ServingConfig, cluster: ClusterConfig, out: list[Problem]) -> bool:
+    """NIXL over UCX with an RDMA device needs InfiniBand HCAs on every worker's node type.
+
+    On EFA (every AWS GPU type with a fast fabric) the RDMA shared device plugin finds no umad
+    device and advertises 0 units, so the pods stay Pending; UCX's rc transports do not run on
+    EFA either. True when refused (the other RDMA checks would only repeat it).
+    """
+    if s.rdma is None or s.transfer != TransferBackend.NIXL_UCX:
+        return False
+    types = {}
+    for w in s.workers:
+        group = cluster.group(w.node_group)
+        inst = INSTANCE_TYPES.get(group.instance_type) if group else None
+        if inst is not None and inst.fabric != Fabric.INFINIBAND:
+            types[inst.name] = inst.fabric
+    if not types:
+        return False
+    names = ", ".join(sorted(types))
+    if Fabric.EFA in types.values():
+        out.append(Problem(f"{P}serving.rdma", f"NIXL over UCX on InfiniBand was requested "
+                           f"({s.rdma.resource_name.value}), but the catalogue fabric of "
+                           f"{names} is EFA only: the RDMA device plugin advertises 0 units "
+                           "on EFA (no umad device), so the workers stay Pending, and UCX's "
+                           "InfiniBand transports do not run on EFA",
+                           "set serving.transfer: nixl-libfabric and remove serving.rdma "
+                           "(KV over EFA with vpc.amazonaws.com/efa)"))
+    else:
+        out.append(Problem(f"{P}serving.rdma", f"{names} has no RDMA fabric (catalogue "
+                           f"fabric tcp), so {s.rdma.resource_name.value} never schedules",
+                           "remove serving.rdma, or place the workers on InfiniBand nodes"))
+    return True
+
+
 def _check_rdma(stack: StackConfig, cluster: ClusterConfig, out: list[Problem]) -> None:
     s = stack.serving
     assert s is not None
+    if _check_fabric(s, cluster, out):
+        return
     req, plugin, f = s.rdma, cluster.rdma, f"{P}serving.rdma"
     if req is None:
         if (stack.target == "aws" and plugin is not None and s.transfer ==

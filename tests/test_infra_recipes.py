@@ -5,7 +5,9 @@
   ConfigMap key a graph reads resolves to an object the stack creates;
 - every checkpoint a graph loads offline is downloaded by the stack or cached by its base (the
   EAGLE3 draft of A.X K2 included), one idempotent Job each, names unique across variants;
-- base-b200 installs the RDMA device plugin it declares, on its GPU group.
+- base-b200 (p6-b200, EFA) declares no RDMA device plugin, and a disaggregated recipe asking for
+  UCX over InfiniBand there registers nothing; on an InfiniBand twin of it the plugin is
+  installed on the GPU group and the recipe's UCX/RDMA workers request what it advertises.
 """
 
 from __future__ import annotations
@@ -15,12 +17,20 @@ from typing import Any
 
 import pytest
 from pulumi_harness import ProgramRun, aws_stacks, k8s_objects, raw_config, run, run_config
+from recipe_stacks import (
+    IB_B200,
+    IB_PLUGIN,
+    IB_RECIPE_EDITS,
+    ib_base_raw,
+    ib_recipe_raw,
+    use_infiniband,
+)
 
 from components.graph import recipe_configmaps
 from components.rdma_specs import efa_fabric_note
 from components.recipe_specs import checkpoints_to_download
 from stacks.catalog import INSTANCE_TYPES
-from stacks.loader import StackError, load_stack
+from stacks.loader import StackError, load_stack, parse_config
 
 B200 = [n for n in aws_stacks() if "b200" in n]
 B200_SERVING = [n for n in B200 if load_stack(n).serving is not None]
@@ -201,14 +211,34 @@ def b200_node(group: str = "b200", instance: str = "p6-b200.48xlarge") -> dict[s
     return {"dynamo-bench.io/node-group": group, "node.kubernetes.io/instance-type": instance}
 
 
-def test_base_b200_installs_the_rdma_plugin_it_declares() -> None:
+def ib_standalone_raw(name: str) -> dict[str, Any]:
+    """The recipe with its own UCX/RDMA settings on its own InfiniBand cluster (base-b200's
+    nodes and plugin on the InfiniBand twin), as one standalone stack."""
+    raw, recipe = ib_base_raw(), ib_recipe_raw(name)
+    raw.update({k: recipe[k] for k in ("model", "serving", "workloads")})
+    raw["cost"] = {**recipe["cost"], "budgetUsd": 5000}
+    return raw
+
+
+def test_base_b200_declares_no_rdma_plugin_on_efa_and_installs_the_efa_plugin() -> None:
     result = run("base-b200")
-    declared = load_stack("base-b200").cluster.rdma
+    assert not objects(result, "DaemonSet")
+    assert not [o for _, o in objects(result, "ConfigMap")
+                if o["metadata"]["name"] == "rdma-shared-dev-plugin"]
+    charts = {r.inputs["chart"] for r in result.of_type("kubernetes:helm.sh/v4:Chart")}
+    assert "aws-efa-k8s-device-plugin" in charts
+
+
+def test_an_infiniband_base_installs_the_rdma_plugin_it_declares(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    result = run_config("base-b200-ib", ib_base_raw())
+    assert result.error is None, result.error
     cm_record, config, ds_record, ds = rdma_plugin(result)
     (entry,) = config["configList"]
     assert f"{entry['resourcePrefix']}/{entry['resourceName']}" == "rdma/shared_ib" \
-        == declared.resource_name.value
-    assert entry["rdmaHcaMax"] == declared.per_node == 64
+        == IB_PLUGIN["resourceName"]
+    assert entry["rdmaHcaMax"] == IB_PLUGIN["perNode"] == 64
     # Mellanox HCAs and EFA devices, selected by vendor AND driver
     assert entry["selectors"] == {"vendors": ["15b3", "1d0f"], "drivers": ["mlx5_core", "efa"]}
     pod = ds["spec"]["template"]["spec"]
@@ -219,7 +249,7 @@ def test_base_b200_installs_the_rdma_plugin_it_declares() -> None:
     assert {m["mountPath"] for m in c["volumeMounts"]} >= {
         "/var/lib/kubelet/device-plugins", "/k8s-rdma-shared-dev-plugin", "/dev/"}
     # Only on the declared GPU group, through its taint.
-    assert node_matches(pod["affinity"], b200_node())
+    assert node_matches(pod["affinity"], b200_node("b200", IB_B200))
     assert not node_matches(pod["affinity"], b200_node("cpu", "m7i.4xlarge"))
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
         pod["tolerations"]
@@ -231,27 +261,29 @@ def test_base_b200_installs_the_rdma_plugin_it_declares() -> None:
     assert ds_record.urn in prometheus.depends_on
 
 
-def test_the_plugin_follows_the_declared_name_units_and_groups() -> None:
-    raw = raw_config("base-b200")
-    raw["cluster"]["rdma"] = {"resourceName": "rdma/ib", "perNode": 8, "nodeGroups": ["b200"]}
-    _, config, _, ds = rdma_plugin(run_config("base-b200-ib", raw))
+def test_the_plugin_follows_the_declared_name_units_and_groups(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    raw = ib_base_raw({"cluster.rdma": {"resourceName": "rdma/ib", "perNode": 8,
+                                        "nodeGroups": ["b200"]}})
+    _, config, _, ds = rdma_plugin(run_config("base-b200-ib8", raw))
     (entry,) = config["configList"]
     assert (entry["resourcePrefix"], entry["resourceName"], entry["rdmaHcaMax"]) == \
         ("rdma", "ib", 8)
-    before = rdma_plugin(run("base-b200"))[3]["spec"]["template"]["metadata"]["annotations"]
+    before = rdma_plugin(run_config("base-b200-ib", ib_base_raw()))[3]
     # a new config rolls the plugin's pods (it reads its config once, at start)
-    assert ds["spec"]["template"]["metadata"]["annotations"] != before
+    assert ds["spec"]["template"]["metadata"]["annotations"] != \
+        before["spec"]["template"]["metadata"]["annotations"]
 
 
 def test_no_plugin_where_none_is_declared() -> None:
-    for name in ("base-a100", "agg-a100-standalone", *VARIANTS):
+    for name in ("base-a100", "base-b200", "agg-a100-standalone", *VARIANTS):
         assert not objects(run(name), "DaemonSet"), name
 
 
-def test_auto_mode_base_still_installs_the_rdma_plugin() -> None:
-    raw = raw_config("base-b200")
-    raw["cluster"]["computeMode"] = "auto"
-    result = run_config("base-b200-auto", raw)
+def test_auto_mode_base_still_installs_the_rdma_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    result = run_config("base-b200-ib-auto", ib_base_raw({"cluster.computeMode": "auto"}))
     assert result.error is None, result.error
     _, config, _, ds = rdma_plugin(result)
     assert config["configList"][0]["resourceName"] == "shared_ib"
@@ -259,13 +291,16 @@ def test_auto_mode_base_still_installs_the_rdma_plugin() -> None:
     assert "nvidia-device-plugin" not in charts  # Auto Mode ships it; it ships no RDMA plugin
 
 
-@pytest.mark.parametrize("name", [n for n in B200_SERVING
-                                  if load_stack(n).serving.rdma is not None])
-def test_recipe_workers_request_what_the_base_plugin_advertises(name: str) -> None:
-    _, config, _, ds = rdma_plugin(run(load_stack(name).cluster.attach_to))
+@pytest.mark.parametrize("name", sorted(IB_RECIPE_EDITS))
+def test_recipe_ucx_workers_request_what_an_infiniband_plugin_advertises(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    result = run_config(f"{name}-ib", ib_standalone_raw(name))
+    assert result.error is None, result.error
+    _, config, _, ds = rdma_plugin(result)
     (entry,) = config["configList"]
     advertised = f"{entry['resourcePrefix']}/{entry['resourceName']}"
-    _, dgd = the_dgd(run(name))
+    _, dgd = the_dgd(result)
     workers = [comp for comp in dgd["spec"]["components"] if comp["type"] != "frontend"]
     assert workers
     for comp in workers:
@@ -275,11 +310,23 @@ def test_recipe_workers_request_what_the_base_plugin_advertises(name: str) -> No
         assert list(rdma) == [advertised], f"{name} {comp['name']}: {rdma}"
         assert int(rdma[advertised]) <= entry["rdmaHcaMax"]
         group = spec["nodeSelector"]["dynamo-bench.io/node-group"]
-        assert node_matches(ds["spec"]["template"]["spec"]["affinity"], b200_node(group))
+        assert node_matches(ds["spec"]["template"]["spec"]["affinity"],
+                            b200_node(group, IB_B200))
+
+
+@pytest.mark.parametrize("name", sorted(IB_RECIPE_EDITS))
+def test_shipped_disagg_recipes_request_efa_and_no_rdma_device(name: str) -> None:
+    _, dgd = the_dgd(run(name))
+    for c in containers(dgd)[1:]:
+        limits = c["resources"]["limits"]
+        assert not [k for k in limits if k.startswith("rdma/")]
+        assert int(limits["vpc.amazonaws.com/efa"]) >= 1
 
 
 def test_deploy_warns_what_the_plugin_advertises_on_efa() -> None:
-    note = efa_fabric_note(load_stack("base-b200").cluster)
+    raw = raw_config("base-b200")
+    raw["cluster"]["rdma"] = dict(IB_PLUGIN)
+    note = efa_fabric_note(parse_config("base-b200-rdma", raw).cluster)
     assert note and "p6-b200.48xlarge" in note and "0 rdma/shared_ib" in note
     assert efa_fabric_note(load_stack("base-a100").cluster) is None  # no plugin declared
 
@@ -317,9 +364,13 @@ def test_dcgm_runs_on_every_gpu_node_a_variant_may_add(base: str) -> None:
      "dynamo-bench:serving.workers[0].env"),
     ("agg-b200-kexaone", lambda raw: raw["serving"]["workers"][0].update(tensorParallelSize=2),
      "dynamo-bench:serving.workers[0].tensorParallelSize"),
-    ("base-b200", lambda raw: raw["cluster"]["rdma"].update(nodeGroups=["cpu"]),
+    ("base-b200", lambda raw: raw["cluster"].update(rdma={**IB_PLUGIN, "nodeGroups": ["cpu"]}),
      "dynamo-bench:cluster.rdma.nodeGroups[0]"),
-], ids=["solar-disagg-without-conv-layout", "k-exaone-at-tp2", "rdma-plugin-on-cpu-group"])
+    ("disagg-b200-axk2", lambda raw: raw["serving"].update(
+        transfer="nixl-ucx", rdma=IB_RECIPE_EDITS["disagg-b200-axk2"]["serving.rdma"]),
+     "dynamo-bench:serving.rdma"),
+], ids=["solar-disagg-without-conv-layout", "k-exaone-at-tp2", "rdma-plugin-on-cpu-group",
+        "ucx-over-infiniband-on-efa"])
 def test_invalid_recipe_stack_registers_nothing(stack: str, change, field: str) -> None:
     raw = raw_config(stack)
     change(raw)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from graph_stacks import NAMESPACE, components, env_of, flag, graph_of, json_flag, main
 from k8s_validation import validate_builtin, validate_dgd, validate_pod_templates
-from recipe_stacks import RECIPES, changed
+from recipe_stacks import IB_RECIPE_EDITS, RECIPES, changed, ib_base, ib_recipe, use_infiniband
 
 from components.graph import build_graph_deployment, recipe_configmaps
 from components.recipe_specs import ACCEPTANCE_LABEL, checkpoints_to_download
@@ -44,6 +44,13 @@ def graph_with(name: str, edits: dict[str, Any]) -> dict[str, Any]:
     stack = changed(name, edits)
     return build_graph_deployment(stack, namespace=NAMESPACE, efa=False,
                                   cluster=effective_cluster(stack, load_stack("base-b200")))
+
+
+def ib_graph(name: str) -> dict[str, Any]:
+    """The recipe's own UCX-over-InfiniBand graph on the InfiniBand twin of base-b200."""
+    stack = ib_recipe(name)
+    return build_graph_deployment(stack, namespace=NAMESPACE, efa=False,
+                                  cluster=effective_cluster(stack, ib_base()))
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -125,24 +132,52 @@ def test_ax_k2_kernels_parsers_memory_and_block_size() -> None:
     assert flag(frontend_args(graph), "--router-mode") == "kv"
 
 
-def test_ax_k2_disagg_rdma_ucx_and_identical_speculation_on_both_roles() -> None:
+@pytest.mark.parametrize("name", sorted(IB_RECIPE_EDITS))
+def test_shipped_disagg_moves_kv_with_nixl_libfabric_over_efa(name: str) -> None:
+    graph = graph_of(name)
+    assert not [k for k in spec_env(graph) if k.startswith("UCX_")]
+    for comp in workers(graph):
+        c = main(comp)
+        gpus = int(c["resources"]["limits"]["nvidia.com/gpu"])
+        # p6-b200: 8 EFA interfaces for 8 GPUs, shared by the pods on a node
+        assert c["resources"]["requests"]["vpc.amazonaws.com/efa"] == str(gpus)
+        assert c["resources"]["limits"]["vpc.amazonaws.com/efa"] == str(gpus)
+        assert not [k for k in c["resources"]["limits"] if k.startswith("rdma/")]
+        nixl = json_flag(c["args"], "--kv-transfer-config")
+        assert nixl["kv_connector"] == "NixlConnector"
+        assert nixl["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
+        assert env_of(c)["FI_PROVIDER"] == "efa"
+        assert c["securityContext"] == {"privileged": True}
+
+
+def test_ax_k2_disagg_identical_speculation_on_both_roles() -> None:
     graph = graph_of("disagg-b200-axk2")
     by_role = {c["type"]: main(c) for c in workers(graph)}
     assert set(by_role) == {"prefill", "decode"}
-    for c in by_role.values():
-        assert c["resources"]["requests"]["rdma/shared_ib"] == "1"
-        assert c["resources"]["limits"]["rdma/shared_ib"] == "1"
-        assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK", "SYS_RESOURCE"]
-        nixl = json_flag(c["args"], "--kv-transfer-config")
-        assert nixl["kv_buffer_device"] == "cuda"
-        assert nixl["kv_connector_extra_config"] == {"backends": ["UCX"], "num_threads": 8}
     for key in ("--speculative-config=$(SPECULATIVE_CONFIG)",):
         assert all(key in c["args"] for c in by_role.values())
     assert len({flag(c["args"], "--block-size") for c in by_role.values()}) == 1
     assert len({json.dumps(env_of(c)["SPECULATIVE_CONFIG"]) for c in by_role.values()}) == 1
-    assert spec_env(graph)["UCX_TLS"] == "rc_x,rc,cuda_copy,cuda_ipc"
     assert "--no-async-scheduling" in by_role["prefill"]["args"]
     assert "--kv-events-config" not in by_role["decode"]["args"]
+
+
+def test_ax_k2_recipe_ucx_over_infiniband_still_builds_on_an_ib_cluster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    graph = ib_graph("disagg-b200-axk2")
+    validate_dgd(graph)
+    validate_pod_templates(graph)
+    for comp in workers(graph):
+        c = main(comp)
+        assert c["resources"]["requests"]["rdma/shared_ib"] == "1"
+        assert c["resources"]["limits"]["rdma/shared_ib"] == "1"
+        assert "vpc.amazonaws.com/efa" not in c["resources"]["limits"]
+        assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK", "SYS_RESOURCE"]
+        nixl = json_flag(c["args"], "--kv-transfer-config")
+        assert nixl["kv_buffer_device"] == "cuda"
+        assert nixl["kv_connector_extra_config"] == {"backends": ["UCX"], "num_threads": 8}
+    assert spec_env(graph)["UCX_TLS"] == "rc_x,rc,cuda_copy,cuda_ipc"
 
 
 def test_draft_model_is_downloaded_beside_the_checkpoint() -> None:
@@ -180,13 +215,21 @@ def test_k_exaone_flag_delivery_renders_the_recipe_verbatim_without_a_configmap(
     assert "SPECULATIVE_CONFIG" not in env_of(c)
 
 
-def test_k_exaone_disagg_four_rdma_devices_and_side_channel_ports() -> None:
+def test_k_exaone_disagg_side_channel_ports_and_decode_sequences() -> None:
     by_role = {c["type"]: main(c) for c in workers(graph_of("disagg-b200-kexaone"))}
-    assert {r: c["resources"]["limits"]["rdma/shared_ib"] for r, c in by_role.items()} == \
-        {"prefill": "4", "decode": "4"}
+    assert {r: c["resources"]["limits"]["vpc.amazonaws.com/efa"] for r, c in by_role.items()} \
+        == {"prefill": "4", "decode": "4"}
     assert {r: env_of(c)["VLLM_NIXL_SIDE_CHANNEL_PORT"] for r, c in by_role.items()} == \
         {"prefill": "5560", "decode": "5558"}
     assert flag(by_role["decode"]["args"], "--max-num-seqs") == "256"
+
+
+def test_k_exaone_recipe_four_rdma_devices_on_an_ib_cluster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    by_role = {c["type"]: main(c) for c in workers(ib_graph("disagg-b200-kexaone"))}
+    assert {r: c["resources"]["limits"]["rdma/shared_ib"] for r, c in by_role.items()} == \
+        {"prefill": "4", "decode": "4"}
 
 
 def test_solar_kernel_flags_vllm_parsers_on_the_frontend_and_no_speculation() -> None:
@@ -209,19 +252,26 @@ def test_solar_kernel_flags_vllm_parsers_on_the_frontend_and_no_speculation() ->
     assert recipe_configmaps(load_stack("agg-b200-solar2"), NAMESPACE) == []
 
 
-def test_solar_disagg_conv_layout_rdma_per_gpu_and_expert_parallel_prefill() -> None:
+def test_solar_disagg_conv_layout_and_expert_parallel_prefill() -> None:
     graph = graph_of("disagg-b200-solar2")
     assert spec_env(graph)["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS"
     for comp in workers(graph):
         c = main(comp)
-        tp = flag(c["args"], "--tensor-parallel-size")
-        assert c["resources"]["limits"]["rdma/shared_ib"] == tp  # one per GPU
         assert ("--enable-expert-parallel" in c["args"]) == (comp["type"] == "prefill")
         assert flag(c["args"], "--block-size") == "16"
     memory = {c["type"]: main(c)["resources"]["requests"]["memory"] for c in workers(graph)}
     assert memory == {"prefill": "640Gi", "decode": "320Gi"}
     assert flag(frontend_args(graph), "--router-mode") == "round-robin"
     assert "--kv-cache-block-size" not in frontend_args(graph)
+
+
+def test_solar_recipe_one_rdma_device_per_gpu_on_an_ib_cluster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    for comp in workers(ib_graph("disagg-b200-solar2")):
+        c = main(comp)
+        tp = flag(c["args"], "--tensor-parallel-size")
+        assert c["resources"]["limits"]["rdma/shared_ib"] == tp
 
 
 @pytest.mark.parametrize("name", ["agg-b200-motif3", "disagg-b200-motif3",

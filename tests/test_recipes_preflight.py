@@ -10,10 +10,22 @@ from typing import Any
 
 import pytest
 import yaml
-from recipe_stacks import BASE, DELETE, F, changed, problem_fields, problems
+from recipe_stacks import (
+    BASE,
+    DELETE,
+    IB_RECIPE_EDITS,
+    F,
+    changed,
+    ib_base,
+    ib_recipe,
+    problem_fields,
+    problems,
+    use_infiniband,
+)
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
+from stacks.catalog import INSTANCE_TYPES, Fabric, InstanceType
 from stacks.loader import STACKS_DIR, StackError, load_stack
 
 
@@ -25,6 +37,8 @@ class Case:
     field: str
     says: str
     base_edits: dict[str, Any] = field(default_factory=dict)
+    # On the InfiniBand twin of base-b200, the stack with its recipe's UCX/RDMA settings.
+    infiniband: bool = False
 
 
 SWAPPED = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0"
@@ -69,18 +83,23 @@ CASES = [
          "serving.speculative.draftModel", "not in the catalogue"),
     Case("precision-not-the-checkpoint", "agg-b200-axk2", {"model.precision": "bf16"},
          "model.precision", "nvfp4 checkpoint"),
+    Case("ucx-over-infiniband-on-efa", "disagg-b200-axk2", IB_RECIPE_EDITS["disagg-b200-axk2"],
+         "serving.rdma", "nixl-libfabric"),
+    Case("rdma-without-ucx-on-efa", "disagg-b200-motif3",
+         {"serving.rdma": {"resourceName": "rdma/shared_ib"}}, "serving.rdma", "nixl-ucx"),
     Case("rdma-name-not-the-plugin", "disagg-b200-axk2",
          {"serving.rdma.resourceName": "rdma/ib"}, "serving.rdma.resourceName",
-         "rdma/shared_ib"),
+         "rdma/shared_ib", infiniband=True),
     Case("rdma-on-aggregated", "agg-b200-axk2",
          {"serving.rdma": {"resourceName": "rdma/shared_ib"}}, "serving.rdma",
          "disaggregated"),
     Case("ucx-without-rdma-on-an-ib-cluster", "disagg-b200-kexaone", {"serving.rdma": DELETE},
-         "serving.rdma", "TCP"),
+         "serving.rdma", "TCP", infiniband=True),
     Case("rdma-base-without-plugin", "disagg-b200-solar2", {}, "serving.rdma.resourceName",
-         "no RDMA device plugin", base_edits={"cluster.rdma": DELETE}),
+         "no RDMA device plugin", base_edits={"cluster.rdma": DELETE}, infiniband=True),
     Case("rdma-more-than-a-node-advertises", "disagg-b200-kexaone", {},
-         "serving.rdma.perWorker", "exceeds", base_edits={"cluster.rdma.perNode": 2}),
+         "serving.rdma.perWorker", "exceeds", base_edits={"cluster.rdma.perNode": 2},
+         infiniband=True),
     Case("start-up-budget-shorter-than-the-read", "agg-b200-kexaone",
          {"serving.startupBudgetMinutes": 10}, "serving.startupBudgetMinutes",
          "checkpoint read"),
@@ -96,9 +115,15 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_refused_naming_the_field(case: Case) -> None:
-    base = changed(BASE, case.base_edits) if case.base_edits else None
-    found = problems(changed(case.stack, case.edits), base)
+def test_refused_naming_the_field(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    if case.infiniband:
+        use_infiniband(monkeypatch)
+        base = ib_base(case.base_edits)
+        stack = ib_recipe(case.stack, case.edits)
+    else:
+        base = changed(BASE, case.base_edits) if case.base_edits else None
+        stack = changed(case.stack, case.edits)
+    found = problems(stack, base)
     hits = [p for p in found if p.field == F + case.field]
     assert hits, [str(p) for p in found]
     assert any(case.says in p.message or case.says in p.fix for p in hits), \
@@ -106,11 +131,30 @@ def test_refused_naming_the_field(case: Case) -> None:
     assert all(p.fix for p in found)
 
 
-def test_rdma_plugin_on_a_cpu_group_is_refused_on_the_base() -> None:
-    base = changed(BASE, {"cluster.rdma.nodeGroups": ["cpu"]})
+def test_efa_refusal_names_the_node_type_and_replaces_every_other_rdma_finding() -> None:
+    stack = changed("disagg-b200-kexaone", IB_RECIPE_EDITS["disagg-b200-kexaone"])
+    found = [p for p in problems(stack) if "rdma" in p.field]
+    # base-b200 declares no plugin; the fabric, not the missing plugin, is what to fix
+    assert [p.field for p in found] == [F + "serving.rdma"]
+    assert "p6-b200.48xlarge" in found[0].message and "EFA" in found[0].message
+    assert "remove serving.rdma" in found[0].fix
+
+
+@pytest.mark.parametrize("name", sorted(IB_RECIPE_EDITS))
+def test_recipe_ucx_settings_pass_on_an_infiniband_cluster(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    assert problems(ib_recipe(name), ib_base()) == []
+    # ... and the shipped stack (LIBFABRIC) is refused there: no EFA on that node type
+    assert "serving.transfer" in problem_fields(load_stack(name), ib_base())
+
+
+def test_rdma_plugin_on_a_cpu_group_is_refused_on_the_base(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    use_infiniband(monkeypatch)
+    base = ib_base({"cluster.rdma.nodeGroups": ["cpu"]})
     assert "cluster.rdma.nodeGroups[0]" in problem_fields(base)
-    assert "serving.workers[0].nodeGroup" in problem_fields(load_stack("disagg-b200-axk2"),
-                                                              base)
+    assert "serving.workers[0].nodeGroup" in problem_fields(ib_recipe("disagg-b200-axk2"), base)
 
 
 LOAD_TIME = [
@@ -165,3 +209,16 @@ def test_cli_refuses_k_exaone_at_tp2_and_passes_tp4(tmp_path: Path) -> None:
     assert f"{F}serving.workers[0].tensorParallelSize: does not fit" in bad.output
     good = runner.invoke(app, ["check", "agg-b200-kexaone", "--stacks-dir", str(tmp_path)])
     assert good.exit_code == 0, good.output
+
+
+def test_catalogue_fabric_is_efa_exactly_where_efa_interfaces_are() -> None:
+    for inst in INSTANCE_TYPES.values():
+        assert (inst.fabric == Fabric.EFA) == (inst.efa_interfaces > 0), inst.name
+    assert INSTANCE_TYPES["p6-b200.48xlarge"].fabric == Fabric.EFA
+    b200 = INSTANCE_TYPES["p6-b200.48xlarge"].model_dump()
+    with pytest.raises(ValueError, match="EFA interfaces"):
+        InstanceType(**{**b200, "fabric": "efa", "efa_interfaces": 0})
+    with pytest.raises(ValueError, match="EFA interfaces"):
+        InstanceType(**{**b200, "fabric": "infiniband"})
+    assert InstanceType(**{**b200, "fabric": "infiniband", "efa_interfaces": 0}).fabric == \
+        Fabric.INFINIBAND

@@ -9,12 +9,12 @@ from recipe_stacks import BASE, RECIPES, changed, problem_fields
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.catalog import INSTANCE_TYPES
+from stacks.catalog import INSTANCE_TYPES, Fabric
 from stacks.estimate import model_load_seconds
 from stacks.forecast import base_campaign
 from stacks.loader import all_stack_names, load_stack
 from stacks.preflight import check_stack
-from stacks.schema import RouterMode, Topology
+from stacks.schema import RouterMode, Topology, TransferBackend
 
 # (role, replicas, TP, expert parallel) per worker group, and the GPU total (issue 7).
 LAYOUTS = {
@@ -115,7 +115,7 @@ def test_baseline_is_the_checkpoint_at_minimum_tp_round_robin_replicas_matched(m
     assert "serving.workers[0].tensorParallelSize" in problem_fields(smaller)
 
 
-def test_base_b200_owns_nodes_storage_monitoring_and_the_rdma_plugin() -> None:
+def test_base_b200_owns_nodes_storage_monitoring_and_no_rdma_plugin_on_efa() -> None:
     base = load_stack(BASE)
     assert base.is_base and not base.is_attached
     gpu = base.cluster.group("b200")
@@ -125,8 +125,18 @@ def test_base_b200_owns_nodes_storage_monitoring_and_the_rdma_plugin() -> None:
     # >= 700 GB for K-EXAONE's ~530 GB checkpoint and >= 1200Gi for Solar's cache
     assert base.storage.model_cache_gib * 2**30 >= 700e9 and base.storage.model_cache_gib >= 1200
     assert base.monitoring.enabled and base.monitoring.dcgm_exporter
-    assert base.cluster.rdma.resource_name.value == "rdma/shared_ib"
-    assert base.cluster.rdma.node_groups == ["b200"]
+    # p6-b200's fabric is EFA: the RDMA shared device plugin would advertise nothing there
+    assert INSTANCE_TYPES[gpu.instance_type].fabric == Fabric.EFA
+    assert base.cluster.rdma is None
+
+
+@pytest.mark.parametrize("model", RECIPE_CONCURRENCY)
+def test_disaggregated_recipes_move_kv_over_efa_not_infiniband(model: str) -> None:
+    serving = load_stack(f"disagg-b200-{model}").serving
+    assert serving.transfer == TransferBackend.NIXL_LIBFABRIC
+    assert serving.rdma is None
+    # UCX transport pins of the InfiniBand recipes would only mislead on EFA
+    assert not [k for k in serving.env if k.startswith("UCX_")]
 
 
 def test_p6_b200_price_stays_marked_unverified() -> None:
