@@ -116,6 +116,13 @@ class TraceReplay(Workload):
     concurrencies: Annotated[list[PositiveInt], Field(min_length=1)] = [16]
     requests: PositiveInt = 200
     block_size: PositiveInt = 512
+    # Lognormal spread of input lengths around the median `isl` (0: every row exactly isl).
+    # Chat traces have a long tail of accumulated context, part of it beyond maxModelLen; such
+    # rows are dropped (or their output clipped) before the step and counted in the run record.
+    isl_sigma: Annotated[float, Field(ge=0.0, le=3.0)] = 0.0
+    # After each step (cold: workers restarted), replay the same trace, same prompts, without a
+    # restart: a warm-cache step beside every cold one.
+    warm_pass: bool = False
     quick: dict[str, Any] = {"requests": 24, "isl": 2048, "osl": 64}
 
 

@@ -200,13 +200,16 @@ def multi_turn_rows(conversations: int, turns: int, isl: int, osl: int, block_si
 # --- trace replay ------------------------------------------------------------------------------
 
 def trace_rows(n: int, isl: int, osl: int, reuse: float, block_size: int, seed: int,
-               id_base: int) -> list[Row]:
+               id_base: int, isl_sigma: float = 0.0) -> list[Row]:
     """A Mooncake-style trace whose blocks are `reuse` re-used from earlier requests.
 
     Requests draw a context from a small pool (Zipf-like popularity, like shared system
     prompts / documents) and take its first R blocks, then fresh blocks. The first use of a
     context is a miss, so R is raised by n / (n - contexts) to land the dataset-level reuse
-    (see `block_reuse`) on the target.
+    (see `block_reuse`) on the target. With `isl_sigma` > 0 input lengths are lognormal around
+    the median `isl` (a chat trace's long tail); a row shorter than R blocks re-uses all of
+    its blocks, a longer one adds fresh blocks. Lengths come from their own seeded stream, so
+    sigma 0 gives the same bytes as before lengths varied.
     """
     rng = random.Random(seed)
     blocks = blocks_for(isl, block_size)
@@ -216,13 +219,24 @@ def trace_rows(n: int, isl: int, osl: int, reuse: float, block_size: int, seed: 
     pool = [_fresh_ids(id_base + c * blocks, blocks) for c in range(contexts)]
     weights = [1 / (c + 1) for c in range(contexts)]
     next_id = id_base + contexts * blocks
+    lengths = lognormal_lengths(n, isl, isl_sigma, stable_seed(seed, "isl"))
     rows = []
-    for i in range(n):
+    for i, length in enumerate(lengths):
         ctx = rng.choices(range(contexts), weights=weights)[0]
-        own = _fresh_ids(next_id, blocks - reused)
+        k = blocks_for(length, block_size)
+        shared = min(k, reused)
+        own = _fresh_ids(next_id, k - shared)
         next_id += len(own)
-        rows.append(_row(i, isl, osl, pool[ctx][:reused] + own))
+        rows.append(_row(i, length, osl, pool[ctx][:shared] + own))
     return rows
+
+
+def lognormal_lengths(n: int, median: int, sigma: float, seed: int) -> list[int]:
+    """`n` integer lengths, lognormal with this median (all equal to it when sigma is 0)."""
+    if sigma == 0:
+        return [median] * n
+    rng = random.Random(seed)
+    return [max(1, round(median * math.exp(sigma * rng.gauss(0.0, 1.0)))) for _ in range(n)]
 
 
 def block_reuse(rows: list[Row]) -> float:
@@ -235,6 +249,51 @@ def block_reuse(rows: list[Row]) -> float:
             total += 1
         seen.update(row["hash_ids"])
     return hit / total if total else 0.0
+
+
+# --- the serving context limit ------------------------------------------------------------------
+
+# Tokens the chat template adds around a row's prompt (role markers): kept free below the limit.
+TEMPLATE_MARGIN = 32
+
+
+@dataclass(frozen=True)
+class ContextFit:
+    """What fitting a dataset to the smallest worker maxModelLen did to it."""
+
+    max_model_len: int
+    margin: int
+    requested_rows: int
+    dropped: int           # prompt alone over the limit: never sent (the source "excluded" them)
+    clipped: int           # prompt fits, prompt + output did not: output shortened to fit
+
+    def as_dict(self) -> dict:
+        return {"max_model_len": self.max_model_len, "margin": self.margin,
+                "requested_rows": self.requested_rows, "dropped": self.dropped,
+                "clipped": self.clipped}
+
+
+def fit_context(rows: list[Row], max_model_len: int,
+                margin: int = TEMPLATE_MARGIN) -> tuple[list[Row], ContextFit]:
+    """Rows that fit `max_model_len` (prompt + output + template margin), and the counts.
+
+    A row whose prompt leaves no room for one output token is dropped; one whose prompt fits
+    but whose output does not has its output clipped (a server would reject it: vLLM refuses
+    prompt + max_tokens beyond its context). Multi-turn rows are judged on their own length
+    (the history AIPerf prepends is the runner's business, bounded by pre-flight).
+    """
+    budget = max_model_len - margin
+    kept, dropped, clipped = [], 0, 0
+    for row in rows:
+        isl, osl = row["input_length"], row["output_length"]
+        if isl >= budget:
+            dropped += 1
+            continue
+        if isl + osl > budget:
+            row = {**row, "output_length": budget - isl}
+            clipped += 1
+        kept.append(row)
+    return kept, ContextFit(max_model_len, margin, len(rows), dropped, clipped)
 
 
 # --- files -------------------------------------------------------------------------------------

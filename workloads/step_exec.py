@@ -18,7 +18,7 @@ from pathlib import Path
 
 from workloads import results
 from workloads.aiperf_args import AiperfInvocation, profile_args
-from workloads.datasets import write_jsonl
+from workloads.datasets import block_reuse, fit_context, write_jsonl
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, RUNNING, now
 from workloads.saturation import CpuSampler, verdict
 from workloads.steps import Step
@@ -71,6 +71,20 @@ def clear_partials(run_dir: Path) -> list[Path]:
     return found
 
 
+def step_dataset(step: Step) -> tuple[list[dict], dict]:
+    """The rows AIPerf gets (fitted to the context limit) and what the run record says of them:
+    rows dropped or clipped for exceeding maxModelLen and, for a reuse-shaped trace, the block
+    reuse the rows really carry (what an unbounded cache would hit)."""
+    rows = step.rows()
+    record: dict = {}
+    if step.max_model_len is not None:
+        rows, fit = fit_context(rows, step.max_model_len)
+        record["context_limit"] = fit.as_dict()
+    if "target_reuse" in step.params:
+        record["block_reuse"] = round(block_reuse(rows), 6)
+    return rows, record
+
+
 def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float, int], None]) -> dict:
     """Run `step`; returns its final record (also written to the manifest and step.json)."""
     final = step_dir(ctx.run_dir, step)
@@ -87,10 +101,10 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float, i
         ctx.restart_workers()
         manifest.update_step(step.id, cold_restart_s=round(time.monotonic() - t0, 3))
 
-    rows = step.rows()
+    rows, dataset = step_dataset(step)
     dfile = write_jsonl(rows, dataset_path(ctx.run_dir, step))
     dataset = {"path": str(dfile.path.relative_to(ctx.run_dir)), "sha256": dfile.sha256,
-               "rows": dfile.rows}
+               "rows": dfile.rows, **dataset}
     inv = AiperfInvocation(
         model=ctx.endpoints.model, url=ctx.endpoints.base_url, tokenizer=ctx.tokenizer,
         input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,

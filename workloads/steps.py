@@ -1,8 +1,9 @@
 """The plan: a stack and a scale become an ordered list of steps, each one AIPerf invocation.
 
 Step ids are paths: `concurrency_sweep/c4`, `multi_turn/conv8`, `sequence_distributions/zipf`,
-`prefix_cache/share050`, `trace_replay/c16`; with repeats every step gets `/r1`, `/r2`, ...
-(never a mix, so no step directory sits inside another). Everything here is pure: the runner
+`prefix_cache/share050`, `trace_replay/c16` (and `trace_replay/c16-warm`, the same trace replayed
+on the warm cache right after); with repeats every step gets `/r1`, `/r2`, ... (never a mix, so
+no step directory sits inside another). Everything here is pure: the runner
 turns each step's rows into a file and its parameters into an AIPerf command line.
 """
 
@@ -48,6 +49,8 @@ class Step:
     cold: bool = False                  # restart workers (empty KV caches) first
     params: dict = field(default_factory=dict)   # what the manifest records about the step
     eta_s: float = 0.0
+    # The smallest worker maxModelLen: rows beyond it are dropped or clipped before the step.
+    max_model_len: int | None = None
 
 
 def rows_for_duration(concurrency: int, duration_s: float, osl: int, turns: int = 1) -> int:
@@ -116,11 +119,14 @@ def _trace(w, seed: int, repeat: int) -> list[tuple]:
     out = []
     for c in w.concurrencies:
         s = ds.stable_seed(seed, "trace", c)
-        out.append((f"c{c}", c, None, True,
-                    lambda s=s: ds.trace_rows(w.requests, w.isl, w.osl, w.reuse, w.block_size,
-                                              s, s % 10**9),
-                    {"isl": w.isl, "osl": w.osl, "target_reuse": w.reuse, "rows": w.requests,
-                     "block_size": w.block_size}))
+        rows = lambda s=s: ds.trace_rows(w.requests, w.isl, w.osl, w.reuse,  # noqa: E731
+                                         w.block_size, s, s % 10**9, w.isl_sigma)
+        params = {"isl": w.isl, "osl": w.osl, "target_reuse": w.reuse, "rows": w.requests,
+                  "block_size": w.block_size, "isl_sigma": w.isl_sigma}
+        out.append((f"c{c}", c, None, True, rows, {**params, "cache": "cold"}))
+        if w.warm_pass:  # same rows and (see plan) same AIPerf seed: the same prompts
+            out.append((f"c{c}-warm", c, None, False, rows,
+                        {**params, "cache": "warm", "warm_after": f"c{c}"}))
     return out
 
 
@@ -143,6 +149,8 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
             raise ValueError(f"workload(s) {disabled} are disabled in stack '{stack.name}': "
                              "set enabled: true under dynamo-bench:workloads")
     n_repeats = repeats if repeats is not None else cfg.repeats
+    max_model_len = min(w.max_model_len for w in stack.serving.workers) if stack.serving \
+        else None
     steps = []
     for name, workload in enabled.items():
         if only and name not in only:
@@ -150,12 +158,16 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
         w = workload.at_scale(scale)
         for r in range(1, n_repeats + 1):
             base_seed = ds.stable_seed(cfg.seed, name, r)
+            suffix = f"/r{r}" if n_repeats > 1 else ""
             for sname, conc, duration, cold, rows, params in _BUILDERS[name](w, base_seed, r):
-                step_id = f"{name}/{sname}" + (f"/r{r}" if n_repeats > 1 else "")
-                seed = ds.stable_seed(cfg.seed, step_id) % 2**31
+                step_id = f"{name}/{sname}{suffix}"
+                # a warm replay takes its cold step's seed: AIPerf then sends the same prompts
+                seed_id = f"{name}/{params.get('warm_after', sname)}{suffix}"
+                seed = ds.stable_seed(cfg.seed, seed_id) % 2**31
                 osl = params.get("mean_osl", params.get("osl", 0))
                 eta = _eta(params["rows"], conc, osl, duration)
                 steps.append(Step(id=step_id, workload=name, name=sname, repeat=r,
                                   concurrency=conc, seed=seed, rows=rows, duration_s=duration,
-                                  cold=cold, params=params, eta_s=eta))
+                                  cold=cold, params=params, eta_s=eta,
+                                  max_model_len=max_model_len))
     return steps
