@@ -29,6 +29,15 @@ from components.conventions import (
     NODE_GROUP_LABEL,
 )
 from stacks.catalog import INSTANCE_TYPES, InstanceType
+from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL re-exported
+    DGD_API_VERSION,
+    DGD_KIND,
+    FRONTEND_COMPONENT,
+    FRONTEND_PORT,
+    GRAPH_LABEL,
+    HF_HOME,
+    ZONE_LABEL,
+)
 from stacks.loader import Problem, StackError
 from stacks.schema import (
     ClusterConfig,
@@ -39,15 +48,11 @@ from stacks.schema import (
     TransferBackend,
 )
 
-API_VERSION = "nvidia.com/v1beta1"
-KIND = "DynamoGraphDeployment"
-FRONTEND_COMPONENT = "frontend"
-FRONTEND_PORT = 8000
-HF_HOME = f"{MODEL_CACHE_MOUNT}/hf"
-GRAPH_LABEL = "dynamo-bench.io/graph"
+API_VERSION = DGD_API_VERSION
+KIND = DGD_KIND
 # Only the EFA worker pods carry this label: they require each other in one zone.
 EFA_ZONE_LABEL = "dynamo-bench.io/efa-zone-group"
-ZONE_KEY = "topology.kubernetes.io/zone"
+ZONE_KEY = ZONE_LABEL
 # Host memory a worker pod needs besides any CPU KV cache: the vLLM engine and its TP worker
 # processes (CUDA contexts, NCCL, tokenizer) and weights streamed through host memory while
 # loading. Stated, not measured.

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 from components import monitoring_specs as specs
 from components.conventions import MONITORING_NAMESPACE
 from components.k8s import create_object, create_objects
+from stacks.k8s_names import PROMETHEUS_PORT
 from stacks.schema import StackConfig
 
 PROMETHEUS_COMMUNITY_REPO = "https://prometheus-community.github.io/helm-charts"
@@ -20,7 +21,6 @@ DCGM_EXPORTER_REPO = "https://nvidia.github.io/dcgm-exporter/helm-charts"
 # "<fullname>-prometheus", fullname = "<release>-kube-prometheus" (truncated to 26 chars).
 PROMETHEUS_RELEASE = "prometheus"
 PROMETHEUS_SERVICE = f"{PROMETHEUS_RELEASE}-kube-prometheus-prometheus"
-PROMETHEUS_PORT = 9090
 
 
 def prometheus_url() -> str:

@@ -7,20 +7,12 @@ from typing import Any
 
 from components.conventions import NODE_GROUP_LABEL
 from stacks.catalog import INSTANCE_TYPES
+from stacks.k8s_names import (  # noqa: F401 - shared with the cluster runner
+    INSTANCE_TYPE_LABEL,
+    cpu_node_groups,
+    gpu_node_groups,
+)
 from stacks.schema import ClusterConfig
-
-
-def _groups(cluster: ClusterConfig, gpu: bool) -> list[str]:
-    return [g.name for g in cluster.node_groups if g.instance_type in INSTANCE_TYPES
-            and (INSTANCE_TYPES[g.instance_type].gpu is not None) == gpu]
-
-
-def cpu_node_groups(cluster: ClusterConfig) -> list[str]:
-    return _groups(cluster, gpu=False)
-
-
-def gpu_node_groups(cluster: ClusterConfig) -> list[str]:
-    return _groups(cluster, gpu=True)
 
 
 def node_group_affinity(groups: list[str]) -> dict[str, Any]:
@@ -35,10 +27,6 @@ def node_group_affinity(groups: list[str]) -> dict[str, Any]:
 def cpu_node_affinity(cluster: ClusterConfig) -> dict[str, Any]:
     """System pods (operator, monitoring, load generator) stay off the GPU nodes."""
     return node_group_affinity(cpu_node_groups(cluster))
-
-
-# Well-known node label (kubelet) with the EC2 instance type.
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def catalogue_gpu_types(*, efa: bool = False) -> list[str]:

@@ -155,6 +155,8 @@ def _build_owned(stack: StackConfig, tags: dict[str, str],
         outputs["autoModeNodeRoleName"] = h.auto_mode_role_name
     if monitoring:
         outputs["prometheusService"] = monitoring.prometheus_service
+        # In-cluster URL; the runner reaches it through the API server's service proxy.
+        outputs["prometheusUrl"] = prometheus_url()
     if stack.serving is not None:
         dgd = DynamoGraph("graph", GraphArgs(
             stack=stack, namespace=namespace, cluster=stack.cluster,
@@ -223,6 +225,7 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
         "graphName": dgd.name,
         "frontendService": dgd.frontend_service,
         "prometheusService": ref.get_output("prometheusService"),
+        "prometheusUrl": ref.get_output("prometheusUrl"),
         "pvcNames": ref.get_output("pvcNames"),
         "nodeGroupNames": ref.require_output("nodeGroupNames").apply(
             lambda names: [*names, *extra_names]),
