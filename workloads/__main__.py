@@ -36,6 +36,9 @@ def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.
                                    help="Resume this run (default: a new UTC timestamp)."),
         runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
         stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir"),
+        outputs: Path = typer.Option(
+            None, "--outputs", help="aws stacks: `pulumi stack output --json --show-secrets` "
+            "saved to a file (default: $DYNAMO_BENCH_STACK_OUTPUTS, else the Pulumi CLI)."),
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Pre-flight, start the target, smoke test, warm up, run every step, stop.
 
@@ -49,7 +52,7 @@ def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.
     _check_scale(scale)
     opts = RunOptions(stack=stack, scale=scale, only=only or None, repeat=repeat,
                       run_id=run_id, runs_dir=runs_dir, stacks_dir=stacks_dir,
-                      show_progress=not no_progress)
+                      show_progress=not no_progress, outputs_file=outputs)
     try:
         result = run_stack(opts, console)
     except StackError as exc:

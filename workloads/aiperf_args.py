@@ -39,6 +39,12 @@ class AiperfInvocation:
     duration_s: float | None = None
     block_size: int = 512
     request_timeout_s: float = 600.0
+    # The tokenizer as the workers load it: a pinned revision, the model's own code.
+    tokenizer_revision: str | None = None
+    tokenizer_trust_remote_code: bool = False
+    # AIPerf sizes its worker pool from the cores it sees; in a container that is the node's
+    # cores, not the CPU limit, so the cluster Job states it (None: AIPerf's default).
+    workers_max: int | None = None
 
 
 def profile_args(inv: AiperfInvocation) -> list[str]:
@@ -56,6 +62,12 @@ def profile_args(inv: AiperfInvocation) -> list[str]:
         "--request-count", str(inv.request_count),
         "--concurrency", str(inv.concurrency),
     ]
+    if inv.tokenizer_revision:
+        args += ["--tokenizer-revision", inv.tokenizer_revision]
+    if inv.tokenizer_trust_remote_code:
+        args.append("--tokenizer-trust-remote-code")
+    if inv.workers_max is not None:
+        args += ["--workers-max", str(inv.workers_max)]
     if inv.duration_s is not None:
         args += ["--benchmark-duration", _num(inv.duration_s),
                  "--benchmark-grace-period", _num(GRACE_PERIOD_S)]

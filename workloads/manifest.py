@@ -163,6 +163,23 @@ class Manifest:
         self.data["steps"][step_id] = {**record, "history": history}
         self.save()
 
+    def merge_nodes(self, nodes: list[dict]) -> None:
+        """Add node usage records ({node, instanceType, start, end, ...}) to the run's `nodes`
+        (reports/node_hours.py reads them): one record per node, spanning every attempt."""
+        if not nodes:
+            return
+        merged = {n["node"]: dict(n) for n in self.data.get("nodes", [])}
+        for n in nodes:
+            old = merged.get(n["node"])
+            if old is None:
+                merged[n["node"]] = dict(n)
+                continue
+            old["start"] = min(old["start"], n["start"])
+            ends = (old.get("end"), n.get("end"))
+            old["end"] = None if None in ends else max(ends)
+        self.data["nodes"] = sorted(merged.values(), key=lambda n: (n["start"], n["node"]))
+        self.save()
+
     def update_step(self, step_id: str, **fields) -> None:
         self.data["steps"][step_id].update(fields)
         ds = fields.get("dataset")

@@ -53,6 +53,9 @@ class RunOptions:
     stacks_dir: Path = STACKS_DIR
     hf_home: Path = field(default_factory=default_hf_home)
     show_progress: bool = True
+    # aws stacks: `pulumi stack output --json --show-secrets` saved to a file (default: the
+    # DYNAMO_BENCH_STACK_OUTPUTS env, else the Pulumi CLI).
+    outputs_file: Path | None = None
 
 
 @dataclass
@@ -115,11 +118,19 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     status, error, target = FAILED, None, None
     with _sigterm_as_interrupt():
         try:
-            model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
-            target = make_target(
-                stack, run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}",
-                model=model, kv_capacity_tokens=[m.kv_capacity_tokens for m in report.memory])
-            _serve_and_load(stack, target, model, manifest, pending, run_dir, opts, console)
+            workdir = run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}"
+            if stack.target == "local":
+                model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
+                target = make_target(stack, workdir, model=model, kv_capacity_tokens=[
+                    m.kv_capacity_tokens for m in report.memory])
+                executor = step_exec.LocalAiperf(env={**os.environ, **model.env},
+                                                 host_cores=os.cpu_count() or 1)
+            else:   # a deployed stack: AIPerf runs as a Kubernetes Job in its cluster
+                target = make_target(stack, workdir, run_id=run_id, stacks_dir=opts.stacks_dir,
+                                     outputs_file=opts.outputs_file,
+                                     report=lambda msg: console.print(msg, markup=False))
+                executor = target.step_executor()
+            _serve_and_load(stack, target, executor, manifest, pending, run_dir, opts, console)
             status = _final_status(manifest, steps)
         except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM as Interrupted
             status, error = INTERRUPTED, f"interrupted ({exc or 'Ctrl-C'})"
@@ -137,33 +148,45 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                 with manifest.phase("shutdown"):
                     target.stop()
                     manifest.attempt["target"] = target.describe()
+                    # The nodes that served the run (a cluster target), for node-hour costs.
+                    manifest.merge_nodes(manifest.attempt["target"].get("nodes") or [])
             manifest.end_attempt(status, error)
     console.print(f"run {run_id}: [bold]{status}[/bold] ({run_dir / 'manifest.json'})")
     return RunResult(run_dir, status, _statuses(manifest, steps))
 
 
-def _serve_and_load(stack, target, model, manifest: Manifest, pending: list[Step],
+def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[Step],
                     run_dir: Path, opts: RunOptions, console: Console) -> None:
     with manifest.phase("startup") as phase:
         target.start()
         ep = target.endpoints()
+        info = target.describe()
         manifest.data.update(endpoints={"base_url": ep.base_url, "model": ep.model,
                                         "metrics": ep.metrics},
-                             target_info=target.describe())
-        manifest.attempt["versions"] = versions(target.describe().get("dynamo_version",
-                                                                      "unknown"))
+                             target_info=info)
+        manifest.attempt["versions"] = versions(info.get("dynamo_version", "unknown"))
         phase["endpoints"] = ep.metrics
-    with manifest.phase("smoke") as phase:
-        phase["result"] = smoke.smoke_test(ep.base_url, ep.model)
-    with manifest.phase("warmup") as phase:
-        phase["result"] = smoke.warm_up(ep.base_url, ep.model, stack.workloads.warmup_requests)
+        if info.get("startup"):   # a cluster's model load and start-up, apart from the load
+            phase["target_startup"] = info["startup"]
+    # How this machine reaches the frontend: directly (local), or through the cluster's API
+    # server (aws); `None` means plain httpx.
+    http = target.http_client() if hasattr(target, "http_client") else None
+    try:
+        with manifest.phase("smoke") as phase:
+            phase["result"] = smoke.smoke_test(ep.base_url, ep.model, client=http)
+        with manifest.phase("warmup") as phase:
+            phase["result"] = smoke.warm_up(ep.base_url, ep.model,
+                                            stack.workloads.warmup_requests, client=http)
+    finally:
+        if http is not None:
+            http.close()
 
     ctx = step_exec.StepContext(
-        run_dir=run_dir, endpoints=ep, tokenizer=stack.model.id,
-        env={**os.environ, **model.env}, host_cores=os.cpu_count() or 1,
+        run_dir=run_dir, target=target, executor=executor, tokenizer=stack.model.id,
         error_rate_threshold=stack.workloads.error_rate_threshold,
         request_timeout_s=stack.workloads.request_timeout_s,
-        restart_workers=target.restart_workers)
+        tokenizer_revision=stack.model.revision,
+        tokenizer_trust_remote_code=stack.model.trust_remote_code)
     total = sum(s.eta_s for s in pending)
     with _progress(console, opts.show_progress) as progress:
         task = progress.add_task(stack.name, total=total, step="")
@@ -172,9 +195,7 @@ def _serve_and_load(stack, target, model, manifest: Manifest, pending: list[Step
             label = f"{step.id} ({i}/{len(pending)})"
             progress.update(task, step=label, completed=done)
 
-            def tick(elapsed: float, pid: int, done=done, step=step) -> None:
-                if elapsed == 0.0:  # AIPerf just started: record its process group
-                    manifest.update_step(step.id, aiperf_pid=pid)
+            def tick(elapsed: float, done=done, step=step) -> None:
                 progress.update(task, completed=done + min(elapsed, step.eta_s * 0.99))
 
             with manifest.phase(f"step:{step.id}") as phase:

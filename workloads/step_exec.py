@@ -3,7 +3,12 @@
 The step's directory appears only when the step is over: AIPerf writes into
 `<step>.partial/`, which is renamed to `<step>/` after the step record (`step.json`) is in
 it, so no half-written step ever looks complete. A step directory left from a failed attempt
-is moved to `.failed/` first. Ctrl-C stops AIPerf (its whole process group) and re-raises.
+is moved to `.failed/` first. Ctrl-C stops AIPerf and re-raises.
+
+Where AIPerf runs is the target's business, through a StepExecutor: `LocalAiperf` runs it here
+as a subprocess (its whole process group is stopped on Ctrl-C); the aws target runs it as a
+Kubernetes Job (workloads/k8s_step.py) and copies its artifacts back into the same layout.
+Either way the judge below reads the same exports.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from workloads import results
 from workloads.aiperf_args import AiperfInvocation, profile_args
@@ -34,15 +40,72 @@ def aiperf_executable() -> Path:
 
 
 @dataclass
+class Execution:
+    """How one AIPerf invocation went, wherever it ran."""
+
+    exit_code: int | None
+    cpu: CpuSampler                   # CPU samples of the client (summary over a window)
+    wall_s: float
+    command: list[str]
+    host_cores: int                   # cores the client could use (host, or the Job's limit)
+    failure: str | None = None        # why the client did not run to its end, if known
+    record: dict[str, Any] = field(default_factory=dict)   # where it ran (job, pod, node)
+
+
+class StepExecutor(Protocol):
+    def run(self, step: Step, inv: AiperfInvocation, work: Path,
+            on_tick: Callable[[float], None], note: Callable[..., None]) -> Execution:
+        """Run AIPerf for `inv`, its artifacts ending up in `work`; `on_tick(elapsed)` reports
+        progress, `note(**fields)` adds to the step's manifest record at once."""
+
+
+@dataclass
+class LocalAiperf:
+    """AIPerf as a subprocess on this machine (the local target)."""
+
+    env: dict[str, str]
+    host_cores: int
+
+    def run(self, step: Step, inv: AiperfInvocation, work: Path,
+            on_tick: Callable[[float], None], note: Callable[..., None]) -> Execution:
+        command = [str(aiperf_executable()), *profile_args(inv)]
+        note(command=command)
+        proc = start_process("aiperf", command, self.env, work / "aiperf.log", cwd=work)
+        note(aiperf_pid=proc.pid)
+        on_tick(0.0)
+        sampler = CpuSampler(proc.pid).start()
+        t0 = time.monotonic()
+        limit = step.eta_s + (step.duration_s or 0) + AIPERF_SLACK_S
+        try:
+            while proc.popen.poll() is None:
+                elapsed = time.monotonic() - t0
+                if elapsed > limit:
+                    proc.stop()
+                    break
+                on_tick(elapsed)
+                time.sleep(0.5)
+        except BaseException:
+            # Ctrl-C / SIGTERM: the load stops first; the caller then stops the engine.
+            proc.stop()
+            sampler.stop()
+            raise
+        finally:
+            proc.stop()  # no-op when it exited; reaps any worker it left behind
+        sampler.stop()
+        return Execution(proc.popen.returncode, sampler, time.monotonic() - t0, command,
+                         self.host_cores)
+
+
+@dataclass
 class StepContext:
     run_dir: Path
-    endpoints: object                 # workloads.targets.Endpoints
+    target: Any                       # workloads.targets.Target
+    executor: StepExecutor
     tokenizer: str
-    env: dict[str, str]
     error_rate_threshold: float
     request_timeout_s: float
-    host_cores: int
-    restart_workers: Callable[[], None]
+    tokenizer_revision: str | None = None
+    tokenizer_trust_remote_code: bool = False
 
 
 def step_dir(run_dir: Path, step: Step) -> Path:
@@ -85,7 +148,7 @@ def step_dataset(step: Step) -> tuple[list[dict], dict]:
     return rows, record
 
 
-def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float, int], None]) -> dict:
+def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], None]) -> dict:
     """Run `step`; returns its final record (also written to the manifest and step.json)."""
     final = step_dir(ctx.run_dir, step)
     work = final.with_name(final.name + PARTIAL)
@@ -98,64 +161,42 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float, i
     manifest.begin_step(step.id, record)
     if step.cold:
         t0 = time.monotonic()
-        ctx.restart_workers()
-        manifest.update_step(step.id, cold_restart_s=round(time.monotonic() - t0, 3))
+        restart = ctx.target.restart_workers()
+        manifest.update_step(step.id, cold_restart_s=round(time.monotonic() - t0, 3),
+                             **({"cold_restart": restart} if restart else {}))
 
+    endpoints = ctx.target.endpoints()   # after a restart: a cluster's pod IPs change
     rows, dataset = step_dataset(step)
     dfile = write_jsonl(rows, dataset_path(ctx.run_dir, step))
     dataset = {"path": str(dfile.path.relative_to(ctx.run_dir)), "sha256": dfile.sha256,
                "rows": dfile.rows, **dataset}
     inv = AiperfInvocation(
-        model=ctx.endpoints.model, url=ctx.endpoints.base_url, tokenizer=ctx.tokenizer,
+        model=endpoints.model, url=endpoints.base_url, tokenizer=ctx.tokenizer,
         input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
-        seed=step.seed, artifact_dir=work, server_metrics=tuple(ctx.endpoints.metrics_urls),
+        seed=step.seed, artifact_dir=work, server_metrics=tuple(endpoints.metrics_urls),
         duration_s=step.duration_s, block_size=step.params.get("block_size", 512),
-        request_timeout_s=ctx.request_timeout_s)
-    command = [str(aiperf_executable()), *profile_args(inv)]
-    manifest.update_step(step.id, dataset=dataset, command=command,
+        request_timeout_s=ctx.request_timeout_s, tokenizer_revision=ctx.tokenizer_revision,
+        tokenizer_trust_remote_code=ctx.tokenizer_trust_remote_code)
+    manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
-    rc, sampler, wall = _run_aiperf(command, ctx, work, step, on_tick)
-    outcome = judge(work, rows, step, rc, sampler, ctx)
-    outcome |= {"aiperf_exit_code": rc, "aiperf_wall_s": round(wall, 3), "end": now()}
+    ex = ctx.executor.run(step, inv, work, on_tick,
+                          lambda **fields: manifest.update_step(step.id, **fields))
+    outcome = judge(work, rows, step, ex, ctx.error_rate_threshold)
+    outcome |= {"aiperf_exit_code": ex.exit_code, "aiperf_wall_s": round(ex.wall_s, 3),
+                "end": now(), **ex.record}
     (work / "step.json").write_text(json.dumps({**record, **outcome, "dataset": dataset,
-                                                "command": command}, indent=2))
+                                                "command": ex.command}, indent=2))
     _publish(work, final, ctx.run_dir)
     manifest.update_step(step.id, **outcome)
     return {**record, **outcome}
 
 
-def _run_aiperf(command: list[str], ctx: StepContext, work: Path, step: Step,
-                on_tick: Callable[[float, int], None]) -> tuple[int | None, CpuSampler, float]:
-    proc = start_process("aiperf", command, ctx.env, work / "aiperf.log", cwd=work)
-    on_tick(0.0, proc.pid)
-    sampler = CpuSampler(proc.pid).start()
-    t0 = time.monotonic()
-    limit = step.eta_s + (step.duration_s or 0) + AIPERF_SLACK_S
-    try:
-        while proc.popen.poll() is None:
-            elapsed = time.monotonic() - t0
-            if elapsed > limit:
-                proc.stop()
-                break
-            on_tick(elapsed, proc.pid)
-            time.sleep(0.5)
-    except BaseException:
-        # Ctrl-C / SIGTERM: the load stops first; the caller then stops the engine.
-        proc.stop()
-        sampler.stop()
-        raise
-    finally:
-        proc.stop()  # no-op when it exited; reaps any worker it left behind
-    sampler.stop()
-    return proc.popen.returncode, sampler, time.monotonic() - t0
-
-
-def judge(work: Path, rows: list[dict], step: Step, rc: int | None, sampler: CpuSampler,
-          ctx: StepContext) -> dict:
+def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
+          error_rate_threshold: float) -> dict:
     """The step's counts, client verdict and status, from AIPerf's exports in `work`."""
     records = results.read_records(work)
-    cpu = sampler.summary(results.load_window_ns(records))
+    cpu = ex.cpu.summary(results.load_window_ns(records))
     counts = results.count(records)
     achieved = results.achieved_concurrency(records, step.concurrency)
     lengths = results.request_lengths(records, rows)
@@ -166,15 +207,18 @@ def judge(work: Path, rows: list[dict], step: Step, rc: int | None, sampler: Cpu
               "achieved_concurrency": round(achieved, 3) if achieved is not None else None,
               "aiperf_effective_concurrency": results.summary_metric(
                   work, "effective_concurrency"),
-              **verdict(step.concurrency, achieved, cpu.get("mean_cores"), ctx.host_cores)}
+              "host_cores": ex.host_cores,
+              **verdict(step.concurrency, achieved, cpu.get("mean_cores"), ex.host_cores)}
     reasons = []
-    if rc != 0:
-        reasons.append(f"aiperf exited with code {rc}")
+    if ex.failure:
+        reasons.append(ex.failure)
+    if ex.exit_code != 0:
+        reasons.append(f"aiperf exited with code {ex.exit_code}")
     if counts.requests == 0:
         reasons.append("no request records")
-    elif counts.error_rate > ctx.error_rate_threshold:
+    elif counts.error_rate > error_rate_threshold:
         reasons.append(f"error rate {counts.error_rate:.2%} > threshold "
-                       f"{ctx.error_rate_threshold:.2%}")
+                       f"{error_rate_threshold:.2%}")
     return {"status": FAILED if reasons else COMPLETE, "failure_reasons": reasons,
             "counts": counts.as_dict(), "errors": results.error_summary(records),
             "client": client}

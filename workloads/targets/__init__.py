@@ -1,8 +1,11 @@
 """Where the load goes: a Target serves one stack's model on an OpenAI-compatible endpoint.
 
 The runner only talks to this interface. `local` starts the Dynamo frontend and mocker workers
-on loopback; `aws` reads a deployed stack's outputs (the in-cluster runner Job that drives it
-comes in a later issue).
+on loopback; `aws` attaches to a deployed stack through its kubeconfig (targets/aws.py).
+
+A target whose load generator does not run on this machine also offers `step_executor()` (the
+StepExecutor that runs each AIPerf step, e.g. as a Kubernetes Job) and `http_client()` (an
+httpx client that reaches its in-cluster URLs from here); the local target needs neither.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ class Target(Protocol):
     def endpoints(self) -> Endpoints:
         """Where to send requests and where every component's /metrics is."""
 
-    def restart_workers(self) -> None:
-        """Restart every worker (empty KV caches: a cold-cache step), ready on return."""
+    def restart_workers(self) -> dict | None:
+        """Restart every worker (empty KV caches: a cold-cache step), ready on return; may
+        return what the restart did, for the step's record."""
 
     def problems(self) -> list[str]:
         """What is wrong right now (a process that exited, ...); empty when healthy."""
