@@ -108,3 +108,16 @@ def test_workloads_without_a_reuse_target_record_only_the_limit() -> None:
     _, record = step_dataset(step)
     assert set(record) == {"context_limit"}
     assert record["context_limit"]["dropped"] == record["context_limit"]["clipped"] == 0
+
+
+@pytest.mark.parametrize(("isl", "sigma"), [(4096, 0.8), (1000, 0.5), (1000, 0.0)])
+def test_every_hash_id_keeps_one_block_size(isl: int, sigma: float) -> None:
+    # AIPerf refuses a trace where one id is a full block in one row and partial in another
+    rows = ds.trace_rows(300, isl, 64, 0.9, 512, seed=11, id_base=0, isl_sigma=sigma)
+    size: dict[int, int] = {}
+    for r in rows:
+        ids, n = r["hash_ids"], r["input_length"]
+        for j, h in enumerate(ids):
+            block = 512 if j < len(ids) - 1 else n - 512 * (len(ids) - 1)
+            assert size.setdefault(h, block) == block, (h, size[h], block)
+    assert ds.block_reuse(rows) > 0.3

@@ -207,24 +207,27 @@ def trace_rows(n: int, isl: int, osl: int, reuse: float, block_size: int, seed: 
     prompts / documents) and take its first R blocks, then fresh blocks. The first use of a
     context is a miss, so R is raised by n / (n - contexts) to land the dataset-level reuse
     (see `block_reuse`) on the target. With `isl_sigma` > 0 input lengths are lognormal around
-    the median `isl` (a chat trace's long tail); a row shorter than R blocks re-uses all of
-    its blocks, a longer one adds fresh blocks. Lengths come from their own seeded stream, so
-    sigma 0 gives the same bytes as before lengths varied.
+    the median `isl` (a chat trace's long tail) and each row re-uses the same share of its own
+    blocks (contexts are as long as the longest row). Lengths come from their own seeded
+    stream, so sigma 0 gives the same bytes as before lengths varied.
     """
     rng = random.Random(seed)
-    blocks = blocks_for(isl, block_size)
+    lengths = lognormal_lengths(n, isl, isl_sigma, stable_seed(seed, "isl"))
+    ks = [blocks_for(length, block_size) for length in lengths]
     contexts = max(1, n // 16)
     first_use_loss = contexts / n if n > contexts else 0.0
-    reused = min(blocks, round(reuse * blocks / max(1e-9, 1 - first_use_loss)))
-    pool = [_fresh_ids(id_base + c * blocks, blocks) for c in range(contexts)]
+    share = min(1.0, reuse / max(1e-9, 1 - first_use_loss))
+    pool_blocks = max(ks)
+    pool = [_fresh_ids(id_base + c * pool_blocks, pool_blocks) for c in range(contexts)]
     weights = [1 / (c + 1) for c in range(contexts)]
-    next_id = id_base + contexts * blocks
-    lengths = lognormal_lengths(n, isl, isl_sigma, stable_seed(seed, "isl"))
+    next_id = id_base + contexts * pool_blocks
     rows = []
-    for i, length in enumerate(lengths):
+    for i, (length, k) in enumerate(zip(lengths, ks, strict=True)):
         ctx = rng.choices(range(contexts), weights=weights)[0]
-        k = blocks_for(length, block_size)
-        shared = min(k, reused)
+        # AIPerf gives a hash id one fixed size: with varying lengths rows share whole blocks
+        # only, so no id is a full block in one row and the partial last block of another.
+        whole = k if isl_sigma == 0 else length // block_size
+        shared = min(whole, round(share * k))
         own = _fresh_ids(next_id, k - shared)
         next_id += len(own)
         rows.append(_row(i, length, osl, pool[ctx][:shared] + own))
