@@ -12,6 +12,7 @@ from rich.console import Console
 from reports.build import build_report
 from reports.goodput import DEFAULT_SLOS, parse_slo
 from reports.runs import RunError, resolve_run_dirs
+from reports.sla import USER_SPEEDS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Reports: tables, goodput, Pareto, cost and comparisons from run folders.")
@@ -21,10 +22,17 @@ SLO_HELP = ("SLO as name:ttft_ms=5000,tok_s_per_user=50[,itl_ms=25] (repeatable;
             + "; ".join(f"{s.name}: {s.definition}" for s in DEFAULT_SLOS) + ")")
 
 
+USER_SPEED_HELP = ("per-user speed sla.csv judges: mean, p50 or e2e (default: the definition "
+                   "each model's published figure used; p50 for other models)")
+
+
 def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
-         runs_root: Path, with_compare: bool, no_cache: bool) -> None:
+         runs_root: Path, with_compare: bool, no_cache: bool,
+         user_speed: str | None = None) -> None:
     try:
         slos = tuple(parse_slo(s) for s in slo) if slo else DEFAULT_SLOS
+        if user_speed is not None and user_speed not in USER_SPEEDS:
+            raise ValueError(f"--user-speed {user_speed}: use one of {', '.join(USER_SPEEDS)}")
         dirs = resolve_run_dirs(targets, runs_root)
     except (ValueError, RunError) as exc:
         console.print(f"[red]{exc}[/red]")
@@ -33,7 +41,7 @@ def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
     with console.status(f"loading {len(dirs)} run(s) and building the report"):
         try:
             report = build_report(dirs, out, name=name, slos=slos, with_compare=with_compare,
-                                  use_cache=not no_cache)
+                                  use_cache=not no_cache, user_speed=user_speed)
         except RunError as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(2) from None
@@ -51,9 +59,10 @@ def build(run_dirs: list[str] = typer.Argument(..., help="Run folders runs/<stac
           slo: list[str] = typer.Option(None, help=SLO_HELP),
           runs_root: Path = typer.Option(Path("runs"), help="Where stack names are looked up."),
           no_cache: bool = typer.Option(False, help="Re-parse the exports, ignore the parquet "
-                                                    "cache.")) -> None:
+                                                    "cache."),
+          user_speed: str = typer.Option(None, help=USER_SPEED_HELP)) -> None:
     """Tables, plots and report.md for one or more runs."""
-    _run(run_dirs, out, name, slo, runs_root, False, no_cache)
+    _run(run_dirs, out, name, slo, runs_root, False, no_cache, user_speed)
 
 
 @app.command("compare")
@@ -63,9 +72,11 @@ def compare_cmd(targets: list[str] = typer.Argument(..., help="Stack names (late
                 name: str = typer.Option(None),
                 slo: list[str] = typer.Option(None, help=SLO_HELP),
                 runs_root: Path = typer.Option(Path("runs")),
-                no_cache: bool = typer.Option(False)) -> None:
-    """Everything `build` writes, plus aggregated vs disaggregated side-by-side tables."""
-    _run(targets, out, name, slo, runs_root, True, no_cache)
+                no_cache: bool = typer.Option(False),
+                user_speed: str = typer.Option(None, help=USER_SPEED_HELP)) -> None:
+    """Everything `build` writes, plus aggregated vs disaggregated side-by-side tables and,
+    for recipe stacks, optimized/baseline and aggregated/disaggregated tok/s/GPU at the SLA."""
+    _run(targets, out, name, slo, runs_root, True, no_cache, user_speed)
 
 
 try:  # `cost` and `audit` (the AWS side) live in reports.aws_cli and mount here

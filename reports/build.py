@@ -12,6 +12,7 @@ from reports.cost_efficiency import cost_efficiency
 from reports.goodput import DEFAULT_SLOS, Slo, goodput
 from reports.hypotheses import all_hypotheses
 from reports.runs import RunFrames, RunRecord, load_run
+from reports.sla import sla_table
 from reports.stackinfo import StackInfo, stack_info
 
 
@@ -43,21 +44,26 @@ def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str
 
 def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str, StackInfo],
                    records: dict[tuple[str, str], RunRecord], slos: tuple[Slo, ...],
-                   with_compare: bool) -> dict[str, pd.DataFrame]:
+                   with_compare: bool, user_speed: str | None = None
+                   ) -> dict[str, pd.DataFrame]:
     sweep = tables.concurrency_sweep(steps)
     pc = tables.prefix_cache(steps)
+    sla = sla_table(steps, requests, infos, user_speed=user_speed)
     out = {
         "concurrency_sweep": sweep,
         "multi_turn": tables.multi_turn(steps, requests),
         "sequence_distribution": tables.sequence_distribution(requests),
         "prefix_cache": pc,
         "goodput": goodput(steps, requests, slos),
+        "sla": sla,
         "cost_efficiency": cost_efficiency(steps, requests, infos, records),
         "fidelity": tables.fidelity(steps),
     }
     if with_compare:
         out["compare_concurrency"] = compare.concurrency_side_by_side(sweep, infos)
         out["compare_prefix_cache"] = compare.prefix_side_by_side(pc, infos)
+        out["compare_sla_baseline"] = compare.sla_baseline_ratio(sla, infos)
+        out["compare_sla_topology"] = compare.sla_topology_side_by_side(sla, infos)
     return out
 
 
@@ -83,10 +89,10 @@ def default_name(runs: list[RunFrames], with_compare: bool) -> str:
 
 def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = None,
                  slos: tuple[Slo, ...] = DEFAULT_SLOS, with_compare: bool = False,
-                 use_cache: bool = True) -> Report:
+                 use_cache: bool = True, user_speed: str | None = None) -> Report:
     runs = [load_run(d, use_cache=use_cache) for d in run_dirs]
     steps, requests, infos, records = combine(runs)
-    t = compute_tables(steps, requests, infos, records, slos, with_compare)
+    t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
     name = name or default_name(runs, with_compare)
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)

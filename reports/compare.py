@@ -1,15 +1,21 @@
 """Side-by-side tables of aggregated vs disaggregated stacks (the plan's comparison tables).
 
 Every aggregated stack is paired with every disaggregated one among the runs compared; a pair
-contributes the rows (concurrencies, prefix shares) both stacks measured.
+contributes the rows (concurrencies, prefix shares) both stacks measured. For the B200 recipes
+(sla.csv) stacks pair by model: each optimized recipe stack with its model's baseline stack
+(`tags.extra.recipe`), and aggregated with disaggregated, each at its best SLA point and never
+across cold and warm caches.
 """
 
 from __future__ import annotations
 
+import math
 from itertools import product
 
 import pandas as pd
 
+from reports.published import published_figure
+from reports.sla import best_points
 from reports.stackinfo import StackInfo
 
 
@@ -57,3 +63,80 @@ def prefix_side_by_side(pc: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.Dat
                                   - out["disaggregated_ttft_p50_ms"]) \
             / out["aggregated_ttft_p50_ms"] * 100
     return out
+
+
+# --- the B200 recipes: ratios of SLA best points (from sla.csv) -----------------------------
+
+def _published_ratio(model: str, kind: str) -> float:
+    opt, base = published_figure(model, kind), published_figure(model, "baseline")
+    return opt.tok_s_per_gpu / base.tok_s_per_gpu if opt and base else math.nan
+
+
+BASELINE_RATIO_COLUMNS = ["model", "cache", "optimized_stack", "optimized_topology",
+                          "optimized_gpus", "optimized_tok_s_per_gpu", "baseline_stack",
+                          "baseline_gpus", "baseline_tok_s_per_gpu", "ratio", "published_ratio",
+                          "note"]
+TOPOLOGY_COLUMNS = ["model", "cache", "aggregated_stack", "aggregated_gpus",
+                    "aggregated_concurrency", "aggregated_tok_s_per_gpu", "disaggregated_stack",
+                    "disaggregated_gpus", "disaggregated_concurrency",
+                    "disaggregated_tok_s_per_gpu", "disaggregated_over_aggregated",
+                    "published_aggregated", "published_aggregated_gpus",
+                    "published_disaggregated", "published_disaggregated_gpus"]
+
+
+def sla_baseline_ratio(sla: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.DataFrame:
+    """Per model and cache state: each optimized recipe stack's best SLA tok/s/GPU over its
+    baseline stack's (same checkpoint), beside the ratio the sources published."""
+    best = best_points(sla).set_index(["stack", "cache"])
+    rows = []
+    for model in sorted({i.model for i in infos.values()}):
+        base = sorted(s for s, i in infos.items() if i.model == model and i.recipe == "baseline")
+        opt = sorted(s for s, i in infos.items() if i.model == model and i.recipe == "optimized")
+        for (o, b), cache in product(product(opt, base), ("cold", "warm")):
+            have = [(s, cache) in best.index for s in (o, b)]
+            if not any(have):
+                continue
+            o_tps = best.loc[(o, cache), "output_tok_s_per_gpu"] if have[0] else math.nan
+            b_tps = best.loc[(b, cache), "output_tok_s_per_gpu"] if have[1] else math.nan
+            missing = [s for s, h in zip((o, b), have, strict=True) if not h]
+            rows.append({
+                "model": model, "cache": cache, "optimized_stack": o,
+                "optimized_topology": infos[o].topology, "optimized_gpus": infos[o].gpus,
+                "optimized_tok_s_per_gpu": o_tps, "baseline_stack": b,
+                "baseline_gpus": infos[b].gpus, "baseline_tok_s_per_gpu": b_tps,
+                "ratio": o_tps / b_tps if b_tps else math.nan,
+                "published_ratio": _published_ratio(model, infos[o].topology),
+                "note": f"no step of {', '.join(missing)} met the SLA" if missing else ""})
+    return pd.DataFrame(rows, columns=BASELINE_RATIO_COLUMNS)
+
+
+def sla_topology_side_by_side(sla: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.DataFrame:
+    """Per model and cache state: aggregated vs disaggregated best SLA tok/s/GPU with the GPU
+    totals behind them (baselines left out), and the published figures of both."""
+    best = best_points(sla).set_index(["stack", "cache"])
+    rows = []
+    for model in sorted({i.model for i in infos.values()}):
+        mine = {s: i for s, i in infos.items() if i.model == model and i.recipe != "baseline"}
+        agg = sorted(s for s, i in mine.items() if i.topology == "aggregated")
+        dis = sorted(s for s, i in mine.items() if i.topology == "disaggregated")
+        for (a, d), cache in product(product(agg, dis), ("cold", "warm")):
+            if (a, cache) not in best.index or (d, cache) not in best.index:
+                continue
+            ra, rd = best.loc[(a, cache)], best.loc[(d, cache)]
+            pub_a = published_figure(model, "aggregated")
+            pub_d = published_figure(model, "disaggregated")
+            rows.append({
+                "model": model, "cache": cache,
+                "aggregated_stack": a, "aggregated_gpus": infos[a].gpus,
+                "aggregated_concurrency": ra["concurrency"],
+                "aggregated_tok_s_per_gpu": ra["output_tok_s_per_gpu"],
+                "disaggregated_stack": d, "disaggregated_gpus": infos[d].gpus,
+                "disaggregated_concurrency": rd["concurrency"],
+                "disaggregated_tok_s_per_gpu": rd["output_tok_s_per_gpu"],
+                "disaggregated_over_aggregated": rd["output_tok_s_per_gpu"]
+                / ra["output_tok_s_per_gpu"],
+                "published_aggregated": pub_a.tok_s_per_gpu if pub_a else math.nan,
+                "published_aggregated_gpus": pub_a.gpus if pub_a else None,
+                "published_disaggregated": pub_d.tok_s_per_gpu if pub_d else math.nan,
+                "published_disaggregated_gpus": pub_d.gpus if pub_d else None})
+    return pd.DataFrame(rows, columns=TOPOLOGY_COLUMNS)

@@ -14,6 +14,8 @@ from reports.stackinfo import StackInfo
 
 
 def _cell(v: object) -> str:
+    if v is None or v is pd.NA:
+        return "n/a"
     if isinstance(v, float):
         if math.isnan(v):
             return "n/a"
@@ -70,10 +72,33 @@ SECTIONS = [
      "is what the frontend measured (cached / prompt tokens). They are not the same thing."),
     ("compare_prefix_cache", "Prefix share, aggregated vs disaggregated", ""),
     ("goodput", "Goodput under SLO", ""),
+    ("sla", "SLA: output tok/s per GPU at the best point (trace workload)",
+     "A step meets the SLA (>= 50 tok/s per user and p50 TTFT < 5 s) on its p50 TTFT and the "
+     "per-user speed its row names (the definition the model's published figure used); "
+     "best_point marks, per stack and cache state, the SLA step with the most tok/s per GPU. "
+     "Cold steps start on restarted workers (empty KV caches), warm ones replay the same "
+     "prompts on the kept caches. excluded/clipped: trace rows dropped or shortened for "
+     "exceeding maxModelLen, never sent. nominal_reuse is what the trace was shaped to, "
+     "trace_block_reuse what its rows carry, measured_kv_reuse what the server hit (cached / "
+     "prompt tokens). Rows marked 'published figure, not a measurement' are the sources' own "
+     "numbers, for reading a run against them (full columns in sla.csv)."),
+    ("compare_sla_baseline", "Optimized / baseline tok/s per GPU at the SLA",
+     "Each recipe stack's best SLA point over its model's baseline stack (tags.extra.recipe), "
+     "per cache state, beside the ratio the sources published."),
+    ("compare_sla_topology", "Aggregated vs disaggregated tok/s per GPU at the SLA",
+     "Best SLA points of the same model's aggregated and disaggregated recipe stacks with the "
+     "GPUs behind each, and the published figures with theirs."),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
      "above 1 or a saturated client means the harness distorted the figure."),
 ]
+
+# Tables too wide for report.md show these columns; their CSV keeps every column.
+MD_COLUMNS = {"sla": ["row_kind", "stack", "step", "cache", "gpus", "concurrency",
+                      "excluded_over_context", "clipped_over_context", "ttft_p50_ms",
+                      "user_speed_definition", "user_tok_s", "output_tok_s_per_gpu",
+                      "meets_sla", "best_point", "nominal_reuse", "trace_block_reuse",
+                      "measured_kv_reuse", "speculative_acceptance", "source"]}
 
 PLOTS = {"concurrency_sweep": ["latency_vs_concurrency", "pareto"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
@@ -102,7 +127,7 @@ def render(name: str, tables: dict[str, pd.DataFrame], plots: dict[str, Path | N
         if key == "cost_efficiency" and not table.empty:
             out.append(_cost_note(table))
         out.append(md_table(table.drop(columns=[c for c in ("cost_scope", "period")
-                                                if c in table.columns])))
+                                                if c in table.columns]), MD_COLUMNS.get(key)))
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
     out.append("\n## Hypotheses\n")

@@ -20,7 +20,7 @@ import pandas as pd
 from reports import exports, server
 
 CACHE_DIR = ".reports-cache"
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -116,14 +116,27 @@ def _dataset_file(record: RunRecord, step_id: str, aiperf_path: str | None) -> P
 
 
 def _manifest_step_fields(rec: dict[str, Any]) -> dict[str, Any]:
-    """The runner's verdicts about a step: status, client saturation, AIPerf's CPU use.
+    """The runner's record of a step: status, cold or warm cache, the rows dropped or clipped
+    for the context limit, the trace's reuse, client saturation, AIPerf's CPU use.
 
     The runner records `client: {client_bound, reasons, cpu: {mean_cores, max_cores},
     achieved_concurrency}`; a flat `client_saturated` is read too.
     """
     client = rec.get("client") or {}
     cpu = client.get("cpu") or {}
+    params = rec.get("params") or {}
+    dataset = rec.get("dataset") or {}
+    limit = dataset.get("context_limit") or {}
+    cold = rec.get("cold")
     return {"status": rec.get("status"),
+            # cold: the runner restarted the workers (empty KV caches) before the step
+            "cache": "unknown" if cold is None else ("cold" if cold else "warm"),
+            "requested_rows": limit.get("requested_rows", dataset.get("rows")),
+            "excluded_over_context": limit.get("dropped"),
+            "clipped_over_context": limit.get("clipped"),
+            "max_model_len": limit.get("max_model_len"),
+            "nominal_reuse": params.get("target_reuse"),
+            "trace_block_reuse": dataset.get("block_reuse"),
             "client_saturated": client.get("client_bound", rec.get("client_saturated")),
             "client_saturation_reasons": "; ".join(client.get("reasons") or []),
             "client_cpu_cores_mean": cpu.get("mean_cores"),

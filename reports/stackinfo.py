@@ -1,4 +1,5 @@
-"""What the reports need to know about the stack a run measured: GPUs, topology, hourly cost.
+"""What the reports need to know about the stack a run measured: GPUs, topology, hourly cost,
+the model, its recipe role and how its speculative decoding was configured.
 
 The stack config is taken from the run manifest (what actually ran), falling back to the stack
 file of the same name; an attached variant's base is read from its stack file. For a local run
@@ -10,11 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reports.runs import RunRecord
+from reports.runs import RunError, RunRecord
 from stacks.estimate import HourlyCost, hourly_cost
 from stacks.loader import StackError, load_stack, parse_config
 from stacks.preflight import effective_cluster
 from stacks.schema import StackConfig
+
+# `dynamo-bench:tags.extra.recipe` marks a stack's place in a recipe comparison: the baseline
+# of its model (same checkpoint, minimum TP, round-robin) or an optimized recipe stack.
+RECIPE_TAG = "recipe"
+RECIPE_ROLES = ("baseline", "optimized")
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,9 @@ class StackInfo:
     workers: str
     hourly: HourlyCost
     cost_basis: str
+    model: str = ""
+    recipe: str = ""               # baseline | optimized | "" (not part of a recipe comparison)
+    speculative: str = "none"      # how the run's speculative acceptance is to be read
 
     @property
     def label(self) -> str:
@@ -42,6 +51,30 @@ def _config(record: RunRecord) -> StackConfig:
         except StackError:
             pass  # an older manifest shape: the stack file still describes the layout
     return load_stack(record.stack)
+
+
+def recipe_role(stack: StackConfig) -> str:
+    role = stack.tags.extra.get(RECIPE_TAG, "")
+    if role and role not in RECIPE_ROLES:
+        raise RunError(f"stack '{stack.name}': tags.extra.{RECIPE_TAG} is '{role}'; use one of "
+                       f"{', '.join(RECIPE_ROLES)} (or remove it)")
+    return role
+
+
+def speculative_label(stack: StackConfig) -> str:
+    """Real or synthetic acceptance, from the stack's speculative settings."""
+    spec = stack.serving.speculative if stack.serving else None
+    if spec is None:
+        return "none"
+    what = f"{spec.method.value} x{spec.num_tokens}"
+    if spec.acceptance == "synthetic":
+        label = (f"synthetic: forced acceptance length {spec.synthetic_acceptance_length:g} "
+                 f"({what}), not real acceptance")
+    else:
+        label = f"real ({what})"
+    if stack.target == "local":
+        label += "; configured only: the local mocker does not speculate"
+    return label
 
 
 def stack_info(record: RunRecord) -> StackInfo:
@@ -64,4 +97,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         gpus=sum(w.gpus for w in workers), gpu_types=", ".join(gpu_types),
         workers=", ".join(f"{w.replicas}x{w.role.value} TP{w.tensor_parallel_size}"
                           for w in workers),
-        hourly=hourly, cost_basis=basis)
+        hourly=hourly, cost_basis=basis, model=stack.model.id, recipe=recipe_role(stack),
+        speculative=speculative_label(stack))

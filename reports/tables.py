@@ -29,8 +29,8 @@ def fold_repeats(steps: pd.DataFrame, keys: list[str], mean_cols: list[str],
     """One row per `keys`: mean of `mean_cols` over repeats, min/max of `spread_cols`,
     summed request/error counts, and the number of repeats (within a run as `.../r2` and
     across runs of the same stack alike)."""
-    if steps.empty:
-        return pd.DataFrame(columns=keys + mean_cols)
+    if steps.empty:  # same columns as a folded table, so callers can select them
+        return pd.DataFrame(columns=keys + mean_cols + ["requests", "errors", "repeats"])
     steps = steps.assign(sample=steps["run_id"].astype(str) + "#" + steps["repeat"].astype(str))
     g = steps.groupby(keys, sort=True, dropna=False)
     out = g[mean_cols].mean()

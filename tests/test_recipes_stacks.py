@@ -154,3 +154,10 @@ def test_forecast_plans_the_start_up_budget_and_setup_covers_it() -> None:
     campaign = base_campaign(load_stack(BASE), variants)
     assert [r.warning for r in campaign.runs] == [""] * len(RECIPES)
     assert {r.stack: r.model_load_s for r in campaign.runs}["agg-b200-solar2"] == 40 * 60
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipe_role_tag_pairs_each_recipe_with_its_baseline(name: str) -> None:
+    # reports compare optimized/baseline tok/s per GPU by model, using this tag
+    want = "baseline" if name.startswith("baseline-") else "optimized"
+    assert load_stack(name).tags.extra == {"recipe": want}

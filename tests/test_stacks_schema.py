@@ -25,6 +25,8 @@ PLAN = {
     # B200 recipes (issue 7): a base, and per model a recipe pair plus a baseline
     "base-b200", *(f"{kind}-b200-{model}" for kind in ("agg", "disagg", "baseline")
                    for model in ("axk2", "kexaone", "solar2", "motif3")),
+    # the local rehearsal of one recipe's layout (3 prefill + 1 decode mockers)
+    "local-recipe-motif3",
 }
 
 

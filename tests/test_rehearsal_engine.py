@@ -1,0 +1,87 @@
+"""The local rehearsal of a B200 recipe end to end, with the REAL AIPerf CLI and the REAL local
+Dynamo engine: the shipped local-recipe-motif3 stack (3 prefill + 1 decode mockers behind the
+KV router, KV blocks from pre-flight on p6-b200) runs the trace workload cold and warm, and
+`python -m reports build` turns the run into sla.csv, which must equal what the raw exports
+say (tests/sla_checks.py). Smaller than `make demo`'s quick scale: 24 trace rows at c6 and c11.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pandas as pd
+import pytest
+import yaml
+from engine_support import REPO, needs_engine, read_manifest, runner_cmd, runner_env
+from sla_checks import check_sla_against_raw
+from typer.testing import CliRunner
+
+from reports.__main__ import app
+from reports.published import PUBLISHED_LABEL
+from stacks.loader import STACKS_DIR
+from stacks.model_catalog import MOTIF_3
+from workloads.datasets import TEMPLATE_MARGIN
+
+pytestmark = [pytest.mark.engine, needs_engine]
+STACK = "local-recipe-motif3"
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rehearsal")
+    stacks = root / "stacks"
+    stacks.mkdir()
+    doc = yaml.safe_load((STACKS_DIR / f"Pulumi.{STACK}.yaml").read_text())
+    trace = doc["config"]["dynamo-bench:workloads"]["traceReplay"]
+    trace["quick"] = {**trace["quick"], "requests": 24, "concurrencies": [6, 11]}
+    (stacks / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump(doc))
+    cmd = runner_cmd(STACK, stacks, root / "runs", "r1", "--scale", "quick")
+    out = subprocess.run(cmd, env=runner_env(root / "hf"), capture_output=True, text=True,
+                         timeout=900, cwd=REPO)
+    run_dir = root / "runs" / STACK / "r1"
+    return out, run_dir, root
+
+
+def test_rehearsal_runs_the_recipe_layout_cold_and_warm(rehearsal) -> None:
+    out, run_dir, _ = rehearsal
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    manifest = read_manifest(run_dir)
+    assert list(manifest["steps"]) == ["trace_replay/c6", "trace_replay/c6-warm",
+                                       "trace_replay/c11", "trace_replay/c11-warm"]
+    assert {s: r["cold"] for s, r in manifest["steps"].items()} == {
+        "trace_replay/c6": True, "trace_replay/c6-warm": False,
+        "trace_replay/c11": True, "trace_replay/c11-warm": False}
+    (attempt,) = manifest["attempts"]
+    workers = attempt["target"]["workers"]
+    assert sorted(w["role"] for w in workers) == ["decode", "prefill", "prefill", "prefill"]
+    # every mocker holds a TP2 B200 worker's KV capacity, in the recipe's 128-token blocks
+    assert {w["block_size"] for w in workers} == {128}
+    assert min(w["kv_blocks"] for w in workers) > 10_000
+    for step_id, rec in manifest["steps"].items():
+        limit = rec["dataset"]["context_limit"]
+        sent = [json.loads(x) for x in (run_dir / rec["dataset"]["path"]).read_text()
+                .splitlines()]
+        assert len(sent) == limit["requested_rows"] - limit["dropped"]
+        assert all(r["input_length"] + r["output_length"] <= 16384 - TEMPLATE_MARGIN
+                   for r in sent)
+        assert rec["counts"]["errors"] == 0, step_id
+    # the seeded c11 trace has rows past maxModelLen 16384: dropped and counted
+    assert manifest["steps"]["trace_replay/c11"]["dataset"]["context_limit"]["dropped"] > 0
+
+
+def test_sla_csv_from_the_rehearsal_equals_the_raw_exports(rehearsal) -> None:
+    out, run_dir, root = rehearsal
+    assert out.returncode == 0
+    result = CliRunner().invoke(app, ["build", str(run_dir), "--out", str(root / "out"),
+                                      "--name", "rehearsal"])
+    assert result.exit_code == 0, result.output
+    sla = pd.read_csv(root / "out" / "rehearsal" / "sla.csv")
+    measured = check_sla_against_raw(sla, run_dir)
+    assert set(measured["cache"]) == {"cold", "warm"}
+    assert measured.loc["trace_replay/c11", "excluded_over_context"] > 0
+    # the warm replay finds the prompts the cold pass cached
+    assert measured.loc["trace_replay/c11-warm", "measured_kv_reuse"] > \
+        measured.loc["trace_replay/c11", "measured_kv_reuse"]
+    published = sla[sla["row_kind"] == PUBLISHED_LABEL]
+    assert set(published["model"]) == {MOTIF_3} and len(published) == 3
