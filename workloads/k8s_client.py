@@ -27,10 +27,12 @@ from typing import Any
 
 import httpx
 
-STDIN_CHUNK = 1 << 20
+from workloads.targets import TargetError
+
+STDIN_CHUNK = 256 << 10   # per websocket frame, well under any server limit
 
 
-class KubeError(RuntimeError):
+class KubeError(TargetError):
     """A Kubernetes call the runner needs failed (message names the object and the reason)."""
 
 
@@ -59,6 +61,25 @@ class Clock:
     def wall(self) -> str:
         from workloads.manifest import now
         return now()
+
+
+API_RETRIES = 5
+API_RETRY_S = 5.0
+
+
+def retrying(clock: Clock, what: str, call: Callable[[], Any]) -> Any:
+    """`call()`, retried on transient API failures (a blip in a multi-hour run must not end
+    it); a missing object (404) or the last failure becomes a KubeError naming `what`."""
+    for attempt in range(1, API_RETRIES + 1):
+        try:
+            return call()
+        except TargetError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ApiException, urllib3/socket errors
+            if is_not_found(exc) or attempt == API_RETRIES:
+                raise KubeError(f"{what}: {exc}") from exc
+            clock.sleep(API_RETRY_S * attempt)
+    raise AssertionError("unreachable")
 
 
 # exec(namespace, pod, argv, container=None, stdin=None, timeout_s=600.0) -> ExecResult
@@ -136,9 +157,13 @@ def _exec(core: Any, namespace: str, pod: str, argv: list[str], container: str |
             err += ws.read_stderr(timeout=0) or b""
         out += ws.read_stdout(timeout=0) or b""
         err += ws.read_stderr(timeout=0) or b""
-        return ExecResult(bytes(out), bytes(err), ws.returncode)
+        try:
+            code = ws.returncode   # from the error channel's status object
+        except (TypeError, KeyError, ValueError, IndexError):
+            code = None            # closed without a status: treat as failed
+        return ExecResult(bytes(out), bytes(err), code)
     finally:
-        ws.close()
+        ws.close(timeout=1)   # the server already said goodbye; do not linger
 
 
 def service_host(host: str) -> tuple[str, str]:

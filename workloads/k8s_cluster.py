@@ -17,7 +17,15 @@ from collections.abc import Callable
 
 from stacks.k8s_names import DGD_GROUP, DGD_PLURAL, DGD_VERSION
 from workloads import k8s_graph, k8s_scripts
-from workloads.k8s_client import Clock, Kube, KubeError, is_not_found, items, to_dict
+from workloads.k8s_client import (
+    Clock,
+    Kube,
+    KubeError,
+    is_not_found,
+    items,
+    retrying,
+    to_dict,
+)
 from workloads.targets import TargetError
 
 POLL_S = 5.0
@@ -64,8 +72,9 @@ def wait_ready(kube: Kube, namespace: str, graph: str, clock: Clock, timeout_s: 
     t0 = clock.now()
     last_summary, last_report, seen = "", -REPORT_EVERY_S, []
     while True:
-        dgd = get_graph(kube, namespace, graph)
-        pods = [p for p in graph_pods(kube, namespace, graph)
+        dgd = retrying(clock, f"reading graph {graph}", lambda: get_graph(kube, namespace, graph))
+        pods = [p for p in retrying(clock, f"listing the pods of graph {graph}",
+                                    lambda: graph_pods(kube, namespace, graph))
                 if p["metadata"].get("uid") not in exclude_uids]
         state = k8s_graph.graph_readiness(dgd, pods)
         elapsed = clock.now() - t0

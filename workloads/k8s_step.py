@@ -17,7 +17,15 @@ from pathlib import Path, PurePosixPath
 
 from workloads import k8s_jobs, promql, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
-from workloads.k8s_client import Clock, Kube, KubeError, is_not_found, items, to_dict
+from workloads.k8s_client import (
+    Clock,
+    Kube,
+    KubeError,
+    is_not_found,
+    items,
+    retrying,
+    to_dict,
+)
 from workloads.k8s_graph import pod_state
 from workloads.k8s_scripts import CPU_SAMPLES
 from workloads.k8s_transfer import ResultsVolume
@@ -111,9 +119,12 @@ class JobExecutor:
         note(command=command, loadgen=loadgen)
         t0 = self.clock.now()
         try:
-            if configmap:
-                self.kube.core.create_namespaced_config_map(s.namespace, configmap)
-            self.kube.batch.create_namespaced_job(s.namespace, job)
+            try:
+                if configmap:
+                    self.kube.core.create_namespaced_config_map(s.namespace, configmap)
+                self.kube.batch.create_namespaced_job(s.namespace, job)
+            except Exception as exc:  # noqa: BLE001 - the API's refusal, with its reason
+                raise KubeError(f"cannot create Job {s.namespace}/{name}: {exc}") from exc
             on_tick(0.0)
             exit_code, failure, pod = self._follow(name, limit_s, on_tick)
         except BaseException:
@@ -138,9 +149,11 @@ class JobExecutor:
         t0 = self.clock.now()
         pod: dict | None = None
         while True:
-            job = to_dict(self.kube.batch.read_namespaced_job_status(name, ns))
-            pods = items(self.kube.core.list_namespaced_pod(
-                ns, label_selector=f"{JOB_NAME_LABEL}={name}"))
+            job = to_dict(retrying(self.clock, f"reading Job {ns}/{name}", lambda: (
+                self.kube.batch.read_namespaced_job_status(name, ns))))
+            pods = items(retrying(self.clock, f"listing the pods of Job {name}", lambda: (
+                self.kube.core.list_namespaced_pod(
+                    ns, label_selector=f"{JOB_NAME_LABEL}={name}"))))
             pod = pods[-1] if pods else pod
             conds = {c["type"]: c for c in job.get("status", {}).get("conditions") or []
                      if c.get("status") == "True"}

@@ -129,7 +129,7 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                 target = make_target(stack, workdir, run_id=run_id, stacks_dir=opts.stacks_dir,
                                      outputs_file=opts.outputs_file,
                                      report=lambda msg: console.print(msg, markup=False))
-                executor = target.step_executor()
+                executor = None   # the target's own, once it has started
             _serve_and_load(stack, target, executor, manifest, pending, run_dir, opts, console)
             status = _final_status(manifest, steps)
         except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM as Interrupted
@@ -182,7 +182,8 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
             http.close()
 
     ctx = step_exec.StepContext(
-        run_dir=run_dir, target=target, executor=executor, tokenizer=stack.model.id,
+        run_dir=run_dir, target=target, executor=executor or target.step_executor(),
+        tokenizer=stack.model.id,
         error_rate_threshold=stack.workloads.error_rate_threshold,
         request_timeout_s=stack.workloads.request_timeout_s,
         tokenizer_revision=stack.model.revision,

@@ -28,7 +28,15 @@ from stacks.loader import STACKS_DIR, load_stack
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
 from workloads import k8s_cluster, k8s_graph, k8s_jobs
-from workloads.k8s_client import Clock, Kube, KubeError, connect, is_not_found, items
+from workloads.k8s_client import (
+    Clock,
+    Kube,
+    KubeError,
+    connect,
+    is_not_found,
+    items,
+    retrying,
+)
 from workloads.k8s_outputs import (
     endpoints_from_outputs,
     kubeconfig,
@@ -92,6 +100,12 @@ class AwsTarget:
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
+        # A resumed run id first removes its own leftovers (an attempt killed hard): an old
+        # Job still sending load would distort every step that follows.
+        leftovers = self._delete_run_objects(transfer=False)
+        if leftovers:
+            self.report(f"deleted {len(leftovers)} leftover object(s) of run {self.run_id}: "
+                        + ", ".join(leftovers))
         t0 = self.clock.now()
         wait = k8s_cluster.wait_ready(self.kube, self.namespace, self.graph, self.clock,
                                       self.timeout_s, self.report)
@@ -100,6 +114,7 @@ class AwsTarget:
         workers = self._pods_of(k8s_graph.worker_components(self.dgd))
         self.startup = {"wait": wait, "timeout_s": self.timeout_s,
                         "runner_wait_s": round(self.clock.now() - t0, 3),
+                        "leftovers_deleted": leftovers,
                         **_load_summary(self.pods, workers)}
         self.versions = k8s_cluster.pod_versions(self.kube, self.namespace, self.pods)
         self.kv = k8s_cluster.kv_transfer(self.kube, self.namespace, workers)
@@ -136,29 +151,7 @@ class AwsTarget:
 
     def stop(self) -> None:
         """Delete this run's Jobs first, then its ConfigMaps and transfer pod. Idempotent."""
-        selector = k8s_jobs.run_selector(self.stack.name, self.run_id)
-        core, batch, ns = self.kube.core, self.kube.batch, self.namespace
-        steps = [
-            (lambda: items(batch.list_namespaced_job(ns, label_selector=selector)),
-             lambda name: batch.delete_namespaced_job(name, ns,
-                                                      propagation_policy="Background")),
-            (lambda: items(core.list_namespaced_config_map(ns, label_selector=selector)),
-             lambda name: core.delete_namespaced_config_map(name, ns)),
-            (lambda: items(core.list_namespaced_pod(
-                ns, label_selector=f"{selector},{k8s_jobs.ROLE_LABEL}=transfer")),
-             lambda name: core.delete_namespaced_pod(name, ns, grace_period_seconds=5)),
-        ]
-        for listing, delete in steps:
-            try:
-                for obj in listing():
-                    try:
-                        delete(obj["metadata"]["name"])
-                    except Exception as exc:  # noqa: BLE001
-                        if not is_not_found(exc):
-                            raise
-            except Exception as exc:  # noqa: BLE001 - report, keep cleaning the rest
-                self.stop_errors.append(str(exc)[:300])
-                self.report(f"cleanup in {ns} failed: {exc}")
+        self._delete_run_objects(transfer=True)
         if self.stopped is None and self.dgd:
             try:
                 self._observe()
@@ -166,10 +159,41 @@ class AwsTarget:
                 self.stop_errors.append(f"final observation: {exc}"[:300])
             self.stopped = self.clock.wall()
 
+    def _delete_run_objects(self, transfer: bool) -> list[str]:
+        """Delete what this run created in the stack's namespace, found by the run's labels;
+        failures are reported and the rest still cleaned. Returns the names deleted."""
+        selector = k8s_jobs.run_selector(self.stack.name, self.run_id)
+        core, batch, ns = self.kube.core, self.kube.batch, self.namespace
+        kinds = [
+            (lambda: items(batch.list_namespaced_job(ns, label_selector=selector)),
+             lambda name: batch.delete_namespaced_job(name, ns,
+                                                      propagation_policy="Background")),
+            (lambda: items(core.list_namespaced_config_map(ns, label_selector=selector)),
+             lambda name: core.delete_namespaced_config_map(name, ns)),
+        ]
+        if transfer:
+            kinds.append((lambda: items(core.list_namespaced_pod(
+                ns, label_selector=f"{selector},{k8s_jobs.ROLE_LABEL}=transfer")),
+                lambda name: core.delete_namespaced_pod(name, ns, grace_period_seconds=5)))
+        deleted = []
+        for listing, delete in kinds:
+            try:
+                for obj in listing():
+                    try:
+                        delete(obj["metadata"]["name"])
+                        deleted.append(obj["metadata"]["name"])
+                    except Exception as exc:  # noqa: BLE001
+                        if not is_not_found(exc):
+                            raise
+            except Exception as exc:  # noqa: BLE001 - report, keep cleaning the rest
+                self.stop_errors.append(str(exc)[:300])
+                self.report(f"cleanup in {ns} failed: {exc}")
+        return deleted
+
     # --- what the runner reads ---------------------------------------------------------------
     def endpoints(self) -> Endpoints:
         """The frontend Service (what the Job sends to) and every ready pod's /metrics."""
-        pods = [p for p in k8s_cluster.graph_pods(self.kube, self.namespace, self.graph)
+        pods = [p for p in self._graph_pods()
                 if k8s_graph.pod_state(p).ready and not k8s_graph.pod_state(p).terminating]
         kinds = k8s_graph.components(self.dgd)
         metrics: dict[str, str] = {}
@@ -184,8 +208,9 @@ class AwsTarget:
                          metrics=metrics)
 
     def problems(self) -> list[str]:
-        dgd = k8s_cluster.get_graph(self.kube, self.namespace, self.graph)
-        pods = k8s_cluster.graph_pods(self.kube, self.namespace, self.graph)
+        dgd = retrying(self.clock, f"reading graph {self.graph}", lambda: (
+            k8s_cluster.get_graph(self.kube, self.namespace, self.graph)))
+        pods = self._graph_pods()
         state = k8s_graph.graph_readiness(dgd, pods)
         out = [] if state.ready else [f"graph not ready: {state.summary}", *state.problems]
         for pod in pods:
@@ -228,14 +253,17 @@ class AwsTarget:
         return self.kube.http()
 
     # --- internals ---------------------------------------------------------------------------
+    def _graph_pods(self) -> list[dict]:
+        return retrying(self.clock, f"listing the pods of graph {self.graph}", lambda: (
+            k8s_cluster.graph_pods(self.kube, self.namespace, self.graph)))
+
     def _pods_of(self, components: list[str]) -> list[dict]:
         return [p for p in self.pods if k8s_graph.component_of(p) in components]
 
     def _observe(self) -> None:
         """Current pods of the graph, their restart counts and the nodes they run on."""
         self.dgd = k8s_cluster.get_graph(self.kube, self.namespace, self.graph)
-        self.pods = [p for p in k8s_cluster.graph_pods(self.kube, self.namespace, self.graph)
-                     if not k8s_graph.pod_state(p).terminating]
+        self.pods = [p for p in self._graph_pods() if not k8s_graph.pod_state(p).terminating]
         self.restarts = {p["metadata"]["uid"]: k8s_graph.pod_state(p).restarts
                          for p in self.pods}
         by_node: dict[str, set[str]] = {}

@@ -1,0 +1,98 @@
+"""`python -m workloads run` on an aws stack, end to end against the fake cluster: pre-flight,
+readiness, smoke and warm-up through the API-server proxy, every quick step as a Job that leaves
+real AIPerf exports (copied from tests/fixtures/runs), cold restarts, cleanup; then
+`reports build` on the run folder, costed from the nodes the run recorded. And Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reports.build import build_report
+from reports.node_hours import usage_from_manifest
+from tests.aws_target_fake import NAMESPACE, deploy
+from workloads import k8s_jobs
+from workloads.runner import RunOptions, run
+from workloads.steps import plan
+
+
+@pytest.fixture
+def deployed(tmp_path, monkeypatch):
+    d = deploy(tmp_path, "agg-a100")
+    # The client boundary: the target connects to the fake instead of a real API server.
+    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
+    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
+    return d
+
+
+def _opts(tmp_path, d, run_id="e2e") -> RunOptions:
+    return RunOptions(stack="agg-a100", scale="quick", run_id=run_id,
+                      runs_dir=tmp_path / "runs", outputs_file=d.outputs, show_progress=False)
+
+
+def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
+    d = deployed
+    result = run(_opts(tmp_path, d))
+    steps = plan(d.stack, "quick")
+    assert result.status == "complete", result.steps
+    assert set(result.steps) == {s.id for s in steps}
+    m = json.loads((result.run_dir / "manifest.json").read_text())
+    assert m["target"] == "aws" and m["attempts"][-1]["versions"]["dynamo"] == "1.6.1"
+    startup = next(p for p in m["attempts"][-1]["phases"] if p["name"] == "startup")
+    assert startup["target_startup"]["worker_model_load_s_max"] == 240.0
+    for s in steps:
+        rec = m["steps"][s.id]
+        assert rec["cold"] == s.cold and ("cold_restart" in rec) == s.cold
+        assert (result.run_dir / s.id / "profile_export.jsonl").is_file()
+    cold = [s for s in steps if s.cold]
+    assert len(cold) == 5
+    restart = m["steps"][cold[0].id]["cold_restart"]
+    assert len(restart["deleted"]) == 4 and restart["wait"]["dgd_state"] == "successful"
+    # every Job and ConfigMap went away, and the transfer pod with them
+    assert not d.cluster.jobs and not d.cluster.configmaps
+    assert not [p for p in d.cluster.pods.values() if "transfer" in p["_fake"]]
+    jobs = [o for o in d.cluster.created if o["kind"] == "Job"]
+    assert len(jobs) == len(steps)
+    # node usage for the cost accounting (reports/node_hours.py)
+    usage = usage_from_manifest(m)
+    assert {u.instance_type for u in usage} == {"p4d.24xlarge", "m7i.4xlarge"}
+    assert all(u.end is not None and u.end > u.start for u in usage)
+    report = build_report([result.run_dir], tmp_path / "out", name="aws")
+    assert (report.out_dir / "report.md").is_file()
+    cost = report.tables["cost_efficiency"]
+    assert len(cost) == len(steps)
+    assert cost["cost_basis"].str.startswith("measured").all(), cost["cost_basis"].tolist()
+    assert (cost["period_cost_usd"] > 0).all()
+
+
+def test_ctrl_c_mid_run_leaves_a_resumable_run_and_only_others_jobs(tmp_path, deployed):
+    d = deployed
+    c = d.cluster
+    other = k8s_jobs.loadgen_job(
+        name="aiperf-someone-else", namespace=NAMESPACE,
+        labels=k8s_jobs.run_labels("agg-a100", "their-run"), step_id="x/y",
+        image=k8s_jobs.AIPERF_IMAGE, aiperf_args=["profile"],
+        artifact_dir="/results/a/b/x/y/j/aiperf", placement=k8s_jobs.Placement(("cpu",), None),
+        cpu=4, deadline_s=60, dataset_configmap=None)
+    c.seed_job(NAMESPACE, other)
+    c.clock.interrupt_at = 90.0            # during the second step's Job
+    graph_pods = {k for k, p in c.pods.items() if "comp" in p["_fake"]}
+    result = run(_opts(tmp_path, d, run_id="stopped"))
+    assert result.status == "interrupted"
+    assert list(c.jobs) == [(NAMESPACE, "aiperf-someone-else")]
+    assert not c.configmaps and graph_pods <= set(c.pods)
+    m = json.loads((result.run_dir / "manifest.json").read_text())
+    statuses = [s["status"] for s in m["steps"].values()]
+    assert statuses[0] == "complete" and "interrupted" in statuses
+    assert m["attempts"][-1]["status"] == "interrupted"
+    # resuming the same run id finishes it without redoing the complete step
+    resumed = run(_opts(tmp_path, d, run_id="stopped"))
+    assert resumed.status == "complete"
+    m = json.loads((resumed.run_dir / "manifest.json").read_text())
+    first = plan(d.stack, "quick")[0].id
+    assert len(m["steps"][first]["history"]) == 0
+    assert len(m["attempts"]) == 2
+    nodes = {n["node"]: n for n in m["nodes"]}     # one record per node over both attempts
+    assert set(nodes) == {"cpu-a", "p4d-1"}   # the frontend's and the workers' nodes
+    assert all(n["end"] is not None and n["start"] < n["end"] for n in nodes.values())
