@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tests.aws_target_fake import NAMESPACE, JobRun, aws_target, deploy, produce_exports
+from tests.aws_target_deploy import NAMESPACE, aws_target, deploy, produce_exports
+from tests.aws_target_fake import JobRun
 from workloads import k8s_jobs, promql, step_exec
 from workloads.k8s_client import KubeError
 from workloads.k8s_step import JobExecutor
@@ -280,3 +281,19 @@ def test_executor_needs_a_started_target(tmp_path):
     with pytest.raises(TargetError, match="not started"):
         aws_target(d, tmp_path).step_executor()
     assert JobExecutor
+
+
+def test_the_graph_status_the_target_reads_is_the_crds(tmp_path):
+    """The readiness wait reads v1beta1 status fields; the fake's status (ready and not) must
+    pass the vendored CRD's status schema, made strict, so a misnamed field fails here."""
+    import jsonschema
+
+    from tests.k8s_validation import crd_schema, strict_schema
+    schema = strict_schema(crd_schema()["properties"]["status"])
+    d = deploy(tmp_path, "disagg-a100", ready=False, load_s=60.0)
+    starting = d.cluster.graph_view(NAMESPACE, d.graph)
+    d.cluster.clock.t = 120.0
+    ready = d.cluster.graph_view(NAMESPACE, d.graph)
+    for view in (starting, ready):
+        jsonschema.Draft7Validator(schema).validate(view["status"])
+    assert starting["status"]["state"] == "pending" and ready["status"]["state"] == "successful"

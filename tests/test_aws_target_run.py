@@ -11,7 +11,7 @@ import pytest
 
 from reports.build import build_report
 from reports.node_hours import usage_from_manifest
-from tests.aws_target_fake import NAMESPACE, deploy
+from tests.aws_target_deploy import NAMESPACE, deploy
 from workloads import k8s_jobs
 from workloads.runner import RunOptions, run
 from workloads.steps import plan

@@ -1,0 +1,153 @@
+"""A stack deployed on the fake cluster, and what its AIPerf Jobs leave behind: the stack's
+real DynamoGraphDeployment (components/graph.py) on fake nodes, its Pulumi outputs file, and a
+Job hook that copies real AIPerf exports from tests/fixtures/runs onto the fake results PVC."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.aws_target_fake import Component, FakeCluster, JobRun
+from workloads import k8s_scripts
+from workloads.k8s_jobs import RESULTS_MOUNT
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runs" / "local-agg" / "fixture"
+EXPORTS = ("profile_export.jsonl", "profile_export_aiperf.json", "server_metrics_export.json")
+
+
+def fixture_for(step_id: str) -> Path:
+    workload, name = step_id.split("/")[:2]
+    exact = FIXTURES / workload / name
+    if exact.is_dir():
+        return exact
+    siblings = sorted(p for p in (FIXTURES / workload).glob("*") if p.is_dir()) \
+        if (FIXTURES / workload).is_dir() else []
+    return siblings[0] if siblings else FIXTURES / "concurrency_sweep" / "c4"
+
+
+def aiperf_argv(job: dict) -> list[str]:
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    return command[command.index("--") + 1:]
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def step_id_of(artifact_dir: str) -> str:
+    """The step id inside k8s_jobs.remote_step_dir(...)/aiperf."""
+    return "/".join(artifact_dir.split("/")[4:-2])
+
+
+def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: int = 0,
+                    cores: float = 1.5) -> JobRun:
+    """Copy a real AIPerf run's exports into the Job's artifact dir on the fake PVC, with the
+    request timestamps moved to the fake clock (a Job makes its exports when it runs), and
+    the CPU samples the in-pod wrapper would write. Checks the dataset reached the pod."""
+    argv = aiperf_argv(job)
+    input_file = flag(argv, "--input-file")
+    if input_file.startswith(RESULTS_MOUNT):
+        assert cluster.pvc_path(input_file).exists(), "dataset missing on the PVC"
+    else:
+        volumes = job["spec"]["template"]["spec"]["volumes"]
+        cm = next(v["configMap"]["name"] for v in volumes if "configMap" in v)
+        assert (job["metadata"]["namespace"], cm) in cluster.configmaps, "dataset ConfigMap"
+    artifacts = flag(argv, "--artifact-dir")
+    src = fixture_for(step_id_of(artifacts))
+    dest = cluster.pvc_path(artifacts)
+    dest.mkdir(parents=True, exist_ok=True)
+    lines = [x for x in (src / "profile_export.jsonl").read_text().splitlines() if x.strip()]
+    first = cluster.clock.ns() - int(cluster.job_seconds * 1e9)
+    shift = first - min(json.loads(x)["metadata"]["request_start_ns"] for x in lines)
+    with (dest / "profile_export.jsonl").open("w") as out:
+        for line in lines:
+            rec = json.loads(line)
+            for k, v in list(rec["metadata"].items()):
+                if k.endswith("_ns") and isinstance(v, int):
+                    rec["metadata"][k] = v + shift
+            out.write(json.dumps(rec) + "\n")
+    for name in EXPORTS[1:]:
+        shutil.copy(src / name, dest / name)
+    (dest / "logs").mkdir(exist_ok=True)
+    shutil.copy(src / "logs" / "aiperf.log", dest / "logs" / "aiperf.log")
+    with (dest / k8s_scripts.CPU_SAMPLES).open("w") as out:
+        out.write(json.dumps({"source": "cgroup-v2"}) + "\n")
+        for i in range(int(cluster.job_seconds * 2)):
+            out.write(json.dumps({"t_ns": first + i * 500_000_000, "cores": cores}) + "\n")
+    return JobRun(exit_code, log=f"aiperf {' '.join(argv[:3])} ... exit {exit_code}\n")
+
+
+NAMESPACE = "dynamo"
+PROMETHEUS = "http://prometheus-kube-prometheus-prometheus.monitoring.svc.cluster.local:9090"
+KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+              "clusters": [{"name": "c", "cluster": {"server": "https://eks.invalid"}}],
+              "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+              "users": [{"name": "u", "user": {"token": "unused"}}]}
+
+
+@dataclass
+class Deployed:
+    cluster: FakeCluster
+    stack: Any
+    outputs: Path
+    graph: str
+
+
+def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: float = 240.0,
+           ready: bool = True, crash: str | None = None) -> Deployed:
+    """The stack's real DynamoGraphDeployment (components/graph.py) running on fake nodes:
+    p4d nodes and a CPU node in us-east-1a, another CPU node in us-east-1b."""
+    from components.graph import build_graph_deployment, deployment_name
+    from stacks.loader import load_stack
+    from stacks.preflight import effective_cluster
+    from stacks.schema import TransferBackend
+
+    stack = load_stack(stack_name)
+    base = load_stack(stack.cluster.attach_to) if stack.is_attached else None
+    efa = stack.serving.transfer == TransferBackend.NIXL_LIBFABRIC
+    dgd = build_graph_deployment(stack, namespace=NAMESPACE, efa=efa,
+                                 cluster=effective_cluster(stack, base))
+    cluster = FakeCluster(tmp)
+    cluster.model_name = stack.model.name
+    for name, group, zone, itype in (("p4d-0", "p4d", "us-east-1a", "p4d.24xlarge"),
+                                     ("p4d-1", "p4d", "us-east-1a", "p4d.24xlarge"),
+                                     ("cpu-a", "cpu", "us-east-1a", "m7i.4xlarge"),
+                                     ("cpu-b", "cpu", "us-east-1b", "m7i.4xlarge"),
+                                     ("cpu-c", "system", "us-east-1c", "m7i.2xlarge")):
+        cluster.add_node(name, group, zone, itype)
+    comps = []
+    for i, c in enumerate(dgd["spec"]["components"]):
+        backend = "LIBFABRIC" if efa else "UCX"
+        log = ("INFO vllm starting\n" + (f"Backend {backend} was instantiated\n"
+                                         if c["type"] in ("prefill", "decode") else "")
+               + ("torch.OutOfMemoryError: CUDA out of memory\n" if c["name"] == crash else ""))
+        comps.append(Component(c["name"], c["type"], c["replicas"],
+                                frontend_node if c["type"] == "frontend" else f"p4d-{i % 2}",
+                                load_s=load_s if c["type"] != "frontend" else 5.0,
+                                crash=c["name"] == crash, log=log))
+    if not ready:   # the graph was just applied: pods start from the current time
+        cluster.clock.t = 0.0
+    cluster.add_graph(dgd, comps)
+    if not ready:
+        for pod in cluster.pods.values():
+            pod["_fake"]["created"] = cluster.clock.t
+            pod["metadata"]["creationTimestamp"] = cluster.clock.iso()
+    graph = deployment_name(stack)
+    outputs = tmp / "outputs.json"
+    outputs.write_text(json.dumps({
+        "kubeconfig": KUBECONFIG, "dynamoNamespace": NAMESPACE, "graphName": graph,
+        "frontendService": f"{graph}-frontend", "prometheusService":
+        "prometheus-kube-prometheus-prometheus", "prometheusUrl": PROMETHEUS,
+        "region": "us-east-1", "clusterName": "base-a100"}))
+    cluster.job_run = produce_exports
+    return Deployed(cluster, stack, outputs, graph)
+
+
+def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | None = None):
+    from workloads.targets.aws import AwsTarget
+    return AwsTarget(d.stack, tmp / "engine", run_id=run_id, outputs_file=d.outputs,
+                     kube=d.cluster.kube(), clock=d.cluster.clock,
+                     report=(messages.append if messages is not None else None))
