@@ -127,7 +127,7 @@ def published_row(p: PublishedFigure) -> dict[str, Any]:
         "user_speed_definition": definition, "user_tok_s": p.user_tok_s,
         "output_tok_s_per_gpu": p.tok_s_per_gpu, "meets_sla": None, "best_point": False,
         "nominal_reuse": TRACE_NOMINAL_REUSE, "measured_kv_reuse": p.measured_reuse,
-        "speculative_acceptance": p.speculative, "status": p.status,
+        "speculative_acceptance": p.speculative, "status": f"published: {p.status}",
         "source": p.source}
 
 
