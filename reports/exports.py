@@ -12,15 +12,22 @@ Structures verified in the installed AIPerf source and on real runs against the 
 - `server_metrics_export.json`: {summary, metrics: {name: {type, unit, series: [{endpoint_url,
   labels, stats}]}}}; stats are deltas over the profiling window: counters {total, rate},
   histograms {count, sum, avg, p50_estimate, ...}, gauges {avg, min, max, p50, ...}.
+  AIPerf always scrapes the inference URL's /metrics besides the `--server-metrics` URLs
+  (aiperf/server_metrics/manager.py, deduplicated by normalized URL only). On a cluster the
+  inference URL is the frontend Service while the runner names the frontend pods, so one
+  frontend appears twice under two URLs: `runner_endpoints` says which series to keep.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from stacks.k8s_names import FRONTEND_COMPONENT
 
 AIPERF_SUMMARY = "profile_export_aiperf.json"
 AIPERF_RECORDS = "profile_export.jsonl"
@@ -133,11 +140,39 @@ def request_rows(lines: bytes) -> list[dict[str, Any]]:
     return rows
 
 
-def server_metric_rows(export: dict[str, Any]) -> list[dict[str, Any]]:
-    """The server-metrics export as tidy rows: one per (metric, series, stat)."""
+def normalized_metrics_url(url: str) -> str:
+    """A /metrics URL as AIPerf 0.13.0 writes it (aiperf.common.metric_utils): with a scheme,
+    no trailing slash, ending in /metrics."""
+    url = url if url.startswith(("http://", "https://")) else f"http://{url}"
+    url = url.rstrip("/")
+    return url if url.endswith("/metrics") else f"{url}/metrics"
+
+
+def runner_endpoints(named: dict[str, str] | None) -> set[str] | None:
+    """The /metrics URLs whose series count for a step, from the endpoints the runner passed
+    (`{component: url}`, the step record's `server_metrics`).
+
+    When the runner named a frontend's own endpoint (`frontend`, `frontend-0`, ...), only the
+    runner's URLs count: AIPerf's automatic scrape of the inference URL is then that frontend
+    again (a cluster's Service) or one of the runner's URLs (the local engine). Otherwise
+    (an old record, or no frontend pod was ready) nothing is dropped: None keeps every series.
+    """
+    named = named or {}
+    if not any(re.fullmatch(rf"{FRONTEND_COMPONENT}(-\d+)?", key) for key in named):
+        return None
+    return {normalized_metrics_url(url) for url in named.values() if url}
+
+
+def server_metric_rows(export: dict[str, Any], keep: set[str] | None = None
+                       ) -> list[dict[str, Any]]:
+    """The server-metrics export as tidy rows: one per (metric, series, stat); with `keep`,
+    only the series scraped from those (normalized) /metrics URLs."""
     rows = []
     for name, metric in (export.get("metrics") or {}).items():
         for series in metric.get("series") or []:
+            url = series.get("endpoint_url")
+            if keep is not None and (not url or normalized_metrics_url(url) not in keep):
+                continue
             labels = json.dumps(series.get("labels") or {}, sort_keys=True)
             for stat, value in (series.get("stats") or {}).items():
                 if isinstance(value, (int, float)):

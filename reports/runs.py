@@ -20,7 +20,7 @@ import pandas as pd
 from reports import exports, server
 
 CACHE_DIR = ".reports-cache"
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"  # 3: server series limited to the runner's endpoints
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -158,7 +158,8 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
                        if records_path.exists() else [], columns=_REQUEST_COLUMNS)
     req = _with_requested_lengths(req, record, step_id, step_dir, row).astype(_REQUEST_DTYPES)
     sm_path = step_dir / exports.SERVER_METRICS
-    srv = pd.DataFrame(exports.server_metric_rows(exports.read_json(sm_path))
+    keep = exports.runner_endpoints(record.steps.get(step_id, {}).get("server_metrics"))
+    srv = pd.DataFrame(exports.server_metric_rows(exports.read_json(sm_path), keep)
                        if sm_path.exists() else [], columns=_SERVER_COLUMNS)
     row.update(server.step_figures(srv))
     row["server_metrics_scraped"] = sm_path.exists()
