@@ -128,9 +128,12 @@ def _manifest_step_fields(rec: dict[str, Any]) -> dict[str, Any]:
     dataset = rec.get("dataset") or {}
     limit = dataset.get("context_limit") or {}
     cold = rec.get("cold")
+    # The step's own statement (params.cache: its prompts start uncached or cached) wins over
+    # the restart flag: under coldRestart first-step a later cold-cache step is not restarted.
+    cache = params.get("cache") or (None if cold is None else ("cold" if cold else "warm"))
     return {"status": rec.get("status"),
-            # cold: the runner restarted the workers (empty KV caches) before the step
-            "cache": "unknown" if cold is None else ("cold" if cold else "warm"),
+            "cache": cache or "unknown",
+            "cold_restart": cold,   # the runner restarted the workers before the step
             "requested_rows": limit.get("requested_rows", dataset.get("rows")),
             "excluded_over_context": limit.get("dropped"),
             "clipped_over_context": limit.get("clipped"),

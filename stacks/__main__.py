@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stacks.estimate import cold_restarts, restart_seconds
 from stacks.forecast import Campaign, plan_campaigns
 from stacks.loader import STACKS_DIR, StackError, all_stack_names, load_stack
 from stacks.preflight import PreflightReport, check_stack
@@ -56,8 +57,12 @@ def _print_report(report: PreflightReport) -> None:
         "estimate"
     lines = ", ".join(f"{k} ${v:,.2f}" for k, v in report.hourly.lines.items())
     console.print(f"cost {label}: ${report.hourly.total:,.2f}/h ({lines})")
+    restarts = cold_restarts(s) if s.serving else 0
+    each = restart_seconds(s)
+    restart_text = f" + {restarts} cold restart(s) x " + (
+        _hours(each) if each >= 60 else f"{each:g} s") if restarts else ""
     console.print(f"planned: {report.planned_hours:.2f} h (setup {s.cost.setup_hours:.2f} h + "
-                  f"workloads at full scale) = ${report.planned_cost:,.2f}; budget "
+                  f"workloads at full scale{restart_text}) = ${report.planned_cost:,.2f}; budget "
                   f"${s.cost.budget_usd:,.0f}")
     if report.ok:
         console.print("[green]OK[/green]")
@@ -112,6 +117,9 @@ def _print_campaign(c: Campaign) -> None:
     for r in c.runs:
         t.add_row(r.stack, "start-up", _hours(r.startup_s), "0", "")
         t.add_row("", "model load (assumed)", _hours(r.model_load_s), "0", "")
+        if r.restarts:
+            t.add_row("", f"cold restarts ({r.restarts} x {_hours(r.restart_s)})",
+                      _hours(r.restarts_s), "0", "")
         for step, sec in r.steps_s.items():
             t.add_row("", step, _hours(sec), str(r.gpus_loaded), "")
         t.add_row("", "[bold]total[/bold]", _hours(r.wall_s), "",

@@ -21,7 +21,7 @@ from stacks.catalog import (
 )
 from stacks.memory import weights_bytes_per_gpu
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
-from stacks.workload_config import Scale
+from stacks.workload_config import Scale, restart_count
 
 # AIPerf's fixed cost per invocation (start-up, tokenizer, export), measured ~9-10 s locally.
 AIPERF_FIXED_S = 10.0
@@ -31,6 +31,8 @@ AIPERF_FIXED_S = 10.0
 MODEL_LOAD_GIB_PER_S = 0.5
 ENGINE_INIT_S = 240.0
 GIB = 1024**3
+# A cold restart of the local engine's workers (mocker processes): ready in about a second.
+LOCAL_RESTART_S = 1.0
 
 
 def instance_price(instance_type: str, stack: StackConfig) -> float:
@@ -114,6 +116,32 @@ def model_load_seconds(stack: StackConfig) -> float:
     return estimated_load_seconds(stack)
 
 
+def cold_restarts(stack: StackConfig, scale: Scale = "full") -> int:
+    """Worker restarts the plan makes before cold-cache steps (each workload's coldRestart
+    policy over its cold steps, every repeat; a trace's warm replays never restart)."""
+    w, n = stack.workloads, 0
+    enabled = w.enabled()
+    if "prefix_cache" in enabled:
+        pc = w.prefix_cache.at_scale(scale)
+        n += restart_count(pc.cold_restart, len(pc.shares) * w.repeats)
+    if "trace_replay" in enabled:
+        tr = w.trace_replay.at_scale(scale)
+        n += restart_count(tr.cold_restart, len(tr.concurrencies) * w.repeats)
+    return n
+
+
+def restart_seconds(stack: StackConfig) -> float:
+    """One cold restart: on a cluster the worker pods are deleted and the model is loaded
+    again (one model load); the local engine's workers restart in about a second."""
+    if stack.serving is None:
+        return 0.0
+    return model_load_seconds(stack) if stack.target == "aws" else LOCAL_RESTART_S
+
+
+def cold_restart_seconds(stack: StackConfig, scale: Scale = "full") -> float:
+    return cold_restarts(stack, scale) * restart_seconds(stack)
+
+
 def _count_based_s(requests: int, concurrency: int, osl: float, itl_ms: float) -> float:
     return math.ceil(requests / concurrency) * osl * itl_ms / 1000.0
 
@@ -151,5 +179,8 @@ def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]
 
 
 def planned_hours(stack: StackConfig, scale: Scale = "full") -> float:
-    load_s = sum(workload_steps_seconds(stack, scale).values()) if stack.serving else 0.0
-    return stack.cost.setup_hours + load_s / 3600.0
+    """Setup, then the workload steps and the cold restarts between them."""
+    if stack.serving is None:
+        return stack.cost.setup_hours
+    load_s = sum(workload_steps_seconds(stack, scale).values())
+    return stack.cost.setup_hours + (load_s + cold_restart_seconds(stack, scale)) / 3600.0

@@ -10,7 +10,9 @@ billed / loaded says how much of the paid GPU time carried load. The runner's ti
 the same ratio measured after the fact.
 
 Start-up is the stack's `cost.setupHours` minus the assumed model load, which that budget
-includes (see `stacks.estimate.model_load_seconds`).
+includes (see `stacks.estimate.model_load_seconds`). Each cold restart the plan makes (the
+workloads' coldRestart policies) adds a model load on a cluster, about a second locally; the
+GPUs bill through it but carry no load.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from dataclasses import dataclass, field
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import (
     HourlyCost,
+    cold_restarts,
     hourly_cost,
     model_load_seconds,
     node_cost_lines,
+    restart_seconds,
     workload_steps_seconds,
 )
 from stacks.preflight import effective_cluster
@@ -57,14 +61,21 @@ class StackRun:
     extra_gpus: int = 0
     # Set when cost.setupHours is shorter than the assumed model load.
     warning: str = ""
+    # Worker restarts before cold-cache steps, and what one costs (a model load on a cluster).
+    restarts: int = 0
+    restart_s: float = 0.0
 
     @property
     def load_s(self) -> float:
         return sum(self.steps_s.values())
 
     @property
+    def restarts_s(self) -> float:
+        return self.restarts * self.restart_s
+
+    @property
     def wall_s(self) -> float:
-        return self.startup_s + self.model_load_s + self.load_s
+        return self.startup_s + self.model_load_s + self.restarts_s + self.load_s
 
     @property
     def attributed_usd(self) -> float:
@@ -125,7 +136,9 @@ def _stack_run(stack: StackConfig, base: StackConfig | None, scale: Scale) -> St
         gpus_loaded=gpus_loaded(stack),
         hourly=hourly_cost(stack, cluster.node_groups, cluster.compute_mode, storage_gib),
         extra_usd_per_hour=sum(node_cost_lines(stack, own, cluster.compute_mode).values()),
-        extra_gpus=gpus_in(own), warning=warning)
+        extra_gpus=gpus_in(own), warning=warning,
+        restarts=cold_restarts(stack, scale) if stack.serving else 0,
+        restart_s=restart_seconds(stack))
 
 
 def standalone_campaign(stack: StackConfig, scale: Scale = "full") -> Campaign:

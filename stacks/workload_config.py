@@ -17,6 +17,22 @@ from stacks.errors import field_error, relocated
 Scale = Literal["quick", "full"]
 PositiveInt = Annotated[int, Field(ge=1)]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
+# When a cold-cache workload restarts the workers (empty KV caches) before its steps. Every
+# step uses fresh hash ids, so an earlier step's cache cannot serve a later step's prompts:
+# one restart before the workload's first step already makes every step a cold measurement,
+# while a restart per step reloads the model each time (minutes to hours on a cluster).
+ColdRestart = Literal["every-step", "first-step", "never"]
+
+
+def restarts_before(policy: ColdRestart, index: int) -> bool:
+    """Whether the workload's `index`-th cold-cache step (0-based, in plan order across
+    repeats; a trace's warm replays are not counted) restarts the workers first."""
+    return policy == "every-step" or (policy == "first-step" and index == 0)
+
+
+def restart_count(policy: ColdRestart, cold_steps: int) -> int:
+    """Worker restarts for a workload of `cold_steps` cold-cache steps."""
+    return sum(restarts_before(policy, i) for i in range(cold_steps))
 
 
 class _Model(BaseModel):
@@ -98,6 +114,7 @@ class PrefixCache(Workload):
     requests: PositiveInt = 160
     # Tokens per hash id in the Mooncake-style dataset; the share is exact in whole blocks.
     block_size: PositiveInt = 512
+    cold_restart: ColdRestart = "every-step"
     quick: dict[str, Any] = {"requests": 32, "osl": 64}
 
     @model_validator(mode="after")
@@ -123,6 +140,8 @@ class TraceReplay(Workload):
     # After each step (cold: workers restarted), replay the same trace, same prompts, without a
     # restart: a warm-cache step beside every cold one.
     warm_pass: bool = False
+    # Fresh hash ids per concurrency and repeat: one restart before the first step suffices.
+    cold_restart: ColdRestart = "first-step"
     quick: dict[str, Any] = {"requests": 24, "isl": 2048, "osl": 64}
 
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.estimate import workload_steps_seconds
+from stacks.estimate import (
+    cold_restarts,
+    model_load_seconds,
+    planned_hours,
+    restart_seconds,
+    workload_steps_seconds,
+)
 from stacks.loader import load_stack, parse_config, read_stack_file, stack_file
 from stacks.preflight import check_stack, run_preflight
+from stacks.schema import StackConfig
 
 P4D, M7I_4XL, G6E_12XL = 21.957642, 0.8064, 10.49264  # $/h on-demand, us-east-1
 EKS = 0.10
@@ -42,10 +49,14 @@ def test_planned_hours_by_hand() -> None:
     assert len(steps) == 7 + 1 + 3 + 5
     total_s = 999.6 + 342 + 1614 + 690  # = 3645.6 s
     assert sum(steps.values()) == pytest.approx(total_s)
-    # setupHours 0.25 + 3645.6 / 3600 = 1.262667 h; x $45.710276/h = $57.72
+    # prefix cache restarts the workers before each of its 5 shares (coldRestart every-step);
+    # on aws each restart is one model load: 61.0e9 B = 56.81 GiB at 0.5 GiB/s + 240 s
+    load = 30.5e9 * 2 / 1024**3 / 0.5 + 240            # 353.62 s
+    assert cold_restarts(stack) == 5 and restart_seconds(stack) == pytest.approx(load)
+    # setupHours 0.25 + (3645.6 + 5 x 353.62) / 3600 = 1.753807 h; x $45.710276/h = $80.17
     report = check_stack("agg-a100")
-    assert report.planned_hours == pytest.approx(0.25 + total_s / 3600)
-    assert report.planned_cost == pytest.approx(57.717, abs=1e-3)
+    assert report.planned_hours == pytest.approx(0.25 + (total_s + 5 * load) / 3600)
+    assert report.planned_cost == pytest.approx(80.167, abs=1e-3)
 
 
 def test_quick_scale_steps() -> None:
@@ -87,3 +98,34 @@ def test_price_override_replaces_the_list_price() -> None:
     raw["cost"] = {**raw["cost"], "priceOverrides": {"p4d.24xlarge": 12.5}}
     lines = run_preflight(parse_config("override", raw)).hourly.lines
     assert lines["nodes p4d (2 x p4d.24xlarge)"] == pytest.approx(25.0)
+
+
+def _with_workloads(name: str, **workloads) -> StackConfig:
+    raw = read_stack_file(stack_file(name))
+    w = raw.setdefault("workloads", {})
+    for key, value in workloads.items():
+        w[key] = {**w.get(key, {}), **value} if isinstance(value, dict) else value
+    return parse_config(name, raw)
+
+
+def test_cold_restarts_follow_each_workloads_policy() -> None:
+    # B200 recipe: 5 trace concurrencies, coldRestart first-step: one restart = one model load
+    # of the startup budget (K-EXAONE 120 min), not five
+    kexaone = load_stack("agg-b200-kexaone")
+    assert kexaone.workloads.trace_replay.cold_restart == "first-step"
+    assert cold_restarts(kexaone) == 1 and restart_seconds(kexaone) == 120 * 60
+    steps_s = sum(workload_steps_seconds(kexaone, "full").values())
+    assert planned_hours(kexaone) == pytest.approx(2.25 + (steps_s + 7200) / 3600)
+    every = _with_workloads("agg-b200-kexaone", traceReplay={"coldRestart": "every-step",
+                                                              "warmPass": True})
+    # warm replays never restart: still 5 restarts for 10 steps
+    assert len(workload_steps_seconds(every, "full")) == 10 and cold_restarts(every) == 5
+    never = _with_workloads("agg-a100", prefixCache={"coldRestart": "never"})
+    assert cold_restarts(never) == 0
+    twice = _with_workloads("agg-a100", prefixCache={"coldRestart": "first-step"}, repeats=2)
+    assert cold_restarts(twice) == 1   # the first step of the first repeat only
+    assert cold_restarts(_with_workloads("agg-a100", repeats=2)) == 10
+    # the local engine restarts its workers in about a second, not a model load
+    local = load_stack("local-agg")
+    assert cold_restarts(local) == 5 and restart_seconds(local) == 1.0
+    assert model_load_seconds(local) > 1.0

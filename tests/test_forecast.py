@@ -20,6 +20,10 @@ PREFIX = 5 * (10 * 512 * 0.025 + 10)                   # 5 x 138 = 690 s
 STEPS = SWEEP + MULTI_TURN + SEQ_DIST + PREFIX         # 3645.6 s
 # BF16 Qwen3-30B-A3B: 61.0e9 bytes = 56.81 GiB at 0.5 GiB/s + 240 s engine start.
 MODEL_LOAD = 30.5e9 * 2 / 1024**3 / 0.5 + 240          # 353.62 s
+# prefixCache restarts the workers before each of its 5 shares (coldRestart every-step, the
+# default); on aws every restart deletes the worker pods and loads the model again.
+RESTARTS = 5 * MODEL_LOAD                              # 1768.11 s
+VARIANT = 900 + STEPS + RESTARTS                       # setup 0.25 h + steps + restarts: 6313.71 s
 
 
 @pytest.fixture(scope="module")
@@ -41,26 +45,28 @@ def test_base_campaign_by_hand(a100):
         assert run.load_s == pytest.approx(3645.6)
         assert run.model_load_s == pytest.approx(353.62, abs=0.01)
         assert run.startup_s == pytest.approx(900 - 353.62, abs=0.01)
-        assert run.wall_s == pytest.approx(4545.6)
+        assert (run.restarts, run.restart_s) == (5, pytest.approx(MODEL_LOAD))
+        assert run.wall_s == pytest.approx(VARIANT) == pytest.approx(6313.71, abs=0.01)
         assert run.gpus_loaded == 16  # 4 x TP4 and 2 + 2 x TP4
-    wall_h = (3600 + 2 * 4545.6) / 3600                # 3.525333 h
+    wall_h = (3600 + 2 * VARIANT) / 3600               # 4.507615 h
     base_per_h = 2 * P4D + G6E + 2 * M7I + EKS + EFS_200  # 56.202916 $/h: the g6e bills too
     assert c.wall_s / 3600 == pytest.approx(wall_h)
     assert c.hourly.total == pytest.approx(56.202916, abs=1e-6)
-    assert c.cost_usd == pytest.approx(base_per_h * wall_h) == pytest.approx(198.134, abs=1e-3)
-    assert c.billed_gpu_hours == pytest.approx(20 * wall_h) == pytest.approx(70.5067, abs=1e-4)
+    assert c.cost_usd == pytest.approx(base_per_h * wall_h) == pytest.approx(253.341, abs=1e-3)
+    assert c.billed_gpu_hours == pytest.approx(20 * wall_h) == pytest.approx(90.1523, abs=1e-4)
     assert c.loaded_gpu_hours == pytest.approx(2 * 16 * STEPS / 3600)  # 32.4053
-    assert c.billed_over_loaded == pytest.approx(2.17577, abs=1e-5)
+    assert c.billed_over_loaded == pytest.approx(2.78202, abs=1e-5)
     # What one variant is charged for its own turn: the 2 p4d it fills + CPU group + fees.
     agg = c.runs[0]
     assert agg.hourly.total == pytest.approx(2 * P4D + 2 * M7I + EKS + EFS_200)
-    assert agg.attributed_usd == pytest.approx(45.7102758 * 4545.6 / 3600)  # $57.72
+    assert agg.attributed_usd == pytest.approx(45.7102758 * VARIANT / 3600)  # $80.17
 
 
 def test_standalone_by_hand():
     s = load_stack("agg-a100-standalone")
     c = standalone_campaign(s)
-    wall_h = (3600 + STEPS) / 3600                       # setup 1 h (incl. model load) + steps
+    # setup 1 h (incl. the first model load) + steps + 5 restarts, one model load each
+    wall_h = (3600 + STEPS + RESTARTS) / 3600            # 2.503807 h
     assert c.wall_s / 3600 == pytest.approx(wall_h)
     assert c.runs[0].startup_s == pytest.approx(3600 - MODEL_LOAD)
     assert c.cost_usd == pytest.approx((2 * P4D + 2 * M7I + EKS + EFS_200) * wall_h)  # $92.00
@@ -123,7 +129,8 @@ def test_plan_cli_prints_the_campaign_ratio():
     res = CliRunner().invoke(app, ["plan", "agg-a100", "disagg-a100"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
-    assert "campaign base-a100: wall 3.53 h, $198.13 billed" in out
-    assert "GPU-hours billed 70.51 / under load 32.41 = 2.18x" in out
+    assert "campaign base-a100: wall 4.51 h, $253.34 billed" in out
+    assert "GPU-hours billed 90.15 / under load 32.41 = 2.78x" in out
+    assert "cold restarts (5 x 5.9 min) │ 29.5 min" in out
     bad = CliRunner().invoke(app, ["plan", "no-such-stack"])
     assert bad.exit_code == 2 and "no stack file" in bad.output

@@ -53,7 +53,9 @@ def test_memory_table_and_cost_of_one_stack() -> None:
     assert (kv_token, full_seq, capacity, fits) == ("24,576", "0.75 (32,768 tok)", "777,577",
                                                     "yes")
     assert "cost estimate: $45.71/h (nodes p4d (2 x p4d.24xlarge) $43.92," in out
-    assert "planned: 1.26 h (setup 0.25 h + workloads at full scale) = $57.72; budget $200" in out
+    # 5 prefix-cache restarts x 353.62 s model load: 0.25 + (3645.6 + 1768.1) / 3600 = 1.75 h
+    assert ("planned: 1.75 h (setup 0.25 h + workloads at full scale + 5 cold restart(s) x "
+            "5.9 min) = $80.17; budget $200") in out
     assert "1/1 stack(s) valid" in out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.loader import load_stack, parse_config
+from stacks.loader import StackError, load_stack, parse_config
 from workloads import datasets as ds
 from workloads.steps import FASTEST_REQUEST_S, FASTEST_TOKEN_S, plan, rows_for_duration
 
@@ -85,3 +85,36 @@ def test_trace_replay_when_enabled(local_agg):
     steps = plan(stack, "quick", only=["trace_replay"])
     assert [s.id for s in steps] == ["trace_replay/c16"]
     assert abs(ds.block_reuse(steps[0].rows()) - 0.7) < 0.06
+
+
+def _trace_stack(local_agg, **trace):
+    raw = local_agg.model_dump(by_alias=True, exclude={"name"})
+    raw["workloads"]["traceReplay"] |= {"enabled": True, "concurrencies": [4, 8, 16], **trace}
+    return parse_config("x", raw)
+
+
+def test_first_step_restarts_only_before_the_first_trace_step(local_agg):
+    stack = _trace_stack(local_agg, warmPass=True)
+    assert stack.workloads.trace_replay.cold_restart == "first-step"   # the trace default
+    steps = plan(stack, "quick", only=["trace_replay"], repeats=2)
+    assert [s.id for s in steps if s.cold] == ["trace_replay/c4/r1"]
+    # every first pass still starts on prompts no earlier step sent: its cache is cold
+    assert [s.params["cache"] for s in steps[:6]] == ["cold", "warm"] * 3
+    every = plan(_trace_stack(local_agg, warmPass=True, coldRestart="every-step"), "quick",
+                 only=["trace_replay"])
+    assert [s.id for s in every if s.cold] == [f"trace_replay/c{c}" for c in (4, 8, 16)]
+    never = plan(_trace_stack(local_agg, coldRestart="never"), "quick", only=["trace_replay"])
+    assert not any(s.cold for s in never)
+
+
+def test_prefix_cache_restarts_before_every_share_by_default(local_agg):
+    steps = plan(local_agg, "quick", only=["prefix_cache"])
+    assert local_agg.workloads.prefix_cache.cold_restart == "every-step"
+    assert len(steps) == 5 and all(s.cold and s.params["cache"] == "cold" for s in steps)
+
+
+def test_cold_restart_policy_is_typed(local_agg):
+    raw = local_agg.model_dump(by_alias=True, exclude={"name"})
+    raw["workloads"]["prefixCache"]["coldRestart"] = "sometimes"
+    with pytest.raises(StackError, match="coldRestart"):
+        parse_config("x", raw)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stacks.schema import StackConfig
-from stacks.workload_config import Scale, WorkloadsConfig
+from stacks.workload_config import Scale, WorkloadsConfig, restarts_before
 from workloads import datasets as ds
 
 WORKLOADS = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
@@ -46,7 +46,10 @@ class Step:
     seed: int
     rows: Callable[[], list[dict]] = field(repr=False, compare=False)
     duration_s: float | None = None     # None: bounded by the row count only
-    cold: bool = False                  # restart workers (empty KV caches) first
+    # Restart workers (empty KV caches) first, as the workload's coldRestart policy says.
+    # params["cache"] is the cache state of the step's own prompts: a cold-cache step the
+    # policy does not restart still finds none of them cached (fresh hash ids).
+    cold: bool = False
     params: dict = field(default_factory=dict)   # what the manifest records about the step
     eta_s: float = 0.0
     # The smallest worker maxModelLen: rows beyond it are dropped or clipped before the step.
@@ -111,7 +114,7 @@ def _prefix(w, seed: int, repeat: int) -> list[tuple]:
                     lambda share=share, b=b: ds.prefix_share_rows(
                         w.requests, w.isl, w.osl, w.block_size, share, b),
                     {"share": share, "isl": w.isl, "osl": w.osl, "rows": w.requests,
-                     "block_size": w.block_size}))
+                     "block_size": w.block_size, "cache": "cold"}))
     return out
 
 
@@ -156,6 +159,7 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
         if only and name not in only:
             continue
         w = workload.at_scale(scale)
+        cold_steps = 0   # the workload's cold-cache steps so far, for its coldRestart policy
         for r in range(1, n_repeats + 1):
             base_seed = ds.stable_seed(cfg.seed, name, r)
             suffix = f"/r{r}" if n_repeats > 1 else ""
@@ -166,6 +170,9 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
                 seed = ds.stable_seed(cfg.seed, seed_id) % 2**31
                 osl = params.get("mean_osl", params.get("osl", 0))
                 eta = _eta(params["rows"], conc, osl, duration)
+                if cold:
+                    cold = restarts_before(getattr(w, "cold_restart", "every-step"), cold_steps)
+                    cold_steps += 1
                 steps.append(Step(id=step_id, workload=name, name=sname, repeat=r,
                                   concurrency=conc, seed=seed, rows=rows, duration_s=duration,
                                   cold=cold, params=params, eta_s=eta,
