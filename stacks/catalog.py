@@ -136,7 +136,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 
 # Fixed fees, per hour (us-east-1). Auto Mode adds a per-instance management fee that AWS prices
 # as a fraction of the instance price. 12 % is an approximation NOT confirmed against the
-# price list here: the cost report labels Auto Mode fees as estimated; check the EKS pricing page.
+# price list here; check the EKS pricing page (or set it from your bill) before trusting it.
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 EKS_AUTO_MODE_FEE_FRACTION = 0.12
 EFS_STANDARD_USD_PER_GB_MONTH = 0.30
