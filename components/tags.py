@@ -81,8 +81,3 @@ def is_taggable(type_token: str) -> bool:
     init = getattr(cls, "_internal_init", None) or cls.__init__
     return "tags" in inspect.signature(init).parameters
 
-
-def missing_tags(actual: dict[str, str] | None, required: dict[str, str]) -> dict[str, str]:
-    """The required tags that `actual` lacks or holds with another value."""
-    actual = actual or {}
-    return {k: v for k, v in required.items() if actual.get(k) != v}

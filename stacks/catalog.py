@@ -160,4 +160,3 @@ MODELS: dict[str, ModelArchitecture] = {
 # Bytes per weight parameter by checkpoint precision. NVFP4 = 4-bit values + one FP8 scale per
 # 16 values (0.5 + 1/16 bytes).
 BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625}
-BYTES_PER_KV_ELEMENT = {"auto": None, "bf16": 2.0, "fp8": 1.0}

@@ -67,10 +67,6 @@ class WorkerMemory:
     def fits(self) -> bool:
         return self.needed_gib <= self.budget_gib
 
-    @property
-    def headroom_gib(self) -> float:
-        return self.budget_gib - self.needed_gib
-
 
 def kv_heads_per_gpu(arch: ModelArchitecture, tp: int) -> int:
     return max(1, arch.kv_heads // tp)
