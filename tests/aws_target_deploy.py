@@ -9,6 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tests.aws_target_fake import Component, FakeCluster, JobRun
 from workloads import k8s_scripts
@@ -35,6 +36,44 @@ def aiperf_argv(job: dict) -> list[str]:
 
 def flag(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
+
+
+def flags(argv: list[str], name: str) -> list[str]:
+    """Every value after `name` up to the next flag (`--server-metrics URL...`)."""
+    if name not in argv:
+        return []
+    rest = argv[argv.index(name) + 1:]
+    return rest[:next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]
+
+
+def fixture_endpoints(src: Path) -> dict[str, str]:
+    """{component: /metrics URL} the fixture step scraped: its step.json `server_metrics`, or
+    (runs recorded before steps named them) the run's startup-phase endpoints."""
+    named = json.loads((src / "step.json").read_text()).get("server_metrics")
+    if named:
+        return named
+    manifest = json.loads((FIXTURES / "manifest.json").read_text())
+    startup = next(p for a in manifest["attempts"] for p in a["phases"]
+                   if p["name"] == "startup" and p.get("endpoints"))
+    return startup["endpoints"]
+
+
+def endpoint_rewrites(cluster: FakeCluster, src: Path, urls: list[str]) -> dict[str, str]:
+    """Fixture URL -> the URL this Job's `--server-metrics` names for the same kind of
+    component (the frontend's to the frontend's, workers' to workers' in order), so the copied
+    server_metrics_export.json names the endpoints the aws step record names."""
+    kind_of = {p["_fake"]["ip"]: p["_fake"]["comp"].type for p in cluster.pods.values()
+               if "comp" in p["_fake"]}
+    remote = {"frontend": [u for u in urls if kind_of.get(urlsplit(u).hostname) == "frontend"]}
+    remote["worker"] = [u for u in urls if u not in remote["frontend"]]
+    local = fixture_endpoints(src)
+    out, used = {}, {"frontend": 0, "worker": 0}
+    for comp, url in local.items():
+        kind = "frontend" if comp.split("-")[0] == "frontend" else "worker"
+        if remote[kind]:
+            out[url] = remote[kind][used[kind] % len(remote[kind])]
+            used[kind] += 1
+    return out
 
 
 def step_id_of(artifact_dir: str) -> str:
@@ -69,8 +108,11 @@ def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: in
                 if k.endswith("_ns") and isinstance(v, int):
                     rec["metadata"][k] = v + shift
             out.write(json.dumps(rec) + "\n")
-    for name in EXPORTS[1:]:
-        shutil.copy(src / name, dest / name)
+    shutil.copy(src / EXPORTS[1], dest / EXPORTS[1])
+    server = (src / EXPORTS[2]).read_text()
+    for local, remote in endpoint_rewrites(cluster, src, flags(argv, "--server-metrics")).items():
+        server = server.replace(local, remote)
+    (dest / EXPORTS[2]).write_text(server)
     (dest / "logs").mkdir(exist_ok=True)
     shutil.copy(src / "logs" / "aiperf.log", dest / "logs" / "aiperf.log")
     with (dest / k8s_scripts.CPU_SAMPLES).open("w") as out:

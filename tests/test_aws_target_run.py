@@ -64,6 +64,9 @@ def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
     assert len(cost) == len(steps)
     assert cost["cost_basis"].str.startswith("measured").all(), cost["cost_basis"].tolist()
     assert (cost["period_cost_usd"] > 0).all()
+    # the server series survive: the exports name the endpoints the step record names
+    assert report.tables["fidelity"]["server_ttft_mean_ms"].notna().all()
+    assert report.tables["prefix_cache"]["server_hit_rate"].notna().all()
 
 
 def test_ctrl_c_mid_run_leaves_a_resumable_run_and_only_others_jobs(tmp_path, deployed):
