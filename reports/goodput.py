@@ -74,13 +74,20 @@ def request_meets(req: pd.DataFrame, slo: Slo) -> pd.Series:
     return ok.fillna(False)
 
 
+def p50s_meet(ttft_p50_ms: float, user_tok_s: float, itl_p50_ms: float, slo: Slo) -> bool:
+    """A step's p50s against every bound of the SLO (a NaN figure never meets a bound)."""
+    if not ttft_p50_ms < slo.ttft_ms:
+        return False
+    if slo.min_tok_s_per_user is not None and not user_tok_s >= slo.min_tok_s_per_user:
+        return False
+    return slo.itl_ms is None or itl_p50_ms <= slo.itl_ms
+
+
 def step_meets(step: pd.Series, req_ok: pd.DataFrame, slo: Slo) -> bool:
-    if not len(req_ok) or not step["ttft_p50_ms"] < slo.ttft_ms:
+    if not len(req_ok):
         return False
-    if slo.min_tok_s_per_user is not None and \
-            not pct(req_ok["tok_s_per_user"], 50) >= slo.min_tok_s_per_user:
-        return False
-    return not (slo.itl_ms is not None and not step["itl_p50_ms"] <= slo.itl_ms)
+    return p50s_meet(step["ttft_p50_ms"], pct(req_ok["tok_s_per_user"], 50),
+                     step["itl_p50_ms"], slo)
 
 
 def goodput(steps: pd.DataFrame, requests: pd.DataFrame,

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from reports.goodput import DEFAULT_SLOS, Slo
+from reports.goodput import DEFAULT_SLOS, Slo, p50s_meet
 from reports.published import (
     PUBLISHED_LABEL,
     TRACE_NOMINAL_REUSE,
@@ -83,10 +83,13 @@ def _float(v: Any) -> float:
     return math.nan if v is None or pd.isna(v) else float(v)
 
 
-def meets(ttft_p50_ms: float, user_tok_s: float, status: Any, slo: Slo) -> bool:
-    if status == "failed" or math.isnan(ttft_p50_ms) or math.isnan(user_tok_s):
+def meets(ttft_p50_ms: float, itl_p50_ms: float, user_tok_s: float, status: Any,
+          slo: Slo) -> bool:
+    """The goodput table's p50 check (every bound, ITL too) with this row's per-user speed;
+    a failed step or an unknown speed never meets it."""
+    if status == "failed" or math.isnan(user_tok_s):
         return False
-    return ttft_p50_ms < slo.ttft_ms and user_tok_s >= (slo.min_tok_s_per_user or 0.0)
+    return p50s_meet(ttft_p50_ms, user_tok_s, itl_p50_ms, slo)
 
 
 def _measured_row(st: pd.Series, req: pd.DataFrame, info: StackInfo, definition: str,
@@ -106,7 +109,7 @@ def _measured_row(st: pd.Series, req: pd.DataFrame, info: StackInfo, definition:
         "user_speed_definition": f"{definition}: {USER_SPEEDS[definition]}",
         "user_tok_s": speed, "output_tok_s": _float(st.get("output_tok_s")),
         "output_tok_s_per_gpu": _float(st.get("output_tok_s_per_gpu")),
-        "meets_sla": meets(ttft, speed, st.get("status"), slo), "best_point": False,
+        "meets_sla": meets(ttft, itl, speed, st.get("status"), slo), "best_point": False,
         "nominal_reuse": st.get("nominal_reuse"),
         "trace_block_reuse": st.get("trace_block_reuse"),
         "measured_kv_reuse": _float(st.get("server_hit_rate")),

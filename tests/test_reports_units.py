@@ -11,6 +11,7 @@ from reports.exports import request_rows, summary_row
 from reports.goodput import Slo, parse_slo, request_meets
 from reports.plots import pareto_front
 from reports.runs import parse_step_id
+from reports.sla import meets
 from reports.tables import fold_repeats, share_of
 
 
@@ -85,3 +86,14 @@ def test_request_rows_keep_failures_and_drop_warmup():
     assert [r["conversation_id"] for r in rows] == ["a", "b"]
     assert rows[0]["ok"] and rows[0]["ttft_ms"] == 12.5
     assert not rows[1]["ok"] and rows[1]["cancelled"] and rows[1]["error_code"] == 499
+
+
+def test_sla_step_check_honours_every_bound_of_the_slo():
+    slo = Slo("s", ttft_ms=5000, min_tok_s_per_user=50, itl_ms=20)
+    assert meets(100, 10, 60, "ok", slo)
+    assert not meets(100, 30, 60, "ok", slo)          # ITL p50 over its bound
+    assert not meets(6000, 10, 60, "ok", slo)         # TTFT p50 over its bound
+    assert not meets(100, 10, 40, "ok", slo)          # too slow per user
+    assert not meets(100, 10, 60, "failed", slo)      # a failed step never meets it
+    assert not meets(math.nan, 10, 60, "ok", slo)
+    assert not meets(100, 10, math.nan, "ok", Slo("t", ttft_ms=5000))
