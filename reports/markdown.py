@@ -10,6 +10,7 @@ import pandas as pd
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
 from reports.runs import RunRecord
+from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
 
 
@@ -73,7 +74,7 @@ SECTIONS = [
     ("compare_prefix_cache", "Prefix share, aggregated vs disaggregated", ""),
     ("goodput", "Goodput under SLO", ""),
     ("sla", "SLA: output tok/s per GPU at the best point (trace workload)",
-     "A step meets the SLA (>= 50 tok/s per user and p50 TTFT < 5 s) on its p50 TTFT and the "
+     f"A step meets the SLA ({RECIPE_SLA.definition}) on its p50 TTFT and the "
      "per-user speed its row names (the definition the model's published figure used); "
      "best_point marks, per stack and cache state, the SLA step with the most tok/s per GPU. "
      "Cold steps start on restarted workers (empty KV caches), warm ones replay the same "
