@@ -169,7 +169,7 @@ class _Worker:
                 f"{self.field}.nodeCount", f"TP {self.w.tensor_parallel_size} does not split "
                 f"evenly over {self.w.node_count} nodes", "use a nodeCount that divides TP")])
         # A multinode worker runs one pod per node; each requests its share of the TP group.
-        self.gpus_per_pod = self.w.tensor_parallel_size // self.w.node_count
+        self.gpus_per_pod = self.w.gpus_per_pod
 
     def args(self) -> list[str]:
         w, s, m = self.w, self.serving, self.stack.model
@@ -250,7 +250,7 @@ class _Worker:
         inst = self.instance
         if inst is None or not inst.gpus_per_node:
             return
-        per_node = min(self.w.replicas, max(1, inst.gpus_per_node // self.gpus_per_pod))
+        per_node = self.w.pods_per_node(inst.gpus_per_node)
         if per_node * self.memory_gib() > 0.9 * inst.memory_gib:
             own = self.w.host_memory_gib is not None
             raise StackError(self.stack.name, [Problem(

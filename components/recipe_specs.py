@@ -162,7 +162,7 @@ def rdma_devices(serving: ServingConfig, w: WorkerGroup) -> dict[str, str]:
     req = serving.rdma
     if req is None or w.role == Role.WORKER:
         return {}
-    count = req.per_worker or w.tensor_parallel_size // w.node_count
+    count = req.per_worker or w.gpus_per_pod
     return {req.resource_name.value: str(count)}
 
 

@@ -163,7 +163,7 @@ def _check_rdma(stack: StackConfig, cluster: ClusterConfig, out: list[Problem]) 
                            "wrong name leaves UCX on TCP or unschedulable",
                            f"use {plugin.resource_name.value}"))
     for i, w in enumerate(s.workers):
-        count = req.per_worker or w.tensor_parallel_size // w.node_count
+        count = req.per_worker or w.gpus_per_pod
         if w.node_group not in plugin.node_groups:
             out.append(Problem(f"{P}serving.workers[{i}].nodeGroup", f"'{w.node_group}' has "
                                "no RDMA devices (cluster.rdma.nodeGroups)",
@@ -204,7 +204,7 @@ def _check_host_memory(s: ServingConfig, cluster: ClusterConfig, out: list[Probl
         inst = INSTANCE_TYPES.get(group.instance_type) if group else None
         if inst is None or not inst.gpus_per_node or w.host_memory_gib is None:
             continue
-        per_node = min(w.replicas, max(1, inst.gpus_per_node // w.tensor_parallel_size))
+        per_node = w.pods_per_node(inst.gpus_per_node)
         if per_node * w.host_memory_gib > 0.9 * inst.memory_gib:
             out.append(Problem(f"{P}serving.workers[{i}].hostMemoryGib", f"{per_node} pods "
                                f"of {w.host_memory_gib} GiB do not fit one {inst.name} "

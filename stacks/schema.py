@@ -242,8 +242,13 @@ class WorkerGroup(Schema):
         return self
 
     @property
-    def gpus_per_replica(self) -> int:
-        return self.tensor_parallel_size
+    def gpus_per_pod(self) -> int:
+        """GPUs of one pod: a replica over nodeCount nodes splits its TP among nodeCount pods."""
+        return self.tensor_parallel_size // self.node_count
+
+    def pods_per_node(self, gpus_per_node: int) -> int:
+        """Pods of this worker packed on one node of `gpus_per_node` GPUs (at least one)."""
+        return min(self.replicas, max(1, gpus_per_node // self.gpus_per_pod))
 
     @property
     def gpus(self) -> int:

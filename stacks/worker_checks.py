@@ -93,7 +93,7 @@ def _check_host(serving: ServingConfig, w: WorkerGroup, i: int, group: NodeGroup
     offload = serving.kv_offload
     if offload.kind == "none":
         return
-    per_node = min(w.replicas, max(1, inst.gpus_per_node // w.tensor_parallel_size))
+    per_node = w.pods_per_node(inst.gpus_per_node)
     cpu = offload.cpu_gb * per_node
     if cpu > inst.memory_gib * HOST_SHARE:
         out.append(Problem(f"{P}serving.kvOffload.cpuGb", f"{per_node} replica(s) of worker {i} "

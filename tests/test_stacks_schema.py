@@ -113,6 +113,18 @@ def test_camel_case_keys_and_defaults() -> None:
     assert stack.model.arch.layers == 48
 
 
+def test_pods_per_node_counts_each_pod_of_a_multinode_replica() -> None:
+    stack = parse_config("x", {"serving": {"workers": [
+        {"role": "worker", "nodeGroup": "p4d", "replicas": 3, "tensorParallelSize": 8,
+         "nodeCount": 2},
+        {"role": "worker", "nodeGroup": "p4d", "replicas": 3, "tensorParallelSize": 2}]}})
+    multinode, single = stack.serving.workers
+    # TP 8 over 2 nodes: pods of 4 GPUs, two to an 8-GPU node (pre-flight's host-memory checks
+    # and the graph's pod packing both count this).
+    assert (multinode.gpus_per_pod, multinode.pods_per_node(8)) == (4, 2)
+    assert (single.gpus_per_pod, single.pods_per_node(8), single.pods_per_node(1)) == (2, 3, 1)
+
+
 def test_reservation_group_with_its_id_is_valid() -> None:
     stack = parse_config("x", {"cluster": {"nodeGroups": [
         {"name": "p4d", "instanceType": "p4d.24xlarge", "count": 2,
