@@ -24,6 +24,7 @@ import json
 import re
 from typing import Any
 
+from stacks.memory import GIB
 from stacks.schema import Role, RouterMode, ServingConfig, Topology, TransferBackend
 
 KV_EVENTS_PORT = 20080
@@ -33,7 +34,6 @@ KVBM_MODULE = "kvbm.vllm_integration.connector"
 NATIVE_OFFLOAD_SINCE = (1, 6, 0)
 # Where KVBM's disk tier lives inside the worker pod (an emptyDir sized to diskGb).
 KVBM_DISK_DIR = "/kvbm-disk"
-GIB = 1 << 30
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:

@@ -19,7 +19,7 @@ from stacks.catalog import (
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
 )
-from stacks.memory import weights_bytes_per_gpu
+from stacks.memory import GIB, weights_bytes_per_gpu
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
 from stacks.workload_config import Scale, restart_count
 
@@ -30,7 +30,6 @@ AIPERF_FIXED_S = 10.0
 # CUDA graph capture, KV cache allocation), a few minutes for a MoE model.
 MODEL_LOAD_GIB_PER_S = 0.5
 ENGINE_INIT_S = 240.0
-GIB = 1024**3
 # A cold restart of the local engine's workers (mocker processes): ready in about a second.
 LOCAL_RESTART_S = 1.0
 
