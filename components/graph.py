@@ -38,7 +38,7 @@ from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL re-export
     HF_HOME,
     ZONE_LABEL,
 )
-from stacks.loader import Problem, StackError
+from stacks.loader import P, Problem, StackError
 from stacks.schema import (
     ClusterConfig,
     NodeGroup,
@@ -65,7 +65,6 @@ WORKER_SHM_GIB = 16
 # (the platform chart is installed with both off and Kubernetes discovery).
 RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
 
-P = "dynamo-bench:"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

@@ -34,12 +34,9 @@ from components.node_specs import instance_of, uses_efa
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
-from stacks.loader import PROJECT, Problem
+from stacks.loader import PROJECT, P, Problem
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
-
-P = f"{PROJECT}:"
-
 
 HF_TOKEN_FIX = f"pulumi config set --secret {PROJECT}:hfToken <token>"
 

@@ -16,6 +16,8 @@ from pydantic import ValidationError
 from stacks.schema import CONFIG_KEYS, StackConfig
 
 PROJECT = "dynamo-bench"
+# Prefix of a stack-config field path in a Problem (`dynamo-bench:serving.workers[0]...`).
+P = f"{PROJECT}:"
 STACKS_DIR = Path(__file__).resolve().parent
 # Config keys that are not part of the schema but legitimately live in a stack file.
 SECRET_KEYS = ("hfToken",)
@@ -57,7 +59,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif not out:
-            out = f"{PROJECT}:{part}"
+            out = f"{P}{part}"
         else:
             out += f".{part}"
     return out or PROJECT

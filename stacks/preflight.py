@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import HourlyCost, hourly_cost, planned_hours
-from stacks.loader import STACKS_DIR, Problem, StackError, load_stack
+from stacks.loader import STACKS_DIR, P, Problem, StackError, load_stack
 from stacks.memory import WorkerMemory
 from stacks.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.schema import (
@@ -29,7 +29,7 @@ from stacks.schema import (
     Topology,
     TransferBackend,
 )
-from stacks.worker_checks import P, check_workers
+from stacks.worker_checks import check_workers
 from stacks.workload_config import WORKLOAD_NAMES, Workload
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from stacks.catalog import INSTANCE_TYPES, Fabric
 from stacks.estimate import estimated_load_seconds
-from stacks.loader import PROJECT, Problem
+from stacks.loader import P, Problem
 from stacks.model_arch import AttentionKind, ModelArchitecture
 from stacks.model_catalog import DRAFT_MODELS, SERVING_RULES, ServingRules
 from stacks.schema import ClusterConfig, ServingConfig, StackConfig, Topology, TransferBackend
 
-P = f"{PROJECT}:"
 # vLLM asserts at start-up without it when a disaggregated hybrid model moves its conv state
 # ("3-read Mamba conv transfer requires DS conv state layout").
 CONV_STATE_ENV = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from stacks.catalog import INSTANCE_TYPES, InstanceType, ModelArchitecture
-from stacks.loader import PROJECT, Problem
+from stacks.loader import P, Problem
 from stacks.memory import WorkerMemory, worker_memory
 from stacks.model_catalog import DRAFT_MODELS
 from stacks.schema import (
@@ -22,8 +22,6 @@ from stacks.schema import (
     TransferBackend,
     WorkerGroup,
 )
-
-P = f"{PROJECT}:"
 
 # A CPU (or disk) KV cache may take this share of a node's memory (or disk); the rest is for
 # the pods' own processes, page cache and the OS.
