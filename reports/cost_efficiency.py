@@ -49,24 +49,26 @@ def estimated_cost(info: StackInfo, period_s: float) -> StepCost:
     return StepCost({k: v * hours for k, v in info.hourly.lines.items()}, info.cost_basis)
 
 
-def measured_cost(record: RunRecord, start_ns: int, end_ns: int) -> StepCost | None:
-    """Cost from the nodes the run record says served it; None when it names none."""
+def measured_cost(record: RunRecord, info: StackInfo, start_ns: int, end_ns: int
+                  ) -> StepCost | None:
+    """Cost from the nodes the run record says served it; None when it names none.
+
+    Prices: the record's own (`prices`), else the stack's (overrides, catalogue); Auto Mode fee
+    and EFS size from the cluster and storage the run really used (the base's for a variant).
+    """
     nodes = record.extra.get("nodes")
     if not nodes:
         return None
     from reports import node_hours  # the aws runner's accounting (issue 6)
 
     usage = node_hours.usage_from_manifest(record.extra)
-    prices = dict(record.extra.get("prices") or {})
+    prices = {**info.prices, **(record.extra.get("prices") or {})}
     for n in usage:
         prices.setdefault(n.instance_type, INSTANCE_TYPES[n.instance_type].on_demand_usd_per_hour)
     start = datetime.fromtimestamp(start_ns / 1e9, UTC)
     end = datetime.fromtimestamp(end_ns / 1e9, UTC)
-    cluster = record.config.get("cluster") or {}
-    pc = node_hours.period_cost(usage, start, end, prices,
-                                auto_mode=cluster.get("computeMode") == "auto",
-                                efs_gib=float((record.config.get("storage") or {})
-                                              .get("modelCacheGib", 0)))
+    pc = node_hours.period_cost(usage, start, end, prices, auto_mode=info.auto_mode,
+                                efs_gib=info.efs_gib)
     return StepCost(dict(pc.lines), "measured: node-hours of the run record x prices")
 
 
@@ -89,7 +91,7 @@ def cost_efficiency(steps: pd.DataFrame, requests: pd.DataFrame,
         start_ns, end_ns = (int(x) for x in windows.loc[key])
         period_s = (end_ns - start_ns) / 1e9
         info = infos[st["stack"]]
-        cost = measured_cost(records[(st["stack"], st["run_id"])], start_ns, end_ns) or \
+        cost = measured_cost(records[(st["stack"], st["run_id"])], info, start_ns, end_ns) or \
             estimated_cost(info, period_s)
         out_tokens = float(tokens.get(key, 0.0))
         gpu = sum(v for k, v in cost.lines.items() if _is_node_line(k))

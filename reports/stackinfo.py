@@ -9,13 +9,14 @@ estimate, labelled so everywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reports.runs import RunError, RunRecord
-from stacks.estimate import HourlyCost, hourly_cost
+from stacks.catalog import INSTANCE_TYPES
+from stacks.estimate import HourlyCost, hourly_cost, instance_price
 from stacks.loader import StackError, load_stack, parse_config
 from stacks.preflight import effective_cluster
-from stacks.schema import StackConfig
+from stacks.schema import ComputeMode, StackConfig
 
 # `dynamo-bench:tags.extra.recipe` marks a stack's place in a recipe comparison: the baseline
 # of its model (same checkpoint, minimum TP, round-robin) or an optimized recipe stack.
@@ -37,6 +38,11 @@ class StackInfo:
     model: str = ""
     recipe: str = ""               # baseline | optimized | "" (not part of a recipe comparison)
     speculative: str = "none"      # how the run's speculative acceptance is to be read
+    # What the measured cost of an aws run needs, resolved like the estimate (an attached
+    # variant runs on its base's cluster and storage; cost.priceOverrides apply).
+    auto_mode: bool = False
+    efs_gib: float = 0.0
+    prices: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -44,13 +50,16 @@ class StackInfo:
 
 
 def _config(record: RunRecord) -> StackConfig:
-    if record.config:
-        try:
-            return parse_config(record.stack, {k: v for k, v in record.config.items()
-                                               if k != "name"})
-        except StackError:
-            pass  # an older manifest shape: the stack file still describes the layout
-    return load_stack(record.stack)
+    if not record.config:
+        return load_stack(record.stack)
+    try:
+        return parse_config(record.stack, {k: v for k, v in record.config.items()
+                                           if k != "name"})
+    except StackError as exc:
+        # Never fall back to today's stack file: it may not describe what ran.
+        raise RunError(f"run {record.run_id} of '{record.stack}': the stack config in its "
+                       f"manifest does not validate ({exc}); rebuild the report with the "
+                       "dynamo-bench version that made the run") from None
 
 
 def recipe_role(stack: StackConfig) -> str:
@@ -98,4 +107,8 @@ def stack_info(record: RunRecord) -> StackInfo:
         workers=", ".join(f"{w.replicas}x{w.role.value} TP{w.tensor_parallel_size}"
                           for w in workers),
         hourly=hourly, cost_basis=basis, model=stack.model.id, recipe=recipe_role(stack),
-        speculative=speculative_label(stack))
+        speculative=speculative_label(stack),
+        auto_mode=cluster.compute_mode == ComputeMode.AUTO,
+        efs_gib=float((base or stack).storage.model_cache_gib),
+        prices={g.instance_type: instance_price(g.instance_type, stack)
+                for g in cluster.node_groups if g.instance_type in INSTANCE_TYPES})

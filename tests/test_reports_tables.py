@@ -271,3 +271,33 @@ def test_measured_node_hours_replace_the_estimate(tmp_path):
     assert math.isclose(row["gpu_cost_usd_per_h"], 30.0, rel_tol=1e-6)
     assert math.isclose(row["usd_per_1m_output_tokens"],
                         expected / row["successful_output_tokens"] * 1e6, rel_tol=1e-6)
+
+
+def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_overrides(tmp_path):
+    """An attached variant's record holds only its own config: the measured cost must take the
+    base's EFS size (base-b200 caches 2000 GiB; a variant's own default is 200) and the
+    variant's cost.priceOverrides when the record carries no prices."""
+    from stacks.loader import load_stack
+
+    root = copy_runs(tmp_path)
+    rd = run_dir(root, "local-agg")
+    doc = manifest(rd)
+    variant = load_stack("agg-b200-kexaone")
+    config = variant.model_dump(mode="json", by_alias=True)
+    config["cost"]["priceOverrides"] = {"p6-b200.48xlarge": 100.0}
+    doc["stack_config"] = config
+    doc["nodes"] = [{"node": "i-0b200", "instanceType": "p6-b200.48xlarge",
+                     "start": "2020-01-01T00:00:00Z", "end": None}]
+    doc.pop("prices", None)
+    (rd / "manifest.json").write_text(json.dumps(doc))
+    report = build_report([rd], tmp_path / "out", name="v")
+    row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
+    recs = profiling_records(rd / "concurrency_sweep" / "c4")
+    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
+             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    base_cache_gib = load_stack("base-b200").storage.model_cache_gib
+    assert base_cache_gib == 2000
+    expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
+                        + base_cache_gib * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
+    assert row["cost_basis"].startswith("measured")
+    assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)
