@@ -92,10 +92,6 @@ def start_process(name: str, argv: list[str], env: dict[str, str], log_path: Pat
     return proc
 
 
-def live_processes() -> list[ManagedProcess]:
-    return list(_LIVE.values())
-
-
 def stop_all(grace_s: float = 5.0) -> None:
     """Stop every process this interpreter started and has not stopped yet (newest first)."""
     for proc in reversed(list(_LIVE.values())):
