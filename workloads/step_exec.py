@@ -143,6 +143,9 @@ def step_dataset(step: Step) -> tuple[list[dict], dict]:
     if step.max_model_len is not None:
         rows, fit = fit_context(rows, step.max_model_len)
         record["context_limit"] = fit.as_dict()
+    if step.finish is not None:
+        rows, extra = step.finish(rows)
+        record.update(extra)
     if "target_reuse" in step.params:
         record["block_reuse"] = round(block_reuse(rows), 6)
     return rows, record
@@ -175,6 +178,7 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
         input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
         seed=step.seed, artifact_dir=work, server_metrics=tuple(endpoints.metrics_urls),
         duration_s=step.duration_s, block_size=step.params.get("block_size", 512),
+        fixed_schedule=step.params.get("schedule") == "fixed",
         request_timeout_s=ctx.request_timeout_s, tokenizer_revision=ctx.tokenizer_revision,
         tokenizer_trust_remote_code=ctx.tokenizer_trust_remote_code)
     manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
