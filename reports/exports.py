@@ -63,6 +63,12 @@ SUMMARY_STATS = {
     ("total_output_tokens", "avg"): "total_output_tokens",
     ("benchmark_duration", "avg"): "duration_s",
     ("effective_concurrency", "avg"): "achieved_concurrency",
+    # fixed-schedule (trace) replays only: send lag behind the schedule, anchored at the
+    # least-late request, and AIPerf's flag for a p99 lag over 500 ms
+    # (aiperf 0.13.0 metrics/types/replay_sched_lag_metrics.py)
+    ("replay_sched_lag_p50", "avg"): "replay_sched_lag_p50_ms",
+    ("replay_sched_lag_p99", "avg"): "replay_sched_lag_p99_ms",
+    ("replay_sched_degraded", "avg"): "replay_sched_degraded",
 }
 
 

@@ -12,6 +12,7 @@ from reports.hypotheses import Hypothesis
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
+from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
 
 
 def _cell(v: object) -> str:
@@ -83,6 +84,17 @@ SECTIONS = [
      "trace_block_reuse what its rows carry, measured_kv_reuse what the server hit (cached / "
      "prompt tokens). Rows marked 'published figure, not a measurement' are the sources' own "
      "numbers, for reading a run against them (full columns in sla.csv)."),
+    ("trace_replay", "Trace replay: reuse upper bound, measured hit rate, arrivals",
+     "One row per replayed trace step (trace and sha256 in the run records). "
+     "reuse_upper_bound_blocks: share of the sent rows' 512-token trace blocks whose id "
+     "appeared in an earlier row (an infinite cache); reuse_upper_bound_tokens: prompt tokens "
+     "in whole engine blocks of an already-seen prefix, the same bound in the server's units; "
+     "measured_hit_rate: cached / prompt tokens from the Dynamo frontend; hit_rate_gap = bound "
+     "- measured (eviction, routing, capacity). excluded/clipped: rows dropped or shortened for "
+     "maxModelLen, never sent. Arrival rates in requests/s; in_flight time-weighted over the "
+     "step; start_lag: a request's start behind its scheduled arrival, both from the first "
+     "request (a growing lag means the in-flight cap or the engine held the schedule back). "
+     "Full columns in trace_replay.csv."),
     ("compare_sla_baseline", "Optimized / baseline tok/s per GPU at the SLA",
      "Each recipe stack's best SLA point over its model's baseline stack (tags.extra.recipe), "
      "per cache state, beside the ratio the sources published."),
@@ -95,13 +107,15 @@ SECTIONS = [
 ]
 
 # Tables too wide for report.md show these columns; their CSV keeps every column.
-MD_COLUMNS = {"sla": ["row_kind", "stack", "step", "cache", "gpus", "concurrency",
+MD_COLUMNS = {"trace_replay": TRACE_MD_COLUMNS,
+              "sla": ["row_kind", "stack", "step", "cache", "gpus", "concurrency",
                       "excluded_over_context", "clipped_over_context", "ttft_p50_ms",
                       "user_speed_definition", "user_tok_s", "output_tok_s_per_gpu",
                       "meets_sla", "best_point", "nominal_reuse", "trace_block_reuse",
                       "measured_kv_reuse", "speculative_acceptance", "source"]}
 
 PLOTS = {"concurrency_sweep": ["latency_vs_concurrency", "pareto"],
+         "trace_replay": ["trace_replay_timeline"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
          "sequence_distribution": ["length_distributions"]}
 

@@ -20,7 +20,7 @@ import pandas as pd
 from reports import exports, server
 
 CACHE_DIR = ".reports-cache"
-CACHE_VERSION = "3"  # 3: server series limited to the runner's endpoints
+CACHE_VERSION = "4"  # 4: AIPerf's replay schedule lag columns
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
