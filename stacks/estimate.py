@@ -146,7 +146,7 @@ def _count_based_s(requests: int, concurrency: int, osl: float, itl_ms: float) -
     return math.ceil(requests / concurrency) * osl * itl_ms / 1000.0
 
 
-def _replay_s(tr: TraceReplay, cap: int, itl_ms: float) -> float:
+def replay_seconds(tr: TraceReplay, cap: int, itl_ms: float) -> float:
     """A replayed trace window: its arrivals' span at the speed-up, or longer when the cap on
     requests in flight holds them back, plus the last request's decode."""
     try:
@@ -187,7 +187,7 @@ def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]
     if "trace_replay" in enabled:
         tr = w.trace_replay.at_scale(scale)
         for c in tr.concurrencies:
-            steps[f"trace_replay/c{c}"] = _replay_s(tr, c, itl) if tr.replays_trace else \
+            steps[f"trace_replay/c{c}"] = replay_seconds(tr, c, itl) if tr.replays_trace else \
                 _count_based_s(tr.requests, c, tr.osl, itl)
             if tr.warm_pass:  # the same trace again on the warm cache
                 steps[f"trace_replay/c{c}-warm"] = steps[f"trace_replay/c{c}"]

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stacks.estimate import replay_seconds
 from stacks.schema import StackConfig
 from stacks.trace_checks import engine_block_size
 from stacks.workload_config import Scale, WorkloadsConfig, restarts_before
@@ -181,9 +182,13 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
                 seed_id = f"{name}/{params.get('warm_after', sname)}{suffix}"
                 seed = ds.stable_seed(cfg.seed, seed_id) % 2**31
                 osl = params.get("mean_osl", params.get("osl", 0))
-                # a replayed trace lasts at least its (sped-up) schedule
-                eta = max(_eta(params["rows"], conc, osl, duration),
-                          AIPERF_FIXED_S + params.get("replay_s", 0.0))
+                eta = _eta(params["rows"], conc, osl, duration)
+                if params.get("schedule") == "fixed":
+                    # a replayed trace: its schedule, or longer when the cap holds it back, at
+                    # the stack's assumed ITL (as `stacks plan` forecasts it): the runner stops
+                    # AIPerf as hung only well past this
+                    eta = max(eta, AIPERF_FIXED_S + replay_seconds(
+                        w, conc, stack.cost.assumed_itl_ms))
                 if cold:
                     cold = restarts_before(getattr(w, "cold_restart", "every-step"), cold_steps)
                     cold_steps += 1
