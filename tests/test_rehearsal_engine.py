@@ -87,13 +87,20 @@ def test_rehearsal_runs_the_recipe_layout_cold_and_warm(rehearsal) -> None:
         assert "--fixed-schedule" in rec["command"]
 
 
-def test_sla_csv_from_the_rehearsal_equals_the_raw_exports(rehearsal) -> None:
+@pytest.fixture(scope="module")
+def report_dir(rehearsal):
+    """`python -m reports build` of the rehearsal run."""
     out, run_dir, root = rehearsal
     assert out.returncode == 0
     result = CliRunner().invoke(app, ["build", str(run_dir), "--out", str(root / "out"),
                                       "--name", "rehearsal"])
     assert result.exit_code == 0, result.output
-    sla = pd.read_csv(root / "out" / "rehearsal" / "sla.csv")
+    return root / "out" / "rehearsal"
+
+
+def test_sla_csv_from_the_rehearsal_equals_the_raw_exports(rehearsal, report_dir) -> None:
+    run_dir = rehearsal[1]
+    sla = pd.read_csv(report_dir / "sla.csv")
     measured = check_sla_against_raw(sla, run_dir)
     assert set(measured["cache"]) == {"cold", "warm"}
     assert measured.loc["trace_replay/c11", "excluded_over_context"] > 0
@@ -104,18 +111,14 @@ def test_sla_csv_from_the_rehearsal_equals_the_raw_exports(rehearsal) -> None:
     assert set(published["model"]) == {MOTIF_3} and len(published) == 3
 
 
-def test_report_shows_the_bound_the_measured_hit_rate_and_the_exclusions(rehearsal) -> None:
-    out, run_dir, root = rehearsal
-    assert out.returncode == 0
-    result = CliRunner().invoke(app, ["build", str(run_dir), "--out", str(root / "out"),
-                                      "--name", "replay"])
-    assert result.exit_code == 0, result.output
-    table = pd.read_csv(root / "out" / "replay" / "trace_replay.csv")
-    got = check_trace_table_against_raw(table, run_dir)
+def test_report_shows_the_bound_the_measured_hit_rate_and_the_exclusions(rehearsal,
+                                                                        report_dir) -> None:
+    table = pd.read_csv(report_dir / "trace_replay.csv")
+    got = check_trace_table_against_raw(table, rehearsal[1])
     assert (got["errors"] == 0).all() and (got["excluded_over_context"] > 0).all()
     # no eviction at this scale: the server hits about what the trace allows, cold and warm
     assert (got["hit_rate_gap"].abs() < 0.02).all()
-    section = (root / "out" / "replay" / "report.md").read_text().split(
+    section = (report_dir / "report.md").read_text().split(
         "## Trace replay")[1].split("\n## ")[0]
     for column in ("reuse_upper_bound_blocks", "reuse_upper_bound_tokens",
                    "measured_hit_rate", "hit_rate_gap", "excluded_over_context"):

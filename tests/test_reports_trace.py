@@ -12,16 +12,15 @@ the real Dynamo mockers; `make_fixtures.py --trace-replay` regenerates it).
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
+from reports_fixtures import built_fixture_run
 from trace_checks import check_trace_table_against_raw
 
-from reports.build import build_report
 from reports.trace_report import flight_stats, in_flight
 from stacks.trace_files import PUBLIC_TRACES
 
@@ -30,16 +29,12 @@ FIXTURE = Path(__file__).parent / "fixtures" / "trace-runs" / "local-recipe-moti
 
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory):
-    root = tmp_path_factory.mktemp("trace")
-    run = root / "runs" / "local-recipe-motif3" / "fixture"
-    shutil.copytree(FIXTURE, run)
-    return run, build_report([run], root / "out", name="replay")
+    return built_fixture_run(FIXTURE, tmp_path_factory.mktemp("trace"), "replay")
 
 
 def test_trace_table_equals_the_raw_exports_and_the_shipped_trace(replay) -> None:
-    run, report = replay
-    table = report.tables["trace_replay"]
-    got = check_trace_table_against_raw(table, run)
+    report = replay[1]
+    got = check_trace_table_against_raw(report.tables["trace_replay"], replay[0])
     assert (got["trace_sha256"] == PUBLIC_TRACES["mooncake-conversation"].sha256).all()
     assert (got["excluded_over_context"] > 0).all()   # rows over maxModelLen 16384, counted
     cold, warm = got[got["cache"] == "cold"], got[got["cache"] == "warm"]
@@ -48,7 +43,8 @@ def test_trace_table_equals_the_raw_exports_and_the_shipped_trace(replay) -> Non
     assert (warm["measured_hit_rate"] > 0.9).all() and (cold["measured_hit_rate"] < 0.2).all()
     # the cap holds: never more in flight than allowed
     assert (got["in_flight_max"] <= got["in_flight_cap"]).all()
-    assert pd.read_csv(report.out_dir / "trace_replay.csv").shape == table.shape
+    assert pd.read_csv(report.out_dir / "trace_replay.csv").shape == \
+        report.tables["trace_replay"].shape
 
 
 def test_manifest_names_the_trace_and_its_checksum(replay) -> None:
