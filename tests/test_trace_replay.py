@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +238,29 @@ def test_aiperfs_own_loader_accepts_the_window_and_keeps_its_prefixes(tmp_path) 
     for want, conv in zip(shared, got[1:], strict=True):
         # a different block may start with the same sampled token by chance, never a block
         assert want <= conv["shared_with_previous"] < want + 128
+
+
+class _IdleClient:
+    def summary(self, window_ns):
+        return {"mean_cores": 0.5}
+
+
+def test_a_replay_is_not_client_bound_for_staying_under_its_cap(tmp_path) -> None:
+    """A replayed trace's concurrency is a cap, not a target: the trace's arrivals decide how
+    many are in flight, so staying well under it is no sign of a saturated client (the same
+    records from a concurrency-driven step are flagged)."""
+    from workloads.step_exec import Execution, judge
+    from workloads.steps import Step
+
+    fixture = Path(__file__).parent / "fixtures" / "trace-runs" / REHEARSAL / "fixture"
+    work = tmp_path / "c6"
+    shutil.copytree(fixture / "trace_replay" / "c6", work)
+    rows = [json.loads(x) for x in (fixture / "datasets" / "trace_replay" / "c6.jsonl")
+            .read_text().splitlines()]
+    step = Step(id="trace_replay/c6", workload="trace_replay", name="c6", repeat=1,
+                concurrency=16, seed=1, rows=lambda: rows, params={"schedule": "fixed"})
+    ex = Execution(exit_code=0, cpu=_IdleClient(), wall_s=1.0, command=[], host_cores=2)
+    replay = judge(work, rows, step, ex, 0.01)["client"]
+    assert replay["achieved_concurrency"] < 0.9 * 16 and not replay["client_bound"]
+    driven = judge(work, rows, dataclasses.replace(step, params={}), ex, 0.01)["client"]
+    assert driven["client_bound"] and "achieved concurrency" in driven["reasons"][0]
