@@ -1,4 +1,5 @@
-"""`python -m reports cost <stack>` and `python -m reports audit <stack>`: the AWS side.
+"""`python -m reports cost <stack>` and `python -m reports audit <stack>`: the AWS side
+(the audit itself: reports.audit_cli).
 
 Mount on the reports CLI with `register(app)`; `python -m reports.aws_cli ...` runs them alone.
 boto3 finds credentials and `AWS_ENDPOINT_URL` the usual way.
@@ -10,7 +11,6 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import boto3
 import typer
@@ -18,8 +18,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.table import Table
 
-from reports.audit import Clients, Resource, audit
-from reports.audit_delete import delete_resources
+from reports.audit import Clients
+from reports.audit_cli import audit_cmd
+from reports.aws_session import clients_for
 from reports.cost_explorer import (
     BILLING_LAG_NOTE,
     CE_REGION,
@@ -48,93 +49,9 @@ def _commands() -> None:
     """Billed vs computed cost, and the teardown audit."""
 
 
-def clients_for(region: str) -> Clients:
-    session = boto3.session.Session(region_name=region)
-    made: dict[str, Any] = {}
-
-    def client(service: str) -> Any:
-        if service not in made:
-            made[service] = session.client(service, region_name=region)
-        return made[service]
-    return client
-
-
 def _load(stack: str) -> tuple[StackConfig, StackConfig | None]:
     s = load_stack(stack)
     return s, load_stack(s.cluster.attach_to) if s.cluster.attach_to else None
-
-
-def _region(stack: str, region: str | None) -> str:
-    if region:
-        return region
-    try:
-        s, base = _load(stack)
-        return (base or s).cluster.region
-    except StackError:
-        pass  # the stack file may be gone after destroy: fall back to the AWS default region
-    found = boto3.session.Session().region_name
-    if not found:
-        console.print(f"no stack file for '{stack}' and no AWS default region: pass --region")
-        raise typer.Exit(2)
-    return found
-
-
-def _resource_table(title: str, rows: list[Resource]) -> Table:
-    t = Table(title=title, title_justify="left")
-    for col in ("kind", "id", "name", "found by"):
-        t.add_column(col)
-    for r in rows:
-        name = f"{r.name} (in {r.parent})" if r.parent and r.parent != r.name else r.name
-        t.add_row(r.kind, r.id, name, ", ".join(sorted(r.found_by)))
-    return t
-
-
-@aws_app.command("audit")
-def audit_cmd(stack: str = typer.Argument(..., help="Stack whose tag (stack=<name>) to look for."),
-              region: str = typer.Option(None, help="Region; default: the stack file's."),
-              delete: bool = typer.Option(False, "--delete", help="Delete what is listed, after "
-                                          "asking."),
-              yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (scripts)."),
-              poll_s: float = typer.Option(10.0, hidden=True)) -> None:
-    """List every resource still tagged stack=<stack>; exit 1 if any is left.
-
-    --delete removes only resources carrying this stack's tag, in dependency order, and
-    reports each failure; untagged and other stacks' resources are never touched.
-    """
-    region = _region(stack, region)
-    c = clients_for(region)
-    try:
-        left = audit(c, stack)
-    except (BotoCoreError, ClientError) as exc:
-        console.print(f"audit failed in {region}: {exc}", markup=False)
-        raise typer.Exit(2) from None
-    if not left:
-        console.print(f"nothing tagged stack={stack} left in {region}")
-        raise typer.Exit(0)
-    console.print(_resource_table(f"{len(left)} resource(s) tagged stack={stack} in {region}",
-                                  left))
-    if not delete:
-        raise typer.Exit(1)
-    if not yes and not typer.confirm(f"Delete these {len(left)} resource(s) in {region}?"):
-        console.print("nothing deleted")
-        raise typer.Exit(1)
-    outcomes = delete_resources(c, left, stack, poll_s)
-    for o in outcomes:
-        style = {"deleted": "green", "gone": "green", "skipped": "yellow"}.get(o.status, "red")
-        console.print(f"[{style}]{o.status}[/{style}] {o.resource.kind} {o.resource.id} "
-                      f"{o.detail}".rstrip())
-    remaining = audit(c, stack)
-    failed = [o for o in outcomes if o.status == "failed"]
-    if remaining:
-        console.print(_resource_table(f"{len(remaining)} resource(s) still tagged "
-                                      f"stack={stack}", remaining))
-    console.print(f"{len(outcomes) - len(failed)} handled, {len(failed)} failed, "
-                  f"{len(remaining)} left")
-    if remaining or failed:
-        console.print("AWS finishes some deletions after the call returns (a load balancer's "
-                      "network interfaces, a cluster's security groups): run the audit again "
-                      "in a few minutes; what still fails needs a look by hand.")
-    raise typer.Exit(1 if remaining or failed else 0)
 
 
 def _nodes(stack: StackConfig, nodes_file: Path | None, c: Clients) -> list[NodeUsage]:
@@ -241,6 +158,9 @@ def register(app: typer.Typer) -> None:
     """Add `cost` and `audit` to another typer app (the reports CLI)."""
     app.command("cost")(cost)
     app.command("audit")(audit_cmd)
+
+
+aws_app.command("audit")(audit_cmd)
 
 
 if __name__ == "__main__":
