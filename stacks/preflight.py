@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic.alias_generators import to_camel
 
 from stacks.catalog import INSTANCE_TYPES
-from stacks.estimate import HourlyCost, hourly_cost, planned_hours
+from stacks.estimate import HourlyCost, cluster_hourly_cost, planned_hours
 from stacks.loader import STACKS_DIR, P, Problem, StackError, load_stack
 from stacks.memory import WorkerMemory
 from stacks.recipe_checks import check_cluster_rdma, check_recipe
@@ -218,8 +218,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> Prefli
         check_recipe(stack, base, cluster, out)
     if base is None:
         check_cluster_rdma(stack.cluster, out)
-    report.hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
-                                (base or stack).storage.model_cache_gib)
+    report.hourly = cluster_hourly_cost(stack, cluster, (base or stack).storage.model_cache_gib)
     report.planned_hours = planned_hours(stack)
     if stack.target == "aws" and report.planned_cost > stack.cost.budget_usd:
         out.append(Problem(f"{P}cost.budgetUsd", f"estimated ${report.hourly.total:,.2f}/h x "

@@ -31,6 +31,9 @@ from stacks.catalog import (
     INSTANCE_TYPES,
 )
 
+GP3_GIB_HOUR = 0.08 / 730    # EBS gp3 $0.08 per GiB-month
+NAT_HOUR = 0.045 + 0.005     # NAT gateway-hour + its public IPv4 address-hour
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -181,8 +184,11 @@ def test_cost_per_million_by_hand(built):
     end = max(r["metadata"]["request_end_ns"] for r in recs)
     tokens = sum(metric(r, "output_sequence_length") for r in recs if "error" not in r)
     hourly = (INSTANCE_TYPES["p4d.24xlarge"].on_demand_usd_per_hour      # 1 x p4d imitated
+              + 2 * 0.8064               # the CPU group AWS needs: 2 x m7i.4xlarge (assumed)
+              + 3 * 200 * GP3_GIB_HOUR   # 3 root volumes of 200 GiB gp3
               + EKS_CONTROL_PLANE_USD_PER_HOUR
-              + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)  # model cache 200 GiB
+              + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH  # model cache 200 GiB
+              + NAT_HOUR)                # NAT gateway + its public IPv4 address
     period_cost = hourly * (end - start) / 1e9 / 3600
     row = cost[(cost["stack"] == "local-agg") & (cost["step"] == "concurrency_sweep/c4")
                & (cost["run_id"] == "fixture")].iloc[0]
@@ -191,6 +197,12 @@ def test_cost_per_million_by_hand(built):
     assert _approx(row["usd_per_1m_output_tokens"], period_cost / tokens * 1e6)
     assert row["cost_basis"].startswith("estimate")
     assert "EKS control plane" in row["cost_scope"] and "network" in row["cost_scope"]
+    assert "nodes cpu (2 x m7i.4xlarge, assumed: the CPU group an AWS cluster needs)" in \
+        row["cost_scope"] and "NAT gateway + its public IPv4 address" in row["cost_scope"]
+    # the catalogue's m7i.4xlarge price and the Auto Mode-free estimate: only m7i unverified
+    assert row["unverified_prices"] == "m7i.4xlarge (catalogue 2025-01-01)"
+    assert "unverified prices: m7i.4xlarge" in row["cost_scope"]
+    # the GPU column holds the GPU nodes only; the CPU group is among the shared costs
     assert _approx(row["gpu_cost_usd_per_h"], INSTANCE_TYPES["p4d.24xlarge"]
                    .on_demand_usd_per_hour)
 
@@ -265,8 +277,11 @@ def test_measured_node_hours_replace_the_estimate(tmp_path):
     hours = (max(r["metadata"]["request_end_ns"] for r in recs)
              - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
     expected = hours * (30.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
-                        + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
+                        + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH + NAT_HOUR)
     assert row["cost_basis"].startswith("measured")
+    # the record names no node group: its root volume cannot be sized, and the scope says so
+    assert "not included: root volumes of 1 node(s) whose node group was not recorded" in \
+        row["cost_scope"]
     assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)
     assert math.isclose(row["gpu_cost_usd_per_h"], 30.0, rel_tol=1e-6)
     assert math.isclose(row["usd_per_1m_output_tokens"],
@@ -297,7 +312,7 @@ def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_override
              - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
     base_cache_gib = load_stack("base-b200").storage.model_cache_gib
     assert base_cache_gib == 2000
-    expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
+    expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR + NAT_HOUR
                         + base_cache_gib * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
     assert row["cost_basis"].startswith("measured")
     assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)
