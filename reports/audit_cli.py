@@ -189,9 +189,11 @@ def audit_cmd(
         stacks_dir: Path = typer.Option(STACKS_DIR, help="Where stack files are (to tell a "
                                         "known stack from an orphaned tag)."),
         poll_s: float = typer.Option(10.0, hidden=True)) -> None:
-    """List every resource a stack left in AWS, the project's orphans apart, and exit non-zero
-    unless nothing is left. Exit codes: 0 clean, 1 left, 2 error, 3 unknown stack, 4 orphans
-    only, 5 incomplete (a listing failed)."""
+    """List every resource STACK left in AWS (its tags, its cluster's controller-made
+    resources, its IAM), the project's orphans apart, and exit non-zero unless nothing is left.
+    Without STACK (and with --all-regions): an inventory of everything the project left.
+    Exit codes: 0 clean, 1 left, 2 error, 3 unknown stack, 4 orphans only, 5 incomplete (a
+    listing failed)."""
     if delete and not stack:
         say("--delete needs a stack name (orphans are never deleted in bulk)")
         raise typer.Exit(EXIT_ERROR)
