@@ -26,17 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from stacks.catalog import EKS_CONTROL_PLANE_USD_PER_HOUR, INSTANCE_TYPES
-from stacks.estimate import NAT_LINE, auto_mode_fee, efs_usd_per_hour
-from stacks.service_prices import (
-    AUTO_MODE_FEE,
-    EBS_GP3,
-    EFS_STANDARD,
-    EKS_CONTROL_PLANE,
-    NAT_GATEWAY,
-    PUBLIC_IPV4,
-    gp3_usd_per_hour,
-    nat_usd_per_hour,
-)
+from stacks.estimate import CostLines, add_storage_and_network, auto_mode_fee
+from stacks.service_prices import AUTO_MODE_FEE, EBS_GP3, EKS_CONTROL_PLANE, gp3_usd_per_hour
 
 
 class NodeUsage(BaseModel):
@@ -77,7 +68,7 @@ def overlap_hours(start: datetime, end: datetime | None, window_start: datetime,
 
 
 @dataclass
-class PeriodCost:
+class PeriodCost(CostLines):
     start: datetime
     end: datetime
     node_hours: dict[str, float] = field(default_factory=dict)   # by instance type
@@ -90,18 +81,6 @@ class PeriodCost:
     @property
     def hours(self) -> float:
         return (as_utc(self.end) - as_utc(self.start)).total_seconds() / 3600
-
-    @property
-    def total(self) -> float:
-        return sum(self.lines.values())
-
-    @property
-    def complete(self) -> bool:
-        return not self.unknown
-
-    @property
-    def shared_total(self) -> float:
-        return sum(v for k, v in self.lines.items() if k in self.shared)
 
 
 def _is_cpu(instance_type: str) -> bool:
@@ -164,18 +143,7 @@ def period_cost(nodes: list[NodeUsage], start: datetime, end: datetime,
                                            * cost.hours)
         cost.prices.add(EKS_CONTROL_PLANE.key)
         cost.shared.add("EKS control plane")
-    if efs_gib:
-        name = f"EFS storage ({efs_gib:g} GiB)"
-        cost.lines[name] = efs_usd_per_hour(efs_gib) * cost.hours
-        cost.prices.add(EFS_STANDARD.key)
-        cost.shared.add(name)
-    if nat_gateways:
-        cost.lines[NAT_LINE] = nat_usd_per_hour(nat_gateways) * cost.hours
-        cost.prices |= {NAT_GATEWAY.key, PUBLIC_IPV4.key}
-        cost.shared.add(NAT_LINE)
-    else:
-        cost.excluded.append("NAT gateway (none counted: an existing VPC's)")
-    cost.excluded.append("network transfer and NAT data processing")
+    add_storage_and_network(cost, efs_gib, nat_gateways, cost.hours)
     return cost
 
 

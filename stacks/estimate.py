@@ -16,7 +16,7 @@ instance type nobody prices goes to `HourlyCost.unknown` instead of being droppe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 
 from stacks.catalog import (
@@ -64,20 +64,15 @@ def instance_price(instance_type: str, stack: StackConfig,
     return it.on_demand_usd_per_hour if it else None
 
 
-@dataclass
-class HourlyCost:
-    lines: dict[str, float] = field(default_factory=dict)
-    # Price keys the lines used (instance types, stacks.service_prices keys) and the stack's
-    # overrides: what `unverified_note` checks.
-    prices: set[str] = field(default_factory=set)
-    overrides: dict[str, float] = field(default_factory=dict)
-    # What has no price at all: the figure is then a lower bound, and reports say unknown.
-    unknown: list[str] = field(default_factory=list)
-    # What the figure leaves out, for the scope line.
-    excluded: list[str] = field(default_factory=list)
-    # Lines that are the cluster's fixed costs (shared by a base's variants, which run one at
-    # a time): EKS, EFS, NAT, the CPU group; the rest are the GPU nodes a stack occupies.
-    shared: set[str] = field(default_factory=set)
+class CostLines:
+    """What an hourly estimate and a measured period cost both keep (HourlyCost,
+    reports.node_hours.PeriodCost), and the totals made from it."""
+
+    lines: dict[str, float]
+    prices: set[str]
+    shared: set[str]
+    excluded: list[str]
+    unknown: Sized
 
     @property
     def total(self) -> float:
@@ -90,6 +85,22 @@ class HourlyCost:
     @property
     def shared_total(self) -> float:
         return sum(v for k, v in self.lines.items() if k in self.shared)
+
+
+@dataclass
+class HourlyCost(CostLines):
+    lines: dict[str, float] = field(default_factory=dict)
+    # Price keys the lines used (instance types, stacks.service_prices keys) and the stack's
+    # overrides: what `unverified_note` checks.
+    prices: set[str] = field(default_factory=set)
+    overrides: dict[str, float] = field(default_factory=dict)
+    # What has no price at all: the figure is then a lower bound, and reports say unknown.
+    unknown: list[str] = field(default_factory=list)
+    # What the figure leaves out, for the scope line.
+    excluded: list[str] = field(default_factory=list)
+    # Lines that are the cluster's fixed costs (shared by a base's variants, which run one at
+    # a time): EKS, EFS, NAT, the CPU group; the rest are the GPU nodes a stack occupies.
+    shared: set[str] = field(default_factory=set)
 
     def unverified_note(self) -> str:
         return unverified_note(self.prices, self.overrides)
@@ -173,6 +184,7 @@ def cluster_hourly_cost(stack: StackConfig, cluster: ClusterConfig, storage_gib:
 
 
 NAT_LINE = "NAT gateway + its public IPv4 address"
+EFS_LINE = "EFS model cache storage"
 
 
 def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: ComputeMode,
@@ -187,18 +199,27 @@ def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: Compu
         add_node_costs(cost, stack, [ASSUMED_CPU_GROUP], compute_mode, recorded,
                        note=", assumed: the CPU group an AWS cluster needs")
     cost.lines["EKS control plane"] = EKS_CONTROL_PLANE_USD_PER_HOUR
-    cost.lines["EFS model cache storage"] = efs_usd_per_hour(storage_gib)
-    cost.prices |= {EKS_CONTROL_PLANE.key, EFS_STANDARD.key}
-    cost.shared |= {"EKS control plane", "EFS model cache storage"}
-    if existing_vpc:
-        cost.excluded.append("NAT gateway: the cluster uses an existing VPC (cluster.vpc.id), "
-                             "whose NAT is not this stack's")
-    else:
-        cost.lines[NAT_LINE] = nat_usd_per_hour()
+    cost.prices.add(EKS_CONTROL_PLANE.key)
+    cost.shared.add("EKS control plane")
+    add_storage_and_network(cost, storage_gib, 0 if existing_vpc else 1)
+    return cost
+
+
+def add_storage_and_network(cost: CostLines, efs_gib: float, nat_gateways: int,
+                            hours: float = 1.0) -> None:
+    """The EFS model cache and the NAT gateway(s) with their public IPv4 addresses over
+    `hours`, as shared lines; without a NAT (an existing VPC's) the scope says so."""
+    cost.lines[EFS_LINE] = efs_usd_per_hour(efs_gib) * hours
+    cost.prices.add(EFS_STANDARD.key)
+    cost.shared.add(EFS_LINE)
+    if nat_gateways:
+        cost.lines[NAT_LINE] = nat_usd_per_hour(nat_gateways) * hours
         cost.prices |= {NAT_GATEWAY.key, PUBLIC_IPV4.key}
         cost.shared.add(NAT_LINE)
+    else:
+        cost.excluded.append("NAT gateway: the cluster uses an existing VPC (cluster.vpc.id), "
+                             "whose NAT is not this stack's")
     cost.excluded.append("network transfer and NAT data processing")
-    return cost
 
 
 def estimated_load_seconds(stack: StackConfig) -> float:

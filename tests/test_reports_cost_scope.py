@@ -4,33 +4,23 @@ from the record or reported unknown, never a crash and never a silently smaller 
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
-from reports_fixtures import copy_runs, manifest, profiling_records, run_dir
-
-from reports.build import build_report
+from reports_fixtures import cost_row
 
 NEW_TYPE = "g7e.48xlarge"   # not in stacks/catalog.py
+GP3, NAT = 0.08 / 730, 0.045 + 0.005   # $ per GiB-hour of gp3; NAT gateway + IPv4 per hour
 
 
 def _with(tmp_path, *, group_type: str = "p4d.24xlarge", **fields) -> dict:
-    """local-agg's fixture run, its imitated node group of `group_type`, extra record fields;
-    the cost_efficiency row of its concurrency_sweep/c4 step."""
-    root = copy_runs(tmp_path)
-    rd = run_dir(root, "local-agg")
-    doc = manifest(rd)
-    doc["stack_config"]["cluster"]["nodeGroups"][0]["instanceType"] = group_type
-    doc.update(fields)
-    (rd / "manifest.json").write_text(json.dumps(doc))
-    report = build_report([rd], tmp_path / "out", name="scope")
-    row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
-    recs = profiling_records(rd / "concurrency_sweep" / "c4")
-    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
-             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
-    return {**row.to_dict(), "hours": hours,
-            "md": (tmp_path / "out" / "scope" / "report.md").read_text()}
+    """local-agg's fixture run with its imitated node group of `group_type` and extra record
+    fields: the concurrency_sweep/c4 cost row, its window in hours, report.md."""
+    def edit(doc: dict) -> None:
+        doc["stack_config"]["cluster"]["nodeGroups"][0]["instanceType"] = group_type
+        doc.update(fields)
+    row, hours, out = cost_row(tmp_path, edit)
+    return {**row, "hours": hours, "md": (out / "report.md").read_text()}
 
 
 def test_estimate_with_an_unknown_instance_type_says_unknown(tmp_path):
@@ -44,8 +34,7 @@ def test_estimate_with_an_unknown_instance_type_says_unknown(tmp_path):
 
 def test_estimate_uses_the_price_recorded_with_the_run(tmp_path):
     row = _with(tmp_path, group_type=NEW_TYPE, prices={NEW_TYPE: {"usdPerHour": 40.0}})
-    gp3, nat = 0.08 / 730, 0.045 + 0.005
-    hourly = (40.0 + 2 * 0.8064 + 3 * 200 * gp3 + 0.10 + 200 * 0.30 / 730 + nat)
+    hourly = (40.0 + 2 * 0.8064 + 3 * 200 * GP3 + 0.10 + 200 * 0.30 / 730 + NAT)
     assert row["period_cost_usd"] == pytest.approx(hourly * row["hours"], rel=1e-6)
     assert row["gpu_cost_usd_per_h"] == pytest.approx(40.0)
     # nobody verified a price only the record carries: the row and report.md say so
@@ -60,7 +49,6 @@ def test_measured_nodes_of_an_unknown_type_make_the_cost_unknown_or_use_the_reco
     assert row["cost_basis"].startswith("measured") and math.isnan(row["period_cost_usd"])
     assert f"node-h of {NEW_TYPE}" in row["cost_scope"]
     priced = _with(tmp_path / "b", nodes=nodes, prices={NEW_TYPE: 40.0})
-    gp3, nat = 0.08 / 730, 0.045 + 0.005
     # the node and its 200 GiB root volume (group p4d of the record's cluster), EKS, EFS, NAT
-    hourly = 40.0 + 200 * gp3 + 0.10 + 200 * 0.30 / 730 + nat
+    hourly = 40.0 + 200 * GP3 + 0.10 + 200 * 0.30 / 730 + NAT
     assert priced["period_cost_usd"] == pytest.approx(hourly * priced["hours"], rel=1e-6)

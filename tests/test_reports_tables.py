@@ -12,6 +12,7 @@ from reports_fixtures import (
     STACKS,
     all_run_dirs,
     copy_runs,
+    cost_row,
     histogram_totals,
     manifest,
     metric,
@@ -264,18 +265,11 @@ def test_fidelity_ratio_against_frontend_histograms(built):
 def test_measured_node_hours_replace_the_estimate(tmp_path):
     """A run record listing the nodes that served it (the aws runner's `nodes`) is priced by
     node-hours overlapping the step's window, not by the catalogue estimate."""
-    root = copy_runs(tmp_path)
-    rd = run_dir(root, "local-agg")
-    doc = manifest(rd)
-    doc["nodes"] = [{"node": "i-0abc", "instanceType": "p4d.24xlarge",
-                     "start": "2020-01-01T00:00:00Z", "end": None}]
-    doc["prices"] = {"p4d.24xlarge": 30.0}
-    (rd / "manifest.json").write_text(json.dumps(doc))
-    report = build_report([rd], tmp_path / "out", name="m")
-    row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
-    recs = profiling_records(rd / "concurrency_sweep" / "c4")
-    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
-             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    def edit(doc: dict) -> None:
+        doc["nodes"] = [{"node": "i-0abc", "instanceType": "p4d.24xlarge",
+                         "start": "2020-01-01T00:00:00Z", "end": None}]
+        doc["prices"] = {"p4d.24xlarge": 30.0}
+    row, hours, _ = cost_row(tmp_path, edit)
     expected = hours * (30.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
                         + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH + NAT_HOUR)
     assert row["cost_basis"].startswith("measured")
@@ -294,22 +288,15 @@ def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_override
     variant's cost.priceOverrides when the record carries no prices."""
     from stacks.loader import load_stack
 
-    root = copy_runs(tmp_path)
-    rd = run_dir(root, "local-agg")
-    doc = manifest(rd)
-    variant = load_stack("agg-b200-kexaone")
-    config = variant.model_dump(mode="json", by_alias=True)
+    config = load_stack("agg-b200-kexaone").model_dump(mode="json", by_alias=True)
     config["cost"]["priceOverrides"] = {"p6-b200.48xlarge": 100.0}
-    doc["stack_config"] = config
-    doc["nodes"] = [{"node": "i-0b200", "instanceType": "p6-b200.48xlarge",
-                     "start": "2020-01-01T00:00:00Z", "end": None}]
-    doc.pop("prices", None)
-    (rd / "manifest.json").write_text(json.dumps(doc))
-    report = build_report([rd], tmp_path / "out", name="v")
-    row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
-    recs = profiling_records(rd / "concurrency_sweep" / "c4")
-    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
-             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+
+    def edit(doc: dict) -> None:
+        doc["stack_config"] = config
+        doc["nodes"] = [{"node": "i-0b200", "instanceType": "p6-b200.48xlarge",
+                         "start": "2020-01-01T00:00:00Z", "end": None}]
+        doc.pop("prices", None)
+    row, hours, _ = cost_row(tmp_path, edit)
     base_cache_gib = load_stack("base-b200").storage.model_cache_gib
     assert base_cache_gib == 2000
     expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR + NAT_HOUR
