@@ -270,8 +270,3 @@ def find_regional(c: Clients, region: str, stack: str | None) -> Findings:
 def find_global(c: Clients, stack: str | None) -> Findings:
     return collect(c, GLOBAL, GLOBAL_LISTINGS, stack)
 
-
-def audit(c: Clients, stack: str, region: str = "") -> list[Resource]:
-    """Every live resource of `stack` in the region of `c`, and its IAM resources."""
-    found = find_regional(c, region, stack).resources + find_global(c, stack).resources
-    return [r for r in found if r.owner == stack and not r.gone]
