@@ -105,15 +105,15 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
     packing, engine flags, topology, workloads, budget.
 
     Exits 0 when every stack is valid, 2 when any is not (every problem is listed with the
-    field to change and how). A file that cannot be read is reported and the others are still
-    checked.
+    field to change and how), 1 on an internal error. A file that cannot be read is reported
+    and the others are still checked.
     """
     on = _as_of(as_of)
     names = all_stack_names(stacks_dir) if all_ else list(stacks or [])
     if not names:
         console.print("name one or more stacks, or pass --all")
         raise typer.Exit(2)
-    failed = 0
+    failed = internal = 0
     for name in names:
         try:
             report = check_stack(name, stacks_dir, on=on)
@@ -121,10 +121,18 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
             failed += 1
             _print_problems(name, exc.problems)
             continue
+        except Exception as exc:  # noqa: BLE001 - a bug: say so in one line, check the rest
+            failed += 1
+            internal += 1
+            console.print(f"\n[bold]{name}[/bold]")
+            console.print(f"internal error while checking it: {type(exc).__name__}: {exc} (a "
+                          "bug in dynamo-bench: please report it with the stack file)",
+                          markup=False)
+            continue
         _print_report(report)
         failed += not report.ok
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
-    raise typer.Exit(2 if failed else 0)
+    raise typer.Exit(1 if internal else 2 if failed else 0)
 
 
 def _hours(seconds: float) -> str:

@@ -158,7 +158,6 @@ def _place(pods: list[_Pod], nodes: list[_Node], full_gpus: int) -> tuple[_Pod, 
 
 def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
              inst: InstanceType, workers: list[tuple[int, WorkerGroup]]) -> Problem:
-    w = serving.workers[pod.worker]
     f = f"{P}serving.workers[{pod.worker}]"
     on = f"{group.count} x {inst.name} of node group '{group.name}'"
     pods = "; ".join(f"worker {i} ({x.role.value}): {x.replicas} pod(s) x "
@@ -182,8 +181,14 @@ def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
     what = "memory" if why == "memory" else "CPUs"
     total = inst.memory_gib if why == "memory" else inst.vcpus
     unit = " GiB" if why == "memory" else " vCPUs"
-    target = f"{f}.hostMemoryGib" if why == "memory" and w.host_memory_gib is not None else \
-        f"{P}serving.kvOffload.cpuGb" if why == "memory" and pod.cache else f"{f}.replicas"
+    # name the largest explicit memory request on the group (often another role's pod)
+    asked = [(x.host_memory_gib, i) for i, x in workers if x.host_memory_gib is not None]
+    if why == "memory" and asked:
+        target = f"{P}serving.workers[{max(asked)[1]}].hostMemoryGib"
+    elif why == "memory" and any(pod_cpu_cache_gib(serving, x) for _, x in workers):
+        target = f"{P}serving.kvOffload.cpuGb"
+    else:
+        target = f"{f}.replicas"
     return Problem(target, f"the worker pods that share a node ask more {what} than one "
                    f"{inst.name} allows ({ALLOCATABLE_SHARE:.0%} of {total}{unit}; {pods})",
                    "lower hostMemoryGib / cpuGb, or spread the workers over more nodes")

@@ -109,12 +109,15 @@ def _vet_mapping(path: Path, node: yaml.MappingNode, trail: str | None) -> list[
         line = key.start_mark.line + 1
         if key.tag == _MERGE_TAG:
             continue  # `<<: *defaults` supplies defaults; explicit keys override them
-        if not isinstance(key, yaml.ScalarNode) or key.tag != _STR_TAG:
-            text = key.value if isinstance(key, yaml.ScalarNode) else "<a mapping or list>"
-            problems.append(Problem(_where(path, trail, str(text), line), f"key '{text}' (line "
-                                    f"{line}) is read by YAML as a non-string (a boolean, "
-                                    "number or null), not as the name it looks like",
-                                    f"quote it: \"{text}\""))
+        if not isinstance(key, yaml.ScalarNode):
+            problems.append(Problem(f"{path.name}:{line}", "a key is a YAML mapping or list, "
+                                    "not a name", "write the key as a plain name"))
+            continue
+        if key.tag != _STR_TAG:
+            problems.append(Problem(_where(path, trail, key.value, line), f"key '{key.value}' "
+                                    f"(line {line}) is read by YAML as a non-string (a "
+                                    "boolean, number or null), not as the name it looks like",
+                                    f"quote it: \"{key.value}\""))
             continue
         if key.value in seen:
             problems.append(Problem(_where(path, trail, key.value, line), f"appears twice "
@@ -184,9 +187,19 @@ def _yaml_error(path: Path, exc: yaml.YAMLError) -> StackError:
                  "fix the YAML syntax", line)
 
 
+def _reader_error(path: Path, text: str, exc: yaml.reader.ReaderError) -> StackError:
+    line = text.count("\n", 0, exc.position) + 1
+    column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+    return _fail(path, f"character U+{exc.character:04X} at line {line}, column {column} is a "
+                 "control character YAML does not allow", "remove it", line)
+
+
 def parse_yaml(path: Path, text: str) -> Any:
     """One YAML document, vetted before it is turned into Python data (None when empty)."""
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader refuses control characters right here
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(path, text, exc) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -195,6 +208,8 @@ def parse_yaml(path: Path, text: str) -> Any:
         if problems:
             raise StackError(stack_name(path), problems)
         return loader.construct_document(node)
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(path, text, exc) from None
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
     except RecursionError:

@@ -9,102 +9,35 @@ asserts exit 0, so a check that fires on everything cannot pass.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
-from typer.testing import CliRunner
+from stack_variants import (
+    F,
+    Mutation,
+    append,
+    both,
+    check,
+    copy_shipped,
+    drop,
+    edit,
+    read_config,
+    rename,
+    variant_config,
+    write_stack,
+)
 
-from stacks.__main__ import app
-from stacks.loader import PROJECT, STACKS_DIR, StackError, load_stack
+from stacks.loader import STACKS_DIR, StackError, load_stack
 from stacks.preflight import require_valid, run_preflight
-
-Mutation = Callable[[dict[str, Any]], None]
-F = f"{PROJECT}:"
-
-
-# --- building stack variants ---------------------------------------------------------------
-
-def _walk(config: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
-    """The container of `dotted` (a.b.0.c) and the last key; list indexes are digits."""
-    keys: list[str | int] = [int(k) if k.isdigit() else k for k in dotted.split(".")]
-    node: Any = config
-    for key in keys[:-1]:
-        node = node[key]
-    return node, keys[-1]
-
-
-def edit(dotted: str, value: Any) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        node[key] = copy.deepcopy(value)
-    return mutate
-
-
-def drop(dotted: str) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        del node[key]
-    return mutate
-
-
-def rename(dotted: str, new_key: str) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        node[new_key] = node.pop(key)
-    return mutate
-
-
-def append(dotted: str, value: Any) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        node[key].append(copy.deepcopy(value))
-    return mutate
-
-
-def both(*mutations: Mutation) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        for m in mutations:
-            m(config)
-    return mutate
-
-
-def read_config(stacks_dir: Path, name: str) -> dict[str, Any]:
-    """A stack file's config with the project prefix stripped from its keys."""
-    doc = yaml.safe_load((stacks_dir / f"Pulumi.{name}.yaml").read_text())
-    return {k.removeprefix(F): v for k, v in doc["config"].items()}
-
-
-def write_stack(stacks_dir: Path, name: str, config: dict[str, Any]) -> None:
-    # a key that already holds a namespace (`ns:key`) is written as it is
-    doc = {"config": {(k if ":" in k else F + k): v for k, v in config.items()}}
-    (stacks_dir / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def variant_config(source: str, mutate: Mutation) -> dict[str, Any]:
-    config = read_config(STACKS_DIR, source)
-    mutate(config)
-    return config
 
 
 @pytest.fixture
 def stacks_dir(tmp_path: Path) -> Path:
-    for path in STACKS_DIR.glob("Pulumi.*.yaml"):
-        shutil.copy(path, tmp_path / path.name)
-    return tmp_path
-
-
-def check(stacks_dir: Path, *names: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["check", *names, "--stacks-dir", str(stacks_dir)])
-    # rich wraps long lines: compare on single-spaced text
-    return result.exit_code, " ".join(result.output.split())
+    return copy_shipped(tmp_path)
 
 
 # --- the invalid configurations ------------------------------------------------------------
