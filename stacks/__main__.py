@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stacks.eks_versions import today
 from stacks.estimate import cold_restarts, restart_seconds
 from stacks.forecast import Campaign, plan_campaigns
 from stacks.loader import STACKS_DIR, StackError, all_stack_names, load_stack
@@ -179,7 +180,7 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
     """Forecast before `pulumi up`: wall time per phase and step, dollars, and the campaign's
     billed GPU-hours over GPU-hours under load. Exits 2 if a stack fails pre-flight."""
-    on = _as_of(as_of)
+    on = _as_of(as_of) or today()
     if scale not in ("full", "quick"):
         console.print(f"--scale {scale}: use full or quick")
         raise typer.Exit(2)
