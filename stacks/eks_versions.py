@@ -60,17 +60,16 @@ class EksVersion:
         return SupportStatus.ENDED
 
     def describe(self, on: dt.date) -> str:
-        status = self.status(on)
-        if status == SupportStatus.STANDARD:
-            return (f"EKS {self.version}: standard support until {self.end_of_standard} "
-                    f"(extended until {self.end_of_extended})")
-        if status == SupportStatus.EXTENDED:
-            return (f"EKS {self.version}: extended support since {self.end_of_standard}, until "
-                    f"{self.end_of_extended}; control plane ${EXTENDED_USD_PER_HOUR:.2f}/h "
-                    f"instead of ${STANDARD_USD_PER_HOUR:.2f}/h")
-        if status == SupportStatus.NOT_RELEASED:
-            return f"EKS {self.version}: released on EKS {self.eks_release}"
-        return f"EKS {self.version}: extended support ended {self.end_of_extended}"
+        return f"EKS {self.version}: " + {
+            SupportStatus.STANDARD: f"standard support until {self.end_of_standard} (extended "
+                                    f"until {self.end_of_extended})",
+            SupportStatus.EXTENDED: f"extended support since {self.end_of_standard}, until "
+                                    f"{self.end_of_extended}; control plane "
+                                    f"${EXTENDED_USD_PER_HOUR:.2f}/h instead of "
+                                    f"${STANDARD_USD_PER_HOUR:.2f}/h",
+            SupportStatus.NOT_RELEASED: f"released on EKS {self.eks_release}",
+            SupportStatus.ENDED: f"extended support ended {self.end_of_extended}",
+        }[self.status(on)]
 
 
 def _d(text: str) -> dt.date:
@@ -114,11 +113,8 @@ def version_problem(version: str, on: dt.date) -> str | None:
     if entry is None:
         return (f"'{version}' is not an EKS version of the catalogue (dated {CATALOGUE_DATE}); "
                 f"EKS offers {listing} on {on}")
-    status = entry.status(on)
-    if status == SupportStatus.ENDED:
-        return (f"EKS no longer offers {version}: its extended support ended "
-                f"{entry.end_of_extended}; on {on} EKS offers {listing}")
-    if status == SupportStatus.NOT_RELEASED:
-        return (f"{version} is released on EKS only on {entry.eks_release}; on {on} EKS "
-                f"offers {listing}")
-    return None
+    why = {SupportStatus.ENDED: f"EKS no longer offers {version}: its extended support ended "
+                                f"{entry.end_of_extended}",
+           SupportStatus.NOT_RELEASED: f"{version} is released on EKS only on "
+                                       f"{entry.eks_release}"}.get(entry.status(on))
+    return None if why is None else f"{why}; on {on} EKS offers {listing}"

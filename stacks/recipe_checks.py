@@ -138,14 +138,12 @@ def _check_parsers(s: ServingConfig, model: str, rules: ServingRules | None,
 def _check_model_host_memory(s: ServingConfig, model: str, rules: ServingRules | None,
                              out: list[Problem]) -> None:
     per_gpu = rules.host_memory_gib_per_gpu if rules else 0
-    for i, w in enumerate(s.workers):
-        need = per_gpu * w.gpus_per_pod
-        if need and (w.host_memory_gib or 0) < need:
-            said = f"{w.host_memory_gib} GiB" if w.host_memory_gib else "unset"
-            out.append(Problem(f"{P}serving.workers[{i}].hostMemoryGib", f"{model} workers need "
-                               f"{per_gpu} GiB of host memory per GPU, {need} GiB for this "
-                               f"{w.gpus_per_pod}-GPU pod; it asks {said}",
-                               f"set hostMemoryGib: {need}"))
+    short = [(i, w, per_gpu * w.gpus_per_pod) for i, w in enumerate(s.workers)
+             if (w.host_memory_gib or 0) < per_gpu * w.gpus_per_pod]
+    out += [Problem(f"{P}serving.workers[{i}].hostMemoryGib", f"{model} workers need {per_gpu} "
+                    f"GiB of host memory per GPU, {need} GiB for this {w.gpus_per_pod}-GPU pod; "
+                    f"it asks {f'{w.host_memory_gib} GiB' if w.host_memory_gib else 'unset'}",
+                    f"set hostMemoryGib: {need}") for i, w, need in short]
 
 
 def _check_disagg_block_size(s: ServingConfig, model: str, rules: ServingRules | None,

@@ -18,19 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from stack_variants import (
-    F,
-    Mutation,
-    append,
-    both,
-    check,
-    copy_shipped,
-    drop,
-    edit,
-    read_config,
-    variant_config,
-    write_stack,
-)
+import stack_variants as sv
+from stack_variants import F, Mutation, append, both, drop, edit
 
 from stacks.loader import STACKS_DIR
 
@@ -81,14 +70,21 @@ def latin1_comment(text: str) -> bytes:
 def base_copy(name: str, changes: dict[str, object]) -> Callable[[Path], None]:
     """Write base-a100 with `changes` (dotted paths) as stack `name`."""
     def setup(stacks_dir: Path) -> None:
-        config = read_config(stacks_dir, "base-a100")
+        config = sv.read_config(stacks_dir, "base-a100")
         for dotted, value in changes.items():
             edit(dotted, value)(config)
-        write_stack(stacks_dir, name, config)
+        sv.write_stack(stacks_dir, name, config)
     return setup
 
 
 W0, W1 = "serving.workers.0", "serving.workers.1"
+
+
+def worker_flags(case_id: str, args: list[str], says: str, index: int = 0,
+                 source: str = "agg-a100") -> Case:
+    """A worker's extraArgs that override a typed field (the flag at `index` is named)."""
+    return Case(case_id, "layout", source, F + f"serving.workers[0].extraArgs[{index}]", says,
+                change=edit(f"{W0}.extraArgs", args))
 IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime"
 LONG = "x" * 40
 
@@ -217,45 +213,31 @@ CASES = [
          "'Dynamo_NS' breaks the rule: lowercase letters, digits and '-', starting and ending "
          "with a letter or digit (a DNS label)", change=edit("serving.namespace", "Dynamo_NS")),
     # --- 4. one layout, one truth ------------------------------------------------------------
-    Case("extra_args_tensor_parallel", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "--tensor-parallel-size 2 contradicts "
-         "serving.workers[0].tensorParallelSize (4)",
-         change=edit(f"{W0}.extraArgs", ["--tensor-parallel-size", "2"])),
-    Case("extra_args_short_tp_with_equals", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[1]", "-tp=8 contradicts",
-         change=edit(f"{W0}.extraArgs", ["--enforce-eager", "-tp=8"])),
-    Case("extra_args_underscore_max_model_len", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "--max_model_len=16k contradicts "
-         "serving.workers[0].maxModelLen (32768)",
-         change=edit(f"{W0}.extraArgs", ["--max_model_len=16k"])),
-    Case("extra_args_abbreviated_gpu_memory_utilization", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "--gpu-memory-util 0.95 contradicts",
-         change=edit(f"{W0}.extraArgs", ["--gpu-memory-util", "0.95"])),
-    Case("extra_args_quantization_on_bf16", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "--quantization fp8 contradicts model.precision "
-         "(bf16)", change=edit(f"{W0}.extraArgs", ["--quantization", "fp8"])),
-    Case("extra_args_kv_cache_dtype", "layout", "agg-a100", F + "serving.workers[0].extraArgs[0]",
-         "--kv-cache-dtype fp8 contradicts serving.kvCacheDtype (auto)",
-         change=edit(f"{W0}.extraArgs", ["--kv-cache-dtype", "fp8"])),
-    Case("extra_args_block_size_not_typed", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "--block-size 32 contradicts serving.blockSize "
-         "(unset)", change=edit(f"{W0}.extraArgs", ["--block-size", "32"])),
-    Case("extra_args_speculative_config", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "would override what serving.speculative sets",
-         change=edit(f"{W0}.extraArgs", ["--speculative-config.method", "ngram"])),
-    Case("extra_args_data_parallel", "layout", "agg-a100", F + "serving.workers[0].extraArgs[0]",
-         "--data-parallel-size 2 contradicts serving.workers[0].replicas",
-         change=edit(f"{W0}.extraArgs", ["--data-parallel-size", "2"])),
-    Case("extra_args_pipeline_parallel", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "-pp 2 contradicts the layout",
-         change=edit(f"{W0}.extraArgs", ["-pp", "2"])),
-    Case("extra_args_turn_off_prefix_caching_under_kv_router", "layout", "agg-a100-kv",
-         F + "serving.workers[0].extraArgs[0]", "--no-enable-prefix-caching contradicts "
-         "serving.prefixCaching (True)",
-         change=edit(f"{W0}.extraArgs", ["--no-enable-prefix-caching"])),
-    Case("extra_args_yaml_config_file", "layout", "agg-a100",
-         F + "serving.workers[0].extraArgs[0]", "--config /etc/vllm.yaml would override",
-         change=edit(f"{W0}.extraArgs", ["--config", "/etc/vllm.yaml"])),
+    worker_flags("extra_args_tensor_parallel", ["--tensor-parallel-size", "2"],
+                 "--tensor-parallel-size 2 contradicts serving.workers[0].tensorParallelSize "
+                 "(4)"),
+    worker_flags("extra_args_short_tp_with_equals", ["--enforce-eager", "-tp=8"],
+                 "-tp=8 contradicts", index=1),
+    worker_flags("extra_args_underscore_max_model_len", ["--max_model_len=16k"],
+                 "--max_model_len=16k contradicts serving.workers[0].maxModelLen (32768)"),
+    worker_flags("extra_args_abbreviated_gpu_memory_utilization",
+                 ["--gpu-memory-util", "0.95"], "--gpu-memory-util 0.95 contradicts"),
+    worker_flags("extra_args_quantization_on_bf16", ["--quantization", "fp8"],
+                 "--quantization fp8 contradicts model.precision (bf16)"),
+    worker_flags("extra_args_kv_cache_dtype", ["--kv-cache-dtype", "fp8"],
+                 "--kv-cache-dtype fp8 contradicts serving.kvCacheDtype (auto)"),
+    worker_flags("extra_args_block_size_not_typed", ["--block-size", "32"],
+                 "--block-size 32 contradicts serving.blockSize (unset)"),
+    worker_flags("extra_args_speculative_config", ["--speculative-config.method", "ngram"],
+                 "would override what serving.speculative sets"),
+    worker_flags("extra_args_data_parallel", ["--data-parallel-size", "2"],
+                 "--data-parallel-size 2 contradicts serving.workers[0].replicas"),
+    worker_flags("extra_args_pipeline_parallel", ["-pp", "2"], "-pp 2 contradicts the layout"),
+    worker_flags("extra_args_turn_off_prefix_caching_under_kv_router",
+                 ["--no-enable-prefix-caching"], "--no-enable-prefix-caching contradicts "
+                 "serving.prefixCaching (True)", source="agg-a100-kv"),
+    worker_flags("extra_args_yaml_config_file", ["--config", "/etc/vllm.yaml"],
+                 "--config /etc/vllm.yaml would override"),
     Case("env_cuda_visible_devices", "layout", "agg-a100",
          F + "serving.workers[0].env.CUDA_VISIBLE_DEVICES", "the stack's env would silently "
          "replace it", change=edit(f"{W0}.env", {"CUDA_VISIBLE_DEVICES": "0,1"})),
@@ -402,7 +384,7 @@ DECIMAL_GB = re.compile(r"\d GB\b")
 def _write_variant(stacks_dir: Path, case: Case) -> None:
     path = stacks_dir / f"Pulumi.{case.name}.yaml"
     if case.change is not None:
-        write_stack(stacks_dir, case.name, variant_config(case.source, case.change))
+        sv.write_stack(stacks_dir, case.name, sv.variant_config(case.source, case.change))
         return
     text = (STACKS_DIR / f"Pulumi.{case.source}.yaml").read_text()
     if case.raw is not None:
@@ -421,11 +403,11 @@ def test_sixty_or_more_one_mistake_stacks_across_the_seven_classes() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_one_mistake_is_refused_naming_the_field(case: Case, tmp_path: Path) -> None:
-    stacks_dir = copy_shipped(tmp_path)
+    stacks_dir = sv.copy_shipped(tmp_path)
     if case.setup:
         case.setup(stacks_dir)
     _write_variant(stacks_dir, case)
-    code, out = check(stacks_dir, case.name)
+    code, out = sv.check(stacks_dir, case.name)
     assert code == 2, out
     assert "Traceback" not in out
     assert f"- {case.field}: " in out, out
@@ -435,8 +417,8 @@ def test_one_mistake_is_refused_naming_the_field(case: Case, tmp_path: Path) -> 
     assert not DECIMAL_GB.search(line), line   # one unit: GiB
 
     fixed = both(case.change, case.fix) if case.change and case.fix else None
-    write_stack(stacks_dir, "sibling", variant_config(case.source, fixed) if fixed
-                else read_config(STACKS_DIR, case.source))
-    code, out = check(stacks_dir, "sibling")
+    sv.write_stack(stacks_dir, "sibling", sv.variant_config(case.source, fixed) if fixed
+                else sv.read_config(STACKS_DIR, case.source))
+    code, out = sv.check(stacks_dir, "sibling")
     assert code == 0, out
     assert "1/1 stack(s) valid" in out
