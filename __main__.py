@@ -39,9 +39,13 @@ def read_config(cfg: pulumi.Config) -> dict[str, Any]:
 
 
 def hf_token_state(cfg: pulumi.Config) -> str:
-    """How the token is set: "secret" (`pulumi config set --secret`), "plain", or "unset"."""
-    if cfg.get("hfToken") is None:
+    """How the token is set: "secret" (`pulumi config set --secret`), "plain", "empty" or
+    "unset"."""
+    value = cfg.get("hfToken")
+    if value is None:
         return "unset"
+    if not value.strip():
+        return "empty"
     return "secret" if is_config_secret(cfg.full_key("hfToken")) else "plain"
 
 

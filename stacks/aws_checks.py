@@ -40,6 +40,18 @@ TAG_CHARS = "letters, digits, spaces and _ . : / = + - @"
 _TAG_TEXT = re.compile(r"[\w .:/=+\-@]*")
 MAX_USER_TAGS = 50
 RESERVED_TAG_KEYS = ("project", "stack", "experiment")
+# Prefixes AWS, Kubernetes and Auto Mode reserve: a NodeClass refuses tags carrying them
+# (components.tags applies the same list when it builds the tags).
+RESERVED_TAG_PREFIXES = ("aws:", "kubernetes.io/cluster/", "karpenter.sh/", "eks.amazonaws.com/")
+
+
+def ebs_tag_problem(key: str, value: str) -> str | None:
+    """Why a tag cannot travel as an EBS CSI StorageClass `tagSpecification_<n>: key=value`
+    parameter (the driver splits on the first '=' and expands '{{ }}' templates), or None."""
+    if "=" in key or "{{" in key or "{{" in value:
+        return ("EBS CSI tag parameters split on the first '=' of 'key=value' and expand "
+                "'{{': the EBS volumes would get another tag")
+    return None
 VPC_PREFIX_RANGE = (16, 22)
 _EKS_CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
 
@@ -113,6 +125,9 @@ def _tag_text_problem(text: str, what: str, limit: int) -> str | None:
         return f"{what} contains {' '.join(repr(c) for c in bad)}; AWS allows {TAG_CHARS}"
     if text.lower().startswith("aws:"):
         return f"{what} starts with '{text[:4]}', a prefix AWS reserves in any letter case"
+    reserved = next((p for p in RESERVED_TAG_PREFIXES if text.startswith(p)), None)
+    if reserved and what == "the key":
+        return f"{what} starts with '{reserved}', a prefix Kubernetes / EKS Auto Mode reserve"
     return None
 
 
@@ -132,7 +147,8 @@ def _check_tags(stack: StackConfig, out: list[Problem]) -> None:
             continue
         why = (("the key is empty" if not key else None)
                or _tag_text_problem(key, "the key", 128)
-               or _tag_text_problem(value, "the value", 256))
+               or _tag_text_problem(value, "the value", 256)
+               or ebs_tag_problem(key, value))
         if why:
             out.append(Problem(where, why, "change it to fit AWS's tag rules"))
     if len(stack.resource_tags()) > MAX_USER_TAGS:

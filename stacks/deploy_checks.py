@@ -25,8 +25,8 @@ HF_TOKEN_FIX = f"pulumi config set --secret {PROJECT}:hfToken <token>"
 
 @dataclass(frozen=True)
 class DeployFacts:
-    # "secret", "plain", "unset" (Pulumi has no token), or None (not known: the CLI, no token
-    # in the file yet)
+    # "secret", "plain", "empty", "unset" (Pulumi has no token), or None (not known: the CLI,
+    # no token in the file yet)
     hf_token: str | None = None
     provider_config: dict[str, Any] = field(default_factory=dict)
     config_keys: tuple[str, ...] = ()
@@ -38,8 +38,9 @@ def deploy_problems(stack: StackConfig, base: StackConfig | None,
                     facts: DeployFacts) -> list[Problem]:
     out = config_key_problems(list(facts.config_keys), CONFIG_KEYS)
     owns_storage = base is None and not stack.is_attached
-    if owns_storage and stack.target == "aws" and facts.hf_token in ("plain", "unset"):
-        state = "is stored in plain text" if facts.hf_token == "plain" else "is not set"
+    if owns_storage and stack.target == "aws" and facts.hf_token in ("plain", "unset", "empty"):
+        state = {"plain": "is stored in plain text", "unset": "is not set",
+                 "empty": "is empty"}[facts.hf_token]
         out.append(Problem(f"{P}hfToken", f"the Hugging Face token {state}; the model download "
                            "and the workers read it from a Secret", HF_TOKEN_FIX))
     if facts.deploying and stack.target != "aws":

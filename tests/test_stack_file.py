@@ -165,3 +165,12 @@ def test_the_pulumi_program_refuses_a_key_stacks_check_refuses() -> None:
     assert "namespace 'dynamo_bench' is not the project's" in problem.message
     assert problem.fix == "write dynamo-bench:cost"
     assert result.resources == []
+
+
+def test_the_pulumi_program_refuses_an_empty_token() -> None:
+    config = config_strings(raw_config("base-a100"), "   ")
+    result = run_program("base-a100", config, region="us-east-1")
+    assert isinstance(result.error, StackError), result.error
+    problem = next(p for p in result.error.problems if p.field == "dynamo-bench:hfToken")
+    assert "the Hugging Face token is empty" in problem.message
+    assert result.resources == []
