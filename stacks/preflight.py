@@ -177,7 +177,8 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         check_serving(stack.serving, cluster, out)
         report.memory = check_workers(stack, cluster, out)
         check_engine_flags(stack, out)
-        check_names(stack, out)
+        if stack.target == "aws":  # the local engine creates no Kubernetes objects
+            check_names(stack, out)
         check_workloads(stack, out)
         check_recipe(stack, base, cluster, out)
     if base is None:
