@@ -80,6 +80,12 @@ def base_copy(name: str, changes: dict[str, object]) -> Callable[[Path], None]:
 W0, W1 = "serving.workers.0", "serving.workers.1"
 
 
+def extra_tag(case_id: str, key: str, value: str, says: str) -> Case:
+    """One extra tag AWS (or the EBS CSI driver, or Auto Mode) would refuse."""
+    return Case(case_id, "aws", "agg-a100", F + f"tags.extra.{key}", says,
+                change=edit("tags", {"experiment": "a100-campaign", "extra": {key: value}}))
+
+
 def worker_flags(case_id: str, args: list[str], says: str, index: int = 0,
                  source: str = "agg-a100") -> Case:
     """A worker's extraArgs that override a typed field (the flag at `index` is named)."""
@@ -137,24 +143,18 @@ CASES = [
          "says us-west-2, but the stack builds in us-east-1",
          text=after("config:", "  aws:region: us-west-2")),
     # --- 2. AWS values AWS would refuse ------------------------------------------------------
-    Case("tag_key_with_reserved_prefix_in_capitals", "aws", "agg-a100", F + "tags.extra.AWS:team",
-         "starts with 'AWS:', a prefix AWS reserves in any letter case",
-         change=edit("tags", {"experiment": "a100-campaign", "extra": {"AWS:team": "infra"}})),
-    Case("tag_value_with_reserved_prefix", "aws", "agg-a100", F + "tags.extra.team",
-         "the value starts with 'aws:'",
-         change=edit("tags", {"experiment": "a100-campaign", "extra": {"team": "aws:infra"}})),
-    Case("tag_key_with_forbidden_character", "aws", "agg-a100", F + "tags.extra.team#1",
-         "the key contains '#'; AWS allows letters, digits, spaces and _ . : / = + - @",
-         change=edit("tags", {"experiment": "a100-campaign", "extra": {"team#1": "infra"}})),
-    Case("tag_value_too_long", "aws", "agg-a100", F + "tags.extra.team",
-         "the value is 257 characters; AWS allows at most 256",
-         change=edit("tags", {"experiment": "a100-campaign", "extra": {"team": "v" * 257}})),
-    Case("tag_key_the_ebs_driver_would_split", "aws", "agg-a100", F + "tags.extra.cost=center",
-         "EBS CSI tag parameters split on the first '='",
-         change=edit("tags", {"experiment": "a100-campaign", "extra": {"cost=center": "ml"}})),
-    Case("tag_key_auto_mode_reserves", "aws", "agg-a100", F + "tags.extra.karpenter.sh/pool",
-         "starts with 'karpenter.sh/', a prefix Kubernetes / EKS Auto Mode reserve",
-         change=edit("tags", {"experiment": "a100-campaign", "extra": {"karpenter.sh/pool": "x"}})),
+    extra_tag("tag_key_with_reserved_prefix_in_capitals", "AWS:team", "infra",
+              "starts with 'AWS:', a prefix AWS reserves in any letter case"),
+    extra_tag("tag_value_with_reserved_prefix", "team", "aws:infra",
+              "the value starts with 'aws:'"),
+    extra_tag("tag_key_with_forbidden_character", "team#1", "infra",
+              "the key contains '#'; AWS allows letters, digits, spaces and _ . : / = + - @"),
+    extra_tag("tag_value_too_long", "team", "v" * 257,
+              "the value is 257 characters; AWS allows at most 256"),
+    extra_tag("tag_key_the_ebs_driver_would_split", "cost=center", "ml",
+              "EBS CSI tag parameters split on the first '='"),
+    extra_tag("tag_key_auto_mode_reserves", "karpenter.sh/pool", "x",
+              "starts with 'karpenter.sh/', a prefix Kubernetes / EKS Auto Mode reserve"),
     Case("experiment_tag_with_forbidden_character", "aws", "agg-a100", F + "tags.experiment",
          "contains '*'", change=edit("tags.experiment", "a100*campaign")),
     Case("more_than_50_tags", "aws", "agg-a100", F + "tags.extra",
