@@ -1,14 +1,17 @@
 """Cost and wall-time estimates before anything runs (pure).
 
 Scope of an hourly estimate: GPU/CPU node instances (on-demand or override price), the EKS
-control-plane fee, the Auto Mode management fee when compute mode is auto, and EFS storage of
-the model cache prorated per hour. Network transfer is not included. For a variant attached to
-a base, nodes are the whole nodes its workers occupy plus the base's fixed costs (CPU group,
-EKS fee, EFS) during its window, since variants of one base run one at a time.
+control-plane fee (at the extended-support rate when the cluster's EKS version is past standard
+support on the estimate date: stacks.eks_versions), the Auto Mode management fee when compute
+mode is auto, and EFS storage of the model cache prorated per hour. Network transfer is not
+included. For a variant attached to a base, nodes are the whole nodes its workers occupy plus
+the base's fixed costs (CPU group, EKS fee, EFS) during its window, since variants of one base
+run one at a time.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field
 
@@ -19,6 +22,7 @@ from stacks.catalog import (
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
 )
+from stacks.eks_versions import STANDARD_USD_PER_HOUR, control_plane_usd_per_hour
 from stacks.memory import GIB, weights_bytes_per_gpu
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
 from stacks.workload_config import Scale, restart_count
@@ -86,10 +90,27 @@ def node_cost_lines(stack: StackConfig, groups: list[NodeGroup],
     return lines
 
 
+def eks_fee_line(eks_version: str, on: dt.date | None) -> tuple[str, float]:
+    """The control-plane cost line of a cluster on `eks_version` on day `on`.
+
+    Without a date (callers that price a past period and have not passed its date yet) the
+    standard rate is used, as before the version lifecycle was dated."""
+    if on is None:
+        return "EKS control plane", EKS_CONTROL_PLANE_USD_PER_HOUR
+    rate = control_plane_usd_per_hour(eks_version, on)
+    if rate == STANDARD_USD_PER_HOUR:
+        return "EKS control plane", rate
+    return f"EKS control plane (EKS {eks_version} in extended support on {on})", rate
+
+
 def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: ComputeMode,
-                storage_gib: float) -> HourlyCost:
+                storage_gib: float, *, on: dt.date | None = None,
+                eks_version: str | None = None) -> HourlyCost:
+    """`eks_version`: the version of the cluster the stack runs on (its base's, for a
+    variant); default the stack's own."""
     cost = HourlyCost(node_cost_lines(stack, groups, compute_mode))
-    cost.lines["EKS control plane"] = EKS_CONTROL_PLANE_USD_PER_HOUR
+    label, rate = eks_fee_line(eks_version or stack.cluster.eks_version, on)
+    cost.lines[label] = rate
     cost.lines["EFS model cache storage"] = efs_usd_per_hour(storage_gib)
     return cost
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from stacks.estimate import (
@@ -17,11 +19,13 @@ from stacks.schema import StackConfig
 
 P4D, M7I_4XL, G6E_12XL = 21.957642, 0.8064, 10.49264  # $/h on-demand, us-east-1
 EKS = 0.10
+# EKS 1.33 is in standard support that day (stacks.eks_versions): the $0.10/h rate.
+ON = dt.date(2026, 7, 1)
 EFS_200_GIB = 200 * 0.30 / 730  # $0.30 per GB-month, 730 h per month -> $0.0822/h
 
 
 def test_hourly_cost_lines_of_an_attached_variant() -> None:
-    report = check_stack("agg-a100")
+    report = check_stack("agg-a100", on=ON)
     # 4 workers x TP4 = 16 GPUs = both p4d nodes; plus the base's CPU group, EKS fee and EFS
     assert report.hourly.lines == pytest.approx({
         "nodes p4d (2 x p4d.24xlarge)": 2 * P4D,          # 43.915284
@@ -54,7 +58,7 @@ def test_planned_hours_by_hand() -> None:
     load = 30.5e9 * 2 / 1024**3 / 0.5 + 240            # 353.62 s
     assert cold_restarts(stack) == 5 and restart_seconds(stack) == pytest.approx(load)
     # setupHours 0.25 + (3645.6 + 5 x 353.62) / 3600 = 1.753807 h; x $45.710276/h = $80.17
-    report = check_stack("agg-a100")
+    report = check_stack("agg-a100", on=ON)
     assert report.planned_hours == pytest.approx(0.25 + (total_s + 5 * load) / 3600)
     assert report.planned_cost == pytest.approx(80.167, abs=1e-3)
 
@@ -68,7 +72,7 @@ def test_quick_scale_steps() -> None:
 
 def test_variant_pays_only_the_base_nodes_it_fills() -> None:
     # prefill 2 x TP4 = 8 GPUs = 1 p4d; decode 1 x TP4 = 4 GPUs = 1 g6e.12xlarge
-    lines = check_stack("disagg-l40s-decode").hourly.lines
+    lines = check_stack("disagg-l40s-decode", on=ON).hourly.lines
     assert lines["nodes p4d (1 x p4d.24xlarge)"] == pytest.approx(P4D)
     assert lines["nodes g6e (1 x g6e.12xlarge)"] == pytest.approx(G6E_12XL)
 
@@ -78,7 +82,7 @@ def test_variant_pays_all_of_an_extra_group_it_creates() -> None:
     raw["cluster"] = {**raw["cluster"], "nodeGroups": [
         {"name": "l40s-extra", "instanceType": "g6e.12xlarge", "count": 3}]}
     raw["serving"]["workers"][0]["nodeGroup"] = "l40s-extra"
-    report = run_preflight(parse_config("extra", raw), load_stack("base-a100"))
+    report = run_preflight(parse_config("extra", raw), load_stack("base-a100"), on=ON)
     assert report.ok, report.problems
     # 2 x TP2 fills one node, but the variant created all three
     assert report.hourly.lines["nodes l40s-extra (3 x g6e.12xlarge)"] == \
@@ -88,7 +92,7 @@ def test_variant_pays_all_of_an_extra_group_it_creates() -> None:
 def test_auto_mode_adds_its_management_fee() -> None:
     raw = read_stack_file(stack_file("agg-a100-standalone"))
     raw["cluster"]["computeMode"] = "auto"
-    lines = run_preflight(parse_config("auto", raw)).hourly.lines
+    lines = run_preflight(parse_config("auto", raw), on=ON).hourly.lines
     assert lines["auto mode fee p4d"] == pytest.approx(2 * P4D * 0.12)
     assert lines["auto mode fee cpu"] == pytest.approx(2 * M7I_4XL * 0.12)
 
@@ -96,7 +100,7 @@ def test_auto_mode_adds_its_management_fee() -> None:
 def test_price_override_replaces_the_list_price() -> None:
     raw = read_stack_file(stack_file("agg-a100-standalone"))
     raw["cost"] = {**raw["cost"], "priceOverrides": {"p4d.24xlarge": 12.5}}
-    lines = run_preflight(parse_config("override", raw)).hourly.lines
+    lines = run_preflight(parse_config("override", raw), on=ON).hourly.lines
     assert lines["nodes p4d (2 x p4d.24xlarge)"] == pytest.approx(25.0)
 
 
