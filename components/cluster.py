@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from components.network import Network, StackOnAws
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
+from stacks.aws_checks import eks_cluster_name
 from stacks.schema import ComputeMode, StackConfig
 
 # Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
@@ -52,7 +53,8 @@ class ClusterHandle:
 
 
 def cluster_name(stack: StackConfig) -> str:
-    return f"dynamo-bench-{stack.name}"[:100]
+    # pre-flight refuses a name EKS would refuse (stacks.aws_checks), so nothing is truncated
+    return eks_cluster_name(stack)
 
 
 class Cluster(pulumi.ComponentResource):

@@ -13,20 +13,13 @@ from components import graph
 from components.k8s import create_object, create_objects
 from components.loadgen_specs import loadgen_rbac
 from components.platform_values import CHART, platform_chart_version, platform_values
-from stacks.schema import ClusterConfig, ServingConfig, StackConfig
+from stacks.k8s_names import dynamo_namespace  # noqa: F401 - re-exported
+from stacks.schema import ClusterConfig, StackConfig
 
 # NGC's Helm repository of the ai-dynamo team: the chart lives at
 # <repo>/charts/dynamo-platform-<version>.tgz (Dynamo's Kubernetes installation guide).
 NGC_DYNAMO_REPO = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
 PLATFORM_RELEASE = "dynamo-platform"
-
-
-def dynamo_namespace(stack: StackConfig) -> str:
-    """Where the platform, the claims, the token Secret, the graphs and the load generator
-    live: serving.namespace, or the schema default for a base stack (its variants use it)."""
-    if stack.serving is not None:
-        return stack.serving.namespace
-    return ServingConfig.model_fields["namespace"].default
 
 
 def frontend_service(stack: StackConfig) -> str:

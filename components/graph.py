@@ -29,7 +29,7 @@ from components.conventions import (
     NODE_GROUP_LABEL,
 )
 from stacks.catalog import INSTANCE_TYPES, InstanceType
-from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL re-exported
+from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re-exported
     DGD_API_VERSION,
     DGD_KIND,
     FRONTEND_COMPONENT,
@@ -37,8 +37,16 @@ from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL re-export
     GRAPH_LABEL,
     HF_HOME,
     ZONE_LABEL,
+    component_names,
+    deployment_name,
 )
 from stacks.loader import P, Problem, StackError
+from stacks.pods import (  # noqa: F401 - WORKER_BASE_MEMORY_GIB re-exported
+    WORKER_BASE_MEMORY_GIB,
+    WORKER_SHM_GIB,
+    pod_cpus,
+    pod_memory_gib,
+)
 from stacks.schema import (
     ClusterConfig,
     NodeGroup,
@@ -53,41 +61,11 @@ KIND = DGD_KIND
 # Only the EFA worker pods carry this label: they require each other in one zone.
 EFA_ZONE_LABEL = "dynamo-bench.io/efa-zone-group"
 ZONE_KEY = ZONE_LABEL
-# Host memory a worker pod needs besides any CPU KV cache: the vLLM engine and its TP worker
-# processes (CUDA contexts, NCCL, tokenizer) and weights streamed through host memory while
-# loading. Stated, not measured.
-WORKER_BASE_MEMORY_GIB = 16
-WORKER_MEMORY_GIB_PER_GPU = 8
-WORKER_CPU_PER_GPU = 6
-# /dev/shm for NCCL between TP ranks; tmpfs counts against the pod's memory.
-WORKER_SHM_GIB = 16
 # Frontends and workers talk over TCP and publish events over ZMQ: no NATS, no etcd
 # (the platform chart is installed with both off and Kubernetes discovery).
 RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def deployment_name(stack: StackConfig) -> str:
-    """serving.deploymentName, or the stack name made DNS-safe (short: the operator prefixes
-    child object names with it)."""
-    assert stack.serving is not None
-    if stack.serving.deployment_name:
-        return stack.serving.deployment_name
-    slug = re.sub(r"[^a-z0-9-]+", "-", stack.name.lower()).strip("-")[:40].strip("-")
-    return slug or "dynamo-bench"
-
-
-def component_names(serving: ServingConfig) -> list[str]:
-    """One stable, DNS-safe name per worker group: `<role>-<nodeGroup>`, numbered on repeats."""
-    names: list[str] = []
-    for w in serving.workers:
-        base = f"{w.role.value}-{w.node_group}"[:60].strip("-")
-        name, n = base, 2
-        while name in names or name == FRONTEND_COMPONENT:
-            name, n = f"{base}-{n}", n + 1
-        names.append(name)
-    return names
 
 
 def runtime_version_override(serving: ServingConfig) -> str | None:
@@ -202,16 +180,9 @@ class _Worker:
         return [*_env(values), _hf_token_env(),
                 *recipe_specs.speculative_env(self.serving, deployment_name(self.stack))]
 
-    def cpu_cache_gib(self) -> float:
-        return (self.serving.kv_offload.cpu_gb
-                if kv_config.offloads(self.serving, self.w.role) else 0.0)
-
     def memory_gib(self) -> int:
-        if self.w.host_memory_gib is not None:  # the recipe's own request
-            return self.w.host_memory_gib
-        need = (WORKER_BASE_MEMORY_GIB + WORKER_MEMORY_GIB_PER_GPU * self.gpus_per_pod
-                + WORKER_SHM_GIB + self.cpu_cache_gib())
-        return math.ceil(need)
+        # the same request pre-flight packs onto the nodes (stacks.pods)
+        return pod_memory_gib(self.serving, self.w)
 
     def kvbm_disk(self) -> str | None:
         """The size of KVBM's disk tier (an emptyDir), when this worker has one."""
@@ -231,7 +202,7 @@ class _Worker:
 
     def resources(self) -> dict[str, Any]:
         gpus = str(self.gpus_per_pod)
-        requests: dict[str, str] = {"cpu": str(WORKER_CPU_PER_GPU * self.gpus_per_pod),
+        requests: dict[str, str] = {"cpu": str(pod_cpus(self.w)),
                                     "memory": f"{self.memory_gib()}Gi", GPU_RESOURCE: gpus}
         limits: dict[str, str] = {GPU_RESOURCE: gpus}
         if self.w.host_memory_limit_gib is not None:

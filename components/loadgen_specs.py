@@ -26,6 +26,7 @@ from components.conventions import (
     RESULTS_PVC,
 )
 from components.model_download import DOWNLOAD_SCRIPT
+from stacks.aws_checks import ebs_tag_problem
 
 EBS_PROVISIONER = "ebs.csi.aws.com"
 EBS_AUTO_MODE_PROVISIONER = "ebs.csi.eks.amazonaws.com"
@@ -98,9 +99,9 @@ def ebs_tag_parameters(tags: dict[str, str]) -> dict[str, str]:
     """EBS CSI `tagSpecification_<n>: key=value` parameters, in a stable order."""
     params = {}
     for n, (key, value) in enumerate(sorted(tags.items()), start=1):
-        if "=" in key or "{{" in key or "{{" in value:
-            raise ValueError(f"tag '{key}={value}': EBS CSI tag parameters split on the first "
-                             "'=' and expand '{{': rename the tag")
+        why = ebs_tag_problem(key, value)  # pre-flight refuses it first (stacks.aws_checks)
+        if why:
+            raise ValueError(f"tag '{key}={value}': {why}: rename the tag")
         params[f"tagSpecification_{n}"] = f"{key}={value}"
     return params
 

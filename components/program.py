@@ -34,36 +34,9 @@ from components.node_specs import instance_of, uses_efa
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
-from stacks.loader import PROJECT, P, Problem
+from stacks.loader import PROJECT
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
-
-HF_TOKEN_FIX = f"pulumi config set --secret {PROJECT}:hfToken <token>"
-
-
-def program_problems(stack: StackConfig, base: StackConfig | None, *,
-                     hf_token: str | None) -> list[Problem]:
-    """What pre-flight does not know but the infrastructure needs.
-
-    `hf_token`: "secret", "plain" or None: how `dynamo-bench:hfToken` is set. A stack that owns
-    storage writes the token Secret, so it needs the token, and only as a Pulumi secret.
-    """
-    out = []
-    if base is None and hf_token != "secret":
-        state = "is stored in plain text" if hf_token == "plain" else "is not set"
-        out.append(Problem(f"{P}hfToken", f"the Hugging Face token {state}; the model "
-                           "download and the workers read it from a Secret", HF_TOKEN_FIX))
-    if stack.target != "aws":
-        out.append(Problem(f"{P}target", f"target is {stack.target}: it runs on the local "
-                           "engine and has no infrastructure", "use `python -m workloads run`, "
-                           "or target: aws"))
-    if base is not None and stack.serving is not None \
-            and stack.serving.namespace != dynamo_namespace(base):
-        out.append(Problem(f"{P}serving.namespace", f"'{stack.serving.namespace}' is not the "
-                           f"namespace of base '{base.name}' ('{dynamo_namespace(base)}'), where "
-                           "the model cache claim and the token Secret live",
-                           f"set namespace: {dynamo_namespace(base)} or remove it"))
-    return out
 
 
 def aws_provider(stack: StackConfig, region: str, tags: dict[str, str]) -> aws.Provider:
@@ -97,7 +70,7 @@ def build(stack: StackConfig, base: StackConfig | None,
     tags = stack_tags(stack)
     if base is not None:
         return _build_variant(stack, base, tags)
-    assert hf_token is not None, "program_problems reports a missing token first"
+    assert hf_token is not None, "pre-flight (stacks.deploy_checks) refuses a missing token"
     return _build_owned(stack, tags, hf_token)
 
 

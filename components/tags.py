@@ -17,12 +17,14 @@ import inspect
 import json
 from functools import cache
 
+from stacks.aws_checks import RESERVED_TAG_PREFIXES
 from stacks.schema import StackConfig
 
 REQUIRED_TAG_KEYS = ("project", "stack", "experiment")
 
-# Tag keys AWS or Auto Mode reserve: a NodeClass refuses them, so they never come from a stack.
-_RESERVED_PREFIXES = ("aws:", "kubernetes.io/cluster/", "karpenter.sh/", "eks.amazonaws.com/")
+# Tag keys AWS or Auto Mode reserve: a NodeClass refuses them, so they never come from a stack
+# (pre-flight refuses them first: stacks.aws_checks).
+_RESERVED_PREFIXES = RESERVED_TAG_PREFIXES
 
 
 def stack_tags(stack: StackConfig) -> dict[str, str]:

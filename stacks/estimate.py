@@ -1,20 +1,23 @@
 """Cost and wall-time estimates before anything runs (pure).
 
 Scope of an hourly estimate: GPU/CPU node instances (on-demand or override price) and their
-gp3 root volumes, the EKS control-plane fee, the Auto Mode management fee when compute mode is
-auto, EFS storage of the model cache, and the NAT gateway with its public IPv4 address (unless
-the cluster uses an existing VPC), each prorated per hour. Network transfer (and NAT data
-processing) is not included; the scope line says so. For a variant attached to a base, nodes
-are the whole nodes its workers occupy plus the base's fixed costs (CPU group, EKS fee, EFS,
-NAT) during its window, since variants of one base run one at a time: `HourlyCost.shared`
-names those lines. A local stack's "AWS-equivalent" estimate prices the layout its mockers
-imitate, plus the CPU group AWS would need (ASSUMED_CPU_GROUP) when its cluster names none.
-Prices used are listed (`HourlyCost.prices`) so reports can say which are unverified; an
-instance type nobody prices goes to `HourlyCost.unknown` instead of being dropped.
+gp3 root volumes, the EKS control-plane fee (at the extended-support rate when the cluster's
+EKS version is past standard support on the estimate date: stacks.eks_versions), the Auto Mode
+management fee when compute mode is auto, EFS storage of the model cache, and the NAT gateway
+with its public IPv4 address (unless the cluster uses an existing VPC), each prorated per hour.
+Network transfer (and NAT data processing) is not included; the scope line says so. For a
+variant attached to a base, nodes are the whole nodes its workers occupy plus the base's fixed
+costs (CPU group, EKS fee, EFS, NAT) during its window, since variants of one base run one at
+a time: `HourlyCost.shared` names those lines. A local stack's "AWS-equivalent" estimate prices
+the layout its mockers imitate, plus the CPU group AWS would need (ASSUMED_CPU_GROUP) when its
+cluster names none. Prices used are listed (`HourlyCost.prices`) so reports can say which are
+unverified; an instance type nobody prices goes to `HourlyCost.unknown` instead of being
+dropped.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
@@ -26,6 +29,7 @@ from stacks.catalog import (
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
 )
+from stacks.eks_versions import STANDARD_USD_PER_HOUR, control_plane_usd_per_hour
 from stacks.memory import GIB, weights_bytes_per_gpu
 from stacks.schema import ClusterConfig, ComputeMode, NodeGroup, StackConfig
 from stacks.service_prices import (
@@ -177,30 +181,50 @@ def node_cost_lines(stack: StackConfig, groups: list[NodeGroup],
 
 
 def cluster_hourly_cost(stack: StackConfig, cluster: ClusterConfig, storage_gib: float,
-                        recorded: Mapping[str, float] | None = None) -> HourlyCost:
-    """`hourly_cost` of the cluster the stack runs on (its base's, for a variant)."""
-    return hourly_cost(stack, cluster.node_groups, cluster.compute_mode, storage_gib,
-                       existing_vpc=cluster.vpc.id is not None, recorded=recorded)
+                        recorded: Mapping[str, float] | None = None,
+                        on: dt.date | None = None) -> HourlyCost:
+    """`hourly_cost` of the cluster the stack runs on (its base's, for a variant: its EKS
+    version, VPC and node groups), on day `on` (EKS support status)."""
+    return hourly_cost(stack, cluster.node_groups, cluster.compute_mode, storage_gib, on=on,
+                       eks_version=cluster.eks_version, existing_vpc=cluster.vpc.id is not None,
+                       recorded=recorded)
 
 
 NAT_LINE = "NAT gateway + its public IPv4 address"
 EFS_LINE = "EFS model cache storage"
 
 
+def eks_fee_line(eks_version: str, on: dt.date | None) -> tuple[str, float]:
+    """The control-plane cost line of a cluster on `eks_version` on day `on`.
+
+    Without a date (callers that price a past period and have not passed its date yet) the
+    standard rate is used, as before the version lifecycle was dated."""
+    if on is None:
+        return "EKS control plane", EKS_CONTROL_PLANE_USD_PER_HOUR
+    rate = control_plane_usd_per_hour(eks_version, on)
+    if rate == STANDARD_USD_PER_HOUR:
+        return "EKS control plane", rate
+    return f"EKS control plane (EKS {eks_version} in extended support on {on})", rate
+
+
 def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: ComputeMode,
-                storage_gib: float, *, existing_vpc: bool = False,
+                storage_gib: float, *, on: dt.date | None = None,
+                eks_version: str | None = None, existing_vpc: bool = False,
                 recorded: Mapping[str, float] | None = None) -> HourlyCost:
     """Nodes, their root volumes and fees, EKS control plane, EFS, the NAT gateway and its
     public IPv4 address (unless the cluster uses an existing VPC); network transfer excluded.
-    `recorded`: prices the run record carries, used for types the stack does not override."""
+    `eks_version`: the version of the cluster the stack runs on (its base's, for a variant);
+    default the stack's own. `recorded`: prices the run record carries, used for types the
+    stack does not override."""
     cost = HourlyCost(overrides=dict(stack.cost.price_overrides))
     add_node_costs(cost, stack, groups, compute_mode, recorded)
     if stack.target == "local" and not any(is_cpu_group(g) for g in groups):
         add_node_costs(cost, stack, [ASSUMED_CPU_GROUP], compute_mode, recorded,
                        note=", assumed: the CPU group an AWS cluster needs")
-    cost.lines["EKS control plane"] = EKS_CONTROL_PLANE_USD_PER_HOUR
+    label, rate = eks_fee_line(eks_version or stack.cluster.eks_version, on)
+    cost.lines[label] = rate
     cost.prices.add(EKS_CONTROL_PLANE.key)
-    cost.shared.add("EKS control plane")
+    cost.shared.add(label)
     add_storage_and_network(cost, storage_gib, 0 if existing_vpc else 1)
     return cost
 
