@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reports.runs import RunError, RunRecord
-from stacks.catalog import INSTANCE_TYPES
-from stacks.estimate import HourlyCost, hourly_cost, instance_price
+from stacks.estimate import HourlyCost, cluster_hourly_cost, instance_price
 from stacks.loader import StackError, load_stack, parse_config
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
+from stacks.service_prices import recorded_prices
 
 # `dynamo-bench:tags.extra.recipe` marks a stack's place in a recipe comparison: the baseline
 # of its model (same checkpoint, minimum TP, round-robin) or an optimized recipe stack.
@@ -43,6 +43,9 @@ class StackInfo:
     auto_mode: bool = False
     efs_gib: float = 0.0
     prices: dict[str, float] = field(default_factory=dict)
+    overrides: dict[str, float] = field(default_factory=dict)
+    root_gib: dict[str, float] = field(default_factory=dict)   # by node group
+    nat_gateways: int = 1                                       # 0 on an existing VPC
 
     @property
     def label(self) -> str:
@@ -94,8 +97,9 @@ def stack_info(record: RunRecord) -> StackInfo:
     groups = {g.name: g.instance_type for g in cluster.node_groups}
     workers = serving.workers if serving else []
     gpu_types = sorted({groups.get(w.node_group, "?") for w in workers})
-    hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
-                         (base or stack).storage.model_cache_gib)
+    recorded = recorded_prices(record.extra)
+    hourly = cluster_hourly_cost(stack, cluster, (base or stack).storage.model_cache_gib,
+                                 recorded)
     basis = ("estimate: AWS on-demand catalogue price of the layout the local engine imitates"
              if stack.target == "local" else
              "estimate: catalogue price x run period (no measured node-hours in the run record)")
@@ -110,5 +114,8 @@ def stack_info(record: RunRecord) -> StackInfo:
         speculative=speculative_label(stack),
         auto_mode=cluster.compute_mode == ComputeMode.AUTO,
         efs_gib=float((base or stack).storage.model_cache_gib),
-        prices={g.instance_type: instance_price(g.instance_type, stack)
-                for g in cluster.node_groups if g.instance_type in INSTANCE_TYPES})
+        prices={g.instance_type: price for g in cluster.node_groups
+                if (price := instance_price(g.instance_type, stack, recorded)) is not None},
+        overrides=dict(stack.cost.price_overrides),
+        root_gib={g.name: float(g.disk_gib) for g in cluster.node_groups},
+        nat_gateways=0 if cluster.vpc.id else 1)

@@ -57,8 +57,18 @@ def _print_report(report: PreflightReport) -> None:
         console.print(_memory_table(report))
     label = "AWS-equivalent estimate (local run costs nothing)" if s.target == "local" else \
         "estimate"
-    lines = ", ".join(f"{k} ${v:,.2f}" for k, v in report.hourly.lines.items())
-    console.print(f"cost {label}: ${report.hourly.total:,.2f}/h ({lines})")
+    h = report.hourly
+    lines = ", ".join(f"{k} ${v:,.2f}" for k, v in h.lines.items())
+    total = f"${h.total:,.2f}/h" if h.complete else f"at least ${h.total:,.2f}/h (incomplete)"
+    console.print(f"cost {label}: {total} ({lines})", markup=False)
+    shared = ("shared with its base's other variants" if s.is_attached else
+              "cluster fixed costs")
+    console.print(f"  of which {shared}: ${h.shared_total:,.2f}/h; not included: "
+                  f"{'; '.join(h.excluded)}", markup=False)
+    for item in h.unknown:
+        console.print(f"  [red]price unknown[/red]: {item}")
+    if note := h.unverified_note():
+        console.print(f"  [yellow]{note}[/yellow]")
     restarts = cold_restarts(s) if s.serving else 0
     each = restart_seconds(s)
     restart_text = f" + {restarts} cold restart(s) x " + (

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import (
     HourlyCost,
+    cluster_hourly_cost,
     cold_restarts,
-    hourly_cost,
     model_load_seconds,
     node_cost_lines,
     restart_seconds,
@@ -136,8 +136,7 @@ def _stack_run(stack: StackConfig, base: StackConfig | None, scale: Scale,
         stack=stack.name, startup_s=max(setup - load, 0.0), model_load_s=load,
         steps_s=workload_steps_seconds(stack, scale) if stack.serving else {},
         gpus_loaded=gpus_loaded(stack),
-        hourly=hourly_cost(stack, cluster.node_groups, cluster.compute_mode, storage_gib,
-                           on=on, eks_version=(base or stack).cluster.eks_version),
+        hourly=cluster_hourly_cost(stack, cluster, storage_gib, on=on),
         extra_usd_per_hour=sum(node_cost_lines(stack, own, cluster.compute_mode).values()),
         extra_gpus=gpus_in(own), warning=warning,
         restarts=cold_restarts(stack, scale) if stack.serving else 0,
@@ -162,8 +161,7 @@ def base_campaign(base: StackConfig, variants: list[StackConfig],
         raise ValueError(f"{', '.join(strays)} not attached to {base.name}: plan them apart")
     return Campaign(
         name=base.name, kind="base",
-        hourly=hourly_cost(base, base.cluster.node_groups, base.cluster.compute_mode,
-                           base.storage.model_cache_gib, on=on),
+        hourly=cluster_hourly_cost(base, base.cluster, base.storage.model_cache_gib, on=on),
         billed_gpus=gpus_in(base.cluster.node_groups),
         base_startup_s=base.cost.setup_hours * 3600,
         runs=[_stack_run(v, base, scale, on) for v in variants])

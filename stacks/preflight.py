@@ -24,7 +24,7 @@ from stacks.checkpoint_checks import check_model_cache
 from stacks.deploy_checks import DeployFacts, deploy_problems
 from stacks.eks_versions import EKS_VERSIONS, today
 from stacks.engine_flags import check_engine_flags
-from stacks.estimate import HourlyCost, hourly_cost, planned_hours
+from stacks.estimate import HourlyCost, cluster_hourly_cost, planned_hours
 from stacks.k8s_checks import check_names
 from stacks.loader import (
     PROJECT,
@@ -186,9 +186,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
     eks = EKS_VERSIONS.get(owner.cluster.eks_version)
     if eks is not None:
         report.notes.append(eks.describe(on))
-    report.hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
-                                owner.storage.model_cache_gib, on=on,
-                                eks_version=owner.cluster.eks_version)
+    report.hourly = cluster_hourly_cost(stack, cluster, owner.storage.model_cache_gib, on=on)
     report.planned_hours = planned_hours(stack)
     if stack.target == "aws" and report.planned_cost > stack.cost.budget_usd:
         out.append(Problem(f"{P}cost.budgetUsd", f"estimated ${report.hourly.total:,.2f}/h x "

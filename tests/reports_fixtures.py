@@ -69,3 +69,21 @@ def histogram_totals(step_dir: Path, name: str) -> tuple[float, float]:
     series = export["metrics"][name]["series"]
     return (sum(s["stats"].get("sum", 0.0) for s in series),
             sum(s["stats"].get("count", 0) for s in series))
+
+
+def cost_row(tmp_path: Path, edit, stack: str = "local-agg",
+             step: str = "concurrency_sweep/c4") -> tuple[dict, float, Path]:
+    """Build a report of the stack's fixture run after `edit(manifest dict)`; return the step's
+    cost_efficiency row, its AIPerf profiling window in hours and the report folder."""
+    from reports.build import build_report
+
+    rd = run_dir(copy_runs(tmp_path), stack)
+    doc = manifest(rd)
+    edit(doc)
+    (rd / "manifest.json").write_text(json.dumps(doc))
+    report = build_report([rd], tmp_path / "out", name="cost")
+    row = report.tables["cost_efficiency"].set_index("step").loc[step].to_dict()
+    recs = profiling_records(rd / step)
+    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
+             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    return row, hours, report.out_dir

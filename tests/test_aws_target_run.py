@@ -39,6 +39,14 @@ def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
     assert set(result.steps) == {s.id for s in steps}
     m = json.loads((result.run_dir / "manifest.json").read_text())
     assert m["target"] == "aws" and m["attempts"][-1]["versions"]["dynamo"] == "1.6.1"
+    # the prices it was planned with travel with the record (base-a100's three groups)
+    assert m["prices"] == {
+        "g6e.12xlarge": {"usdPerHour": 10.49264, "source": "catalogue 2026-07-28",
+                         "verified": True},
+        "m7i.4xlarge": {"usdPerHour": 0.8064, "source": "catalogue 2025-01-01",
+                        "verified": False},
+        "p4d.24xlarge": {"usdPerHour": 21.957642, "source": "catalogue 2026-07-28",
+                         "verified": True}}
     startup = next(p for p in m["attempts"][-1]["phases"] if p["name"] == "startup")
     assert startup["target_startup"]["worker_model_load_s_max"] == 240.0
     for s in steps:
@@ -64,6 +72,7 @@ def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
     assert len(cost) == len(steps)
     assert cost["cost_basis"].str.startswith("measured").all(), cost["cost_basis"].tolist()
     assert (cost["period_cost_usd"] > 0).all()
+    assert (cost["unverified_prices"] == "m7i.4xlarge (catalogue 2025-01-01)").all()
     # the server series survive: the exports name the endpoints the step record names
     assert report.tables["fidelity"]["server_ttft_mean_ms"].notna().all()
     assert report.tables["prefix_cache"]["server_hit_rate"].notna().all()

@@ -73,7 +73,7 @@ def test_report_md_cites_runs_and_embeds_plots(compared):
     for h in ("H1", "H2", "H3", "H4"):
         assert f"### {h}:" in md
     # what the cost covers and that local costs are estimates
-    assert "network transfer not included" in md and "estimate" in md
+    assert "not included: network transfer and NAT data processing" in md and "estimate" in md
     assert "mixed-GPU configuration: not measured" in md
 
 

@@ -12,6 +12,7 @@ from reports_fixtures import (
     STACKS,
     all_run_dirs,
     copy_runs,
+    cost_row,
     histogram_totals,
     manifest,
     metric,
@@ -30,6 +31,9 @@ from stacks.catalog import (
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
 )
+
+GP3_GIB_HOUR = 0.08 / 730    # EBS gp3 $0.08 per GiB-month
+NAT_HOUR = 0.045 + 0.005     # NAT gateway-hour + its public IPv4 address-hour
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +185,11 @@ def test_cost_per_million_by_hand(built):
     end = max(r["metadata"]["request_end_ns"] for r in recs)
     tokens = sum(metric(r, "output_sequence_length") for r in recs if "error" not in r)
     hourly = (INSTANCE_TYPES["p4d.24xlarge"].on_demand_usd_per_hour      # 1 x p4d imitated
+              + 2 * 0.8064               # the CPU group AWS needs: 2 x m7i.4xlarge (assumed)
+              + 3 * 200 * GP3_GIB_HOUR   # 3 root volumes of 200 GiB gp3
               + EKS_CONTROL_PLANE_USD_PER_HOUR
-              + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)  # model cache 200 GiB
+              + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH  # model cache 200 GiB
+              + NAT_HOUR)                # NAT gateway + its public IPv4 address
     period_cost = hourly * (end - start) / 1e9 / 3600
     row = cost[(cost["stack"] == "local-agg") & (cost["step"] == "concurrency_sweep/c4")
                & (cost["run_id"] == "fixture")].iloc[0]
@@ -191,6 +198,12 @@ def test_cost_per_million_by_hand(built):
     assert _approx(row["usd_per_1m_output_tokens"], period_cost / tokens * 1e6)
     assert row["cost_basis"].startswith("estimate")
     assert "EKS control plane" in row["cost_scope"] and "network" in row["cost_scope"]
+    assert "nodes cpu (2 x m7i.4xlarge, assumed: the CPU group an AWS cluster needs)" in \
+        row["cost_scope"] and "NAT gateway + its public IPv4 address" in row["cost_scope"]
+    # the catalogue's m7i.4xlarge price and the Auto Mode-free estimate: only m7i unverified
+    assert row["unverified_prices"] == "m7i.4xlarge (catalogue 2025-01-01)"
+    assert "unverified prices: m7i.4xlarge" in row["cost_scope"]
+    # the GPU column holds the GPU nodes only; the CPU group is among the shared costs
     assert _approx(row["gpu_cost_usd_per_h"], INSTANCE_TYPES["p4d.24xlarge"]
                    .on_demand_usd_per_hour)
 
@@ -252,21 +265,17 @@ def test_fidelity_ratio_against_frontend_histograms(built):
 def test_measured_node_hours_replace_the_estimate(tmp_path):
     """A run record listing the nodes that served it (the aws runner's `nodes`) is priced by
     node-hours overlapping the step's window, not by the catalogue estimate."""
-    root = copy_runs(tmp_path)
-    rd = run_dir(root, "local-agg")
-    doc = manifest(rd)
-    doc["nodes"] = [{"node": "i-0abc", "instanceType": "p4d.24xlarge",
-                     "start": "2020-01-01T00:00:00Z", "end": None}]
-    doc["prices"] = {"p4d.24xlarge": 30.0}
-    (rd / "manifest.json").write_text(json.dumps(doc))
-    report = build_report([rd], tmp_path / "out", name="m")
-    row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
-    recs = profiling_records(rd / "concurrency_sweep" / "c4")
-    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
-             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    def edit(doc: dict) -> None:
+        doc["nodes"] = [{"node": "i-0abc", "instanceType": "p4d.24xlarge",
+                         "start": "2020-01-01T00:00:00Z", "end": None}]
+        doc["prices"] = {"p4d.24xlarge": 30.0}
+    row, hours, _ = cost_row(tmp_path, edit)
     expected = hours * (30.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
-                        + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
+                        + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH + NAT_HOUR)
     assert row["cost_basis"].startswith("measured")
+    # the record names no node group: its root volume cannot be sized, and the scope says so
+    assert "not included: root volumes of 1 node(s) whose node group was not recorded" in \
+        row["cost_scope"]
     assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)
     assert math.isclose(row["gpu_cost_usd_per_h"], 30.0, rel_tol=1e-6)
     assert math.isclose(row["usd_per_1m_output_tokens"],
@@ -279,25 +288,18 @@ def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_override
     variant's cost.priceOverrides when the record carries no prices."""
     from stacks.loader import load_stack
 
-    root = copy_runs(tmp_path)
-    rd = run_dir(root, "local-agg")
-    doc = manifest(rd)
-    variant = load_stack("agg-b200-kexaone")
-    config = variant.model_dump(mode="json", by_alias=True)
+    config = load_stack("agg-b200-kexaone").model_dump(mode="json", by_alias=True)
     config["cost"]["priceOverrides"] = {"p6-b200.48xlarge": 100.0}
-    doc["stack_config"] = config
-    doc["nodes"] = [{"node": "i-0b200", "instanceType": "p6-b200.48xlarge",
-                     "start": "2020-01-01T00:00:00Z", "end": None}]
-    doc.pop("prices", None)
-    (rd / "manifest.json").write_text(json.dumps(doc))
-    report = build_report([rd], tmp_path / "out", name="v")
-    row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
-    recs = profiling_records(rd / "concurrency_sweep" / "c4")
-    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
-             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+
+    def edit(doc: dict) -> None:
+        doc["stack_config"] = config
+        doc["nodes"] = [{"node": "i-0b200", "instanceType": "p6-b200.48xlarge",
+                         "start": "2020-01-01T00:00:00Z", "end": None}]
+        doc.pop("prices", None)
+    row, hours, _ = cost_row(tmp_path, edit)
     base_cache_gib = load_stack("base-b200").storage.model_cache_gib
     assert base_cache_gib == 2000
-    expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
+    expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR + NAT_HOUR
                         + base_cache_gib * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
     assert row["cost_basis"].startswith("measured")
     assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)

@@ -56,10 +56,14 @@ def test_memory_table_and_cost_of_one_stack() -> None:
     assert (budget, weights, overhead) == ("36.0", "14.20", "4.0")
     assert (kv_token, full_seq, capacity, fits) == ("24,576", "0.75 (32,768 tok)", "777,577",
                                                     "yes")
-    assert "cost estimate: $45.71/h (nodes p4d (2 x p4d.24xlarge) $43.92," in out
+    assert "cost estimate: $45.91/h (nodes p4d (2 x p4d.24xlarge) $43.92," in out
+    # shared: CPU group 1.6128 + its root volumes 0.0438 + EKS 0.10 + EFS 0.0822 + NAT 0.05
+    assert "of which shared with its base's other variants: $1.89/h; not included: network " \
+        "transfer and NAT data processing" in out
+    assert "unverified prices: m7i.4xlarge (catalogue 2025-01-01)" in out
     # 5 prefix-cache restarts x 353.62 s model load: 0.25 + (3645.6 + 1768.1) / 3600 = 1.75 h
     assert ("planned: 1.75 h (setup 0.25 h + workloads at full scale + 5 cold restart(s) x "
-            "5.9 min) = $80.17; budget $200") in out
+            "5.9 min) = $80.52; budget $200") in out
     assert "1/1 stack(s) valid" in out
 
 
@@ -73,7 +77,11 @@ def test_disaggregated_table_has_a_row_per_role() -> None:
 def test_local_stack_is_priced_as_its_aws_equivalent() -> None:
     code, out = run("check", "local-agg", "--as-of", STANDARD_DAY)
     assert code == 0, out
-    assert "cost AWS-equivalent estimate (local run costs nothing): $22.14/h" in out
+    # 1 x p4d 21.9576 + its 200 GiB root volume 0.0219 + the CPU group AWS would need
+    # (2 x m7i.4xlarge 1.6128 + 2 x 200 GiB 0.0438) + EKS 0.10 + EFS 0.0822 + NAT 0.05
+    assert "cost AWS-equivalent estimate (local run costs nothing): $23.87/h" in out
+    assert "nodes cpu (2 x m7i.4xlarge, assumed: the CPU group an AWS cluster needs) $1.61" \
+        in " ".join(out.split())
 
 
 def test_control_plane_is_priced_at_the_extended_rate_past_standard_support() -> None:
@@ -85,7 +93,7 @@ def test_control_plane_is_priced_at_the_extended_rate_past_standard_support() ->
     assert code == 0, after
     flat = " ".join(after.split())
     assert "EKS control plane (EKS 1.33 in extended support on 2026-07-29) $0.60" in flat
-    assert "cost estimate: $46.21/h" in flat   # 45.71 + 0.50
+    assert "cost estimate: $46.41/h" in flat   # 45.91 + 0.50
     assert "note: EKS 1.33: extended support since 2026-07-29, until 2027-07-29" in flat
 
 

@@ -26,8 +26,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from stacks.loader import STACKS_DIR
-from stacks.preflight import require_valid
+from stacks.estimate import instance_price
+from stacks.loader import STACKS_DIR, load_stack
+from stacks.preflight import effective_cluster, require_valid
+from stacks.schema import StackConfig
+from stacks.service_prices import price_record
 from stacks.workload_config import Scale
 from workloads import smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
@@ -87,6 +90,14 @@ def _progress(console: Console, enabled: bool) -> Progress:
                     disable=not enabled, transient=False)
 
 
+def planned_prices(stack: StackConfig, stacks_dir: Path) -> dict[str, dict[str, object]]:
+    """Price, source and verification of every instance type of the cluster it runs on."""
+    base = load_stack(stack.cluster.attach_to, stacks_dir) if stack.is_attached else None
+    prices = {g.instance_type: price for g in effective_cluster(stack, base).node_groups
+              if (price := instance_price(g.instance_type, stack)) is not None}
+    return price_record(prices, stack.cost.price_overrides)
+
+
 def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     console = console or Console(stderr=True)
     report = require_valid(opts.stack, opts.stacks_dir)   # refuse before any load
@@ -100,6 +111,9 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
                              scale=opts.scale)
     manifest.data.setdefault("repeats", repeats)
+    # The instance prices the run is planned with: a report prices it from these when the
+    # catalogue no longer knows a type (reports/stackinfo.py, reports/aws_cli.py).
+    manifest.data.setdefault("prices", planned_prices(stack, opts.stacks_dir))
     if manifest.data["repeats"] != repeats:
         raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "
                          f"resume with --repeat {manifest.data['repeats']} or use a new --run-id")
