@@ -27,6 +27,10 @@ def topology_pairs(infos: dict[str, StackInfo]) -> list[tuple[str, str]]:
 
 def _side_by_side(table: pd.DataFrame, key: str, cols: dict[str, str],
                   pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """Usable rows only: a failed, interrupted or client-bound step is never compared (the
+    report names what was left out)."""
+    if "usable" in table:
+        table = table[table["usable"].astype(bool)]
     frames = []
     for agg, dis in pairs:
         a = table[table["stack"] == agg].set_index(key)

@@ -23,6 +23,11 @@ from stacks.schema import ComputeMode, StackConfig
 RECIPE_TAG = "recipe"
 RECIPE_ROLES = ("baseline", "optimized")
 
+# A local run rehearses the pipeline on Dynamo's mocker: its timings are the mocker's model.
+REHEARSAL = ("REHEARSAL on the local mocker: timings are the mocker's, not a prediction of "
+             "GPU performance")
+REHEARSAL_ROW = "rehearsal on the local mocker, not a GPU measurement"
+
 
 @dataclass(frozen=True)
 class StackInfo:
@@ -43,9 +48,17 @@ class StackInfo:
     auto_mode: bool = False
     efs_gib: float = 0.0
     prices: dict[str, float] = field(default_factory=dict)
+    error_rate_threshold: float = 0.01   # workloads.errorRateThreshold of the run
+
+    @property
+    def rehearsal(self) -> bool:
+        return self.target == "local"
 
     @property
     def label(self) -> str:
+        if self.rehearsal:
+            return (f"{self.name} (REHEARSAL: {self.topology}, {self.router}, {self.gpus} "
+                    "imitated GPUs on the local mocker)")
         return f"{self.name} ({self.topology}, {self.router}, {self.gpus} GPU)"
 
 
@@ -111,4 +124,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         auto_mode=cluster.compute_mode == ComputeMode.AUTO,
         efs_gib=float((base or stack).storage.model_cache_gib),
         prices={g.instance_type: instance_price(g.instance_type, stack)
-                for g in cluster.node_groups if g.instance_type in INSTANCE_TYPES})
+                for g in cluster.node_groups if g.instance_type in INSTANCE_TYPES},
+        error_rate_threshold=stack.workloads.error_rate_threshold)

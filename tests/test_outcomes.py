@@ -82,16 +82,22 @@ def _execution(command: list[str]) -> Execution:
                      host_cores=2)
 
 
+def _judge_copy(tmp_path: Path, name: str, threshold: float) -> tuple[dict, dict, Path]:
+    """The runner's judge on a copy of one fixture step: (its verdict, the step's record)."""
+    work = tmp_path / name
+    shutil.copytree(FAULT_RUN / "concurrency_sweep" / name, work)
+    record = json.loads((work / "step.json").read_text())
+    step = Step(id=record["id"], workload="concurrency_sweep", name=name, repeat=1,
+                concurrency=record["concurrency"], seed=record["seed"], duration_s=6.0,
+                cold=False, params=record["params"], eta_s=16.0, rows=list)
+    out = judge(work, _rows(FAULT_RUN, record["id"]), step, _execution(record["command"]),
+                error_rate_threshold=threshold)
+    return out, record, work
+
+
 def test_runner_judges_a_step_with_truncated_streams_and_no_http_error_not_complete(tmp_path):
     """The old judge (errors only) passed this step: errorRateThreshold 1.0, no HTTP error."""
-    work = tmp_path / "c4"
-    shutil.copytree(C4, work)
-    record = json.loads((C4 / "step.json").read_text())
-    step = Step(id="concurrency_sweep/c4", workload="concurrency_sweep", name="c4", repeat=1,
-                concurrency=4, seed=record["seed"], duration_s=6.0, cold=False,
-                params=record["params"], eta_s=16.0, rows=list)
-    out = judge(work, _rows(FAULT_RUN, "concurrency_sweep/c4"), step,
-                _execution(record["command"]), error_rate_threshold=1.0)
+    out, record, work = _judge_copy(tmp_path, "c4", threshold=1.0)
     n_cut = sum(map(_cut, profiling_records(C4)))
     assert out["status"] == "failed"
     assert out["counts"]["truncated"] == n_cut and out["counts"]["failed"] == 0
@@ -105,14 +111,7 @@ def test_runner_judges_a_step_with_truncated_streams_and_no_http_error_not_compl
 
 
 def test_healthy_step_of_the_same_run_is_complete(tmp_path):
-    work = tmp_path / "c1"
-    shutil.copytree(FAULT_RUN / "concurrency_sweep" / "c1", work)
-    record = json.loads((work / "step.json").read_text())
-    step = Step(id="concurrency_sweep/c1", workload="concurrency_sweep", name="c1", repeat=1,
-                concurrency=1, seed=record["seed"], duration_s=6.0, cold=False,
-                params=record["params"], eta_s=16.0, rows=list)
-    out = judge(work, _rows(FAULT_RUN, "concurrency_sweep/c1"), step,
-                _execution(record["command"]), error_rate_threshold=0.0)
+    out, _, _ = _judge_copy(tmp_path, "c1", threshold=0.0)
     assert out["status"] == "complete" and out["failure_reasons"] == []
     assert out["counts"]["completed"] == out["counts"]["attempted"] > 0
 
