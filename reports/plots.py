@@ -42,6 +42,10 @@ def _mark_flagged(ax: plt.Axes, frame: pd.DataFrame, x: str, y: str) -> None:
     if not bad.empty:
         ax.plot(bad[x], bad[y], label="left out: failed / interrupted / client-bound step",
                 **FLAGGED)
+        for _, r in bad.iterrows():   # which stack, and why: the flag's first word
+            why = str(r.get("step_flag") or "").split(":")[0]
+            ax.annotate(f"{r['stack']} {why}", (r[x], r[y]), textcoords="offset points",
+                        xytext=(6, -10), fontsize=7, color="red")
 
 
 def _p99_label(stack: str, frame: pd.DataFrame) -> str:
