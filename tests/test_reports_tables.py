@@ -327,9 +327,7 @@ def test_measured_node_hours_replace_the_estimate(tmp_path):
     (rd / "manifest.json").write_text(json.dumps(doc))
     report = build_report([rd], tmp_path / "out", name="m")
     row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
-    recs = profiling_records(rd / "concurrency_sweep" / "c4")
-    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
-             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    hours = window_s(profiling_records(rd / "concurrency_sweep" / "c4")) / 3600
     expected = hours * (30.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
                         + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
     assert row["cost_basis"].startswith("measured")
@@ -358,9 +356,7 @@ def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_override
     (rd / "manifest.json").write_text(json.dumps(doc))
     report = build_report([rd], tmp_path / "out", name="v")
     row = report.tables["cost_efficiency"].set_index("step").loc["concurrency_sweep/c4"]
-    recs = profiling_records(rd / "concurrency_sweep" / "c4")
-    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
-             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    hours = window_s(profiling_records(rd / "concurrency_sweep" / "c4")) / 3600
     base_cache_gib = load_stack("base-b200").storage.model_cache_gib
     assert base_cache_gib == 2000
     expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
