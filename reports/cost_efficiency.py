@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from reports.measures import COUNT_COLUMNS
 from reports.runs import RunRecord
 from reports.stackinfo import StackInfo
 from stacks.catalog import INSTANCE_TYPES
@@ -96,6 +97,7 @@ def cost_efficiency(steps: pd.DataFrame, infos: dict[str, StackInfo],
             "configuration": info.label, "stack": st["stack"], "run_id": st["run_id"],
             "step": st["step"], "step_flag": st["step_flag"],
             "workload": st["workload"], "concurrency": st["concurrency"],
+            **{c: st[c] for c in COUNT_COLUMNS},
             "gpus": info.gpus, "gpu_types": info.gpu_types,
             "gpu_cost_usd_per_h": gpu / period_s * 3600 if period_s else math.nan,
             "other_cost_usd_per_h": (cost.total - gpu) / period_s * 3600 if period_s

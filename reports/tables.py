@@ -89,7 +89,8 @@ def fidelity(steps: pd.DataFrame) -> pd.DataFrame:
     """Harness fidelity per step: the client's TTFT/ITL over the server's, and whether the
     client held the load. `achieved_concurrency` and `client_bound` are one computation (the
     runner's definition); AIPerf's own `effective_concurrency` is shown apart and not judged."""
-    out = steps[["stack", "run_id", "step", "workload", "concurrency", "achieved_concurrency",
+    out = steps[["stack", "run_id", "step", "workload", *COUNT_COLUMNS, "concurrency",
+                 "achieved_concurrency",
                  "aiperf_effective_concurrency", "client_cpu_cores_mean", "host_cores",
                  "client_bound", "client_bound_reasons", "ttft_mean_ms", "server_ttft_mean_ms",
                  "itl_mean_ms", "server_itl_mean_ms", "status", "step_flag", "usable"]].copy()
