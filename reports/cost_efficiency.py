@@ -1,8 +1,11 @@
 """Dollars per million output tokens, per stack and step.
 
 $/1M output tokens = (cost of the period) / (successful output tokens in the period) x 1e6.
-The period is the step's AIPerf profiling window (first request start to last request end);
-successful output tokens are the output tokens of the requests that succeeded in it.
+The period is the step's measurement window (first request start to last request end of its
+attempted requests, reports.measures: the window its throughput and goodput divide by);
+successful output tokens are the output tokens of its completed requests (failed, truncated
+and cancelled ones produce no counted tokens). Failed, interrupted or client-bound steps keep
+their row, marked in `step_flag`.
 
 Two bases for the cost of the period, stated on every row:
 - measured: the run record lists the nodes that served the run (`nodes`, written by the aws
@@ -26,7 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from reports.runs import STEP_KEY, RunRecord
+from reports.measures import COUNT_COLUMNS
+from reports.runs import RunRecord
 from reports.stackinfo import StackInfo
 from stacks.catalog import INSTANCE_TYPES
 from stacks.service_prices import recorded_prices, unverified_note
@@ -106,30 +110,25 @@ def usd_per_million(period_cost_usd: float, output_tokens: float) -> float:
     return period_cost_usd / output_tokens * 1e6 if output_tokens > 0 else math.nan
 
 
-def cost_efficiency(steps: pd.DataFrame, requests: pd.DataFrame,
-                    infos: dict[str, StackInfo], records: dict[tuple[str, str], RunRecord]
-                    ) -> pd.DataFrame:
-    windows = requests.groupby(STEP_KEY).agg(
-        start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
-    ok = requests[requests["ok"].astype(bool)]
-    tokens = ok.groupby(STEP_KEY)["osl"].sum()
+def cost_efficiency(steps: pd.DataFrame, infos: dict[str, StackInfo],
+                    records: dict[tuple[str, str], RunRecord]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for _, st in steps.iterrows():
-        key = tuple(st[k] for k in STEP_KEY)
-        if key not in windows.index:
+        if pd.isna(st["window_start_ns"]) or not st["window_s"] > 0:
             continue
-        start_ns, end_ns = (int(x) for x in windows.loc[key])
+        start_ns, end_ns = int(st["window_start_ns"]), int(st["window_end_ns"])
         period_s = (end_ns - start_ns) / 1e9
         info = infos[st["stack"]]
         cost = measured_cost(records[(st["stack"], st["run_id"])], info, start_ns, end_ns) or \
             estimated_cost(info, period_s)
-        out_tokens = float(tokens.get(key, 0.0))
+        out_tokens = float(st["output_tokens"])
         gpu = sum(v for k, v in cost.lines.items() if _is_gpu_node_line(k, cost)) \
             if not cost.unknown else math.nan
         rows.append({
             "configuration": info.label, "stack": st["stack"], "run_id": st["run_id"],
-            "step": st["step"],
+            "step": st["step"], "step_flag": st["step_flag"],
             "workload": st["workload"], "concurrency": st["concurrency"],
+            **{c: st[c] for c in COUNT_COLUMNS},
             "gpus": info.gpus, "gpu_types": info.gpu_types,
             "gpu_cost_usd_per_h": gpu / period_s * 3600 if period_s else math.nan,
             "other_cost_usd_per_h": (cost.total - gpu) / period_s * 3600 if period_s
@@ -137,11 +136,12 @@ def cost_efficiency(steps: pd.DataFrame, requests: pd.DataFrame,
             "cost_scope": scope_of(cost, info.overrides), "cost_basis": cost.basis,
             "unverified_prices": unverified_note(cost.prices, info.overrides).removeprefix(
                 "unverified prices: "),
-            "period": f"AIPerf profiling window of {st['step']} "
+            "period": f"measurement window of {st['step']} "
                       f"({datetime.fromtimestamp(start_ns / 1e9, UTC):%Y-%m-%d %H:%M:%S} UTC, "
                       f"{period_s:.2f} s)",
             "period_s": period_s, "period_cost_usd": cost.total,
             "successful_output_tokens": out_tokens,
             "output_tok_s": st["output_tok_s"],
-            "usd_per_1m_output_tokens": usd_per_million(cost.total, out_tokens)})
+            "usd_per_1m_output_tokens": usd_per_million(cost.total, out_tokens),
+            "usable": st["usable"]})
     return pd.DataFrame(rows)

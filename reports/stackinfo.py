@@ -23,6 +23,11 @@ from stacks.service_prices import recorded_prices
 RECIPE_TAG = "recipe"
 RECIPE_ROLES = ("baseline", "optimized")
 
+# A local run rehearses the pipeline on Dynamo's mocker: its timings are the mocker's model.
+REHEARSAL = ("REHEARSAL on the local mocker: timings are the mocker's, not a prediction of "
+             "GPU performance")
+REHEARSAL_ROW = "rehearsal on the local mocker, not a GPU measurement"
+
 
 @dataclass(frozen=True)
 class StackInfo:
@@ -46,9 +51,17 @@ class StackInfo:
     overrides: dict[str, float] = field(default_factory=dict)
     root_gib: dict[str, float] = field(default_factory=dict)   # by node group
     nat_gateways: int = 1                                       # 0 on an existing VPC
+    error_rate_threshold: float = 0.01   # workloads.errorRateThreshold of the run
+
+    @property
+    def rehearsal(self) -> bool:
+        return self.target == "local"
 
     @property
     def label(self) -> str:
+        if self.rehearsal:
+            return (f"{self.name} (REHEARSAL: {self.topology}, {self.router}, {self.gpus} "
+                    "imitated GPUs on the local mocker)")
         return f"{self.name} ({self.topology}, {self.router}, {self.gpus} GPU)"
 
 
@@ -118,4 +131,5 @@ def stack_info(record: RunRecord) -> StackInfo:
                 if (price := instance_price(g.instance_type, stack, recorded)) is not None},
         overrides=dict(stack.cost.price_overrides),
         root_gib={g.name: float(g.disk_gib) for g in cluster.node_groups},
-        nat_gateways=0 if cluster.vpc.id else 1)
+        nat_gateways=0 if cluster.vpc.id else 1,
+        error_rate_threshold=stack.workloads.error_rate_threshold)

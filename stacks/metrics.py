@@ -12,6 +12,9 @@ FRONTEND_TTFT = "dynamo_frontend_time_to_first_token_seconds"            # histo
 FRONTEND_ITL = "dynamo_frontend_inter_token_latency_seconds"             # histogram
 FRONTEND_REQUEST_DURATION = "dynamo_frontend_request_duration_seconds"   # histogram
 FRONTEND_REQUESTS = "dynamo_frontend_requests_total"                     # counter
+# counter; started - succeeded - failed = requests the frontend never finished (a cut stream),
+# seen in AIPerf's server-metrics export of a run with a worker killed mid-step
+FRONTEND_REQUESTS_STARTED = "dynamo_frontend_requests_started_total"
 FRONTEND_OUTPUT_TOKENS = "dynamo_frontend_output_tokens_total"           # counter
 FRONTEND_CACHED_TOKENS = "dynamo_frontend_cached_tokens"                 # histogram (prefix hits)
 FRONTEND_INPUT_SEQUENCE_TOKENS = "dynamo_frontend_input_sequence_tokens"  # histogram

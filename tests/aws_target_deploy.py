@@ -81,19 +81,42 @@ def step_id_of(artifact_dir: str) -> str:
     return "/".join(artifact_dir.split("/")[4:-2])
 
 
+def _dataset_text(cluster: FakeCluster, job: dict, input_file: str) -> str:
+    """The dataset the Job's AIPerf reads: from the results PVC or its ConfigMap."""
+    if input_file.startswith(RESULTS_MOUNT):
+        assert cluster.pvc_path(input_file).exists(), "dataset missing on the PVC"
+        return cluster.pvc_path(input_file).read_text()
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    cm = next(v["configMap"]["name"] for v in volumes if "configMap" in v)
+    assert (job["metadata"]["namespace"], cm) in cluster.configmaps, "dataset ConfigMap"
+    data = cluster.configmaps[(job["metadata"]["namespace"], cm)].get("data") or {}
+    return data.get(Path(input_file).name) or next(iter(data.values()), "")
+
+
+def _as_asked(rec: dict, asked: dict[str, int]) -> None:
+    """A finished record's server counts as the dataset this Job sent asked for: with
+    ignore_eos the server produces exactly the requested output (the fixture's own run asked
+    for other lengths; a record without a usage block stays without one)."""
+    want = asked.get(rec["metadata"].get("conversation_id"))
+    metrics = rec.get("metrics") or {}
+    if want is None or "usage_completion_tokens" not in metrics:
+        return
+    for name in ("usage_completion_tokens", "output_sequence_length"):
+        if name in metrics:
+            metrics[name]["value"] = want
+
+
 def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: int = 0,
                     cores: float = 1.5) -> JobRun:
     """Copy a real AIPerf run's exports into the Job's artifact dir on the fake PVC, with the
-    request timestamps moved to the fake clock (a Job makes its exports when it runs), and
-    the CPU samples the in-pod wrapper would write. Checks the dataset reached the pod."""
+    request timestamps moved to the fake clock (a Job makes its exports when it runs), the
+    output counts of the dataset the Job got, and the CPU samples the in-pod wrapper would
+    write. Checks the dataset reached the pod."""
     argv = aiperf_argv(job)
     input_file = flag(argv, "--input-file")
-    if input_file.startswith(RESULTS_MOUNT):
-        assert cluster.pvc_path(input_file).exists(), "dataset missing on the PVC"
-    else:
-        volumes = job["spec"]["template"]["spec"]["volumes"]
-        cm = next(v["configMap"]["name"] for v in volumes if "configMap" in v)
-        assert (job["metadata"]["namespace"], cm) in cluster.configmaps, "dataset ConfigMap"
+    asked = {r["session_id"]: r["output_length"]
+             for r in map(json.loads, _dataset_text(cluster, job, input_file).splitlines())
+             if r.get("session_id")}
     artifacts = flag(argv, "--artifact-dir")
     src = fixture_for(step_id_of(artifacts))
     dest = cluster.pvc_path(artifacts)
@@ -107,6 +130,7 @@ def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: in
             for k, v in list(rec["metadata"].items()):
                 if k.endswith("_ns") and isinstance(v, int):
                     rec["metadata"][k] = v + shift
+            _as_asked(rec, asked)
             out.write(json.dumps(rec) + "\n")
     shutil.copy(src / EXPORTS[1], dest / EXPORTS[1])
     server = (src / EXPORTS[2]).read_text()

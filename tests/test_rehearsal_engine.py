@@ -69,7 +69,7 @@ def test_rehearsal_runs_the_recipe_layout_cold_and_warm(rehearsal) -> None:
         assert len(sent) == limit["requested_rows"] - limit["dropped"]
         assert all(r["input_length"] + r["output_length"] <= 16384 - TEMPLATE_MARGIN
                    for r in sent)
-        assert rec["counts"]["errors"] == 0, step_id
+        assert rec["counts"]["failed"] == rec["counts"]["truncated"] == 0, step_id
     # the seeded c11 trace has rows past maxModelLen 16384: dropped and counted
     assert manifest["steps"]["trace_replay/c11"]["dataset"]["context_limit"]["dropped"] > 0
 

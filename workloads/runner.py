@@ -222,8 +222,11 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
             flag = " [yellow]client-bound[/yellow]" if rec["client"]["client_bound"] else ""
             colour = "green" if rec["status"] == COMPLETE else "red"
             progress.console.print(
-                f"  [{colour}]{rec['status']:>8}[/{colour}] {step.id}: {c['requests']} req, "
-                f"{c['failed']} failed ({c['error_rate']:.1%}){flag}")
+                f"  [{colour}]{rec['status']:>8}[/{colour}] {step.id}: {c['attempted']} req: "
+                f"{c['completed']} completed, {c['failed']} failed, {c['truncated']} "
+                f"truncated, {c['cancelled']} cancelled{flag}")
+            for why in rec.get("failure_reasons") or []:
+                progress.console.print(f"           {why}", markup=False)
             problems = target.problems()
             if problems:
                 raise TargetError("engine process died: " + "; ".join(problems) +
