@@ -119,7 +119,8 @@ def cost(stack: str = typer.Argument(..., help="Stack to account for."),
                                auto_mode=cluster.compute_mode == ComputeMode.AUTO,
                                efs_gib=owner.storage.model_cache_gib,
                                nat_gateways=0 if cluster.vpc.id else 1,
-                               root_gib={g.name: g.disk_gib for g in cluster.node_groups})
+                               root_gib={g.name: g.disk_gib for g in cluster.node_groups},
+                               eks_version=cluster.eks_version)
     except ValueError as exc:
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None

@@ -94,7 +94,7 @@ def measured_cost(record: RunRecord, info: StackInfo, start_ns: int, end_ns: int
     end = datetime.fromtimestamp(end_ns / 1e9, UTC)
     pc = node_hours.period_cost(usage, start, end, prices, auto_mode=info.auto_mode,
                                 efs_gib=info.efs_gib, nat_gateways=info.nat_gateways,
-                                root_gib=info.root_gib)
+                                root_gib=info.root_gib, eks_version=info.eks_version or None)
     unknown = tuple(f"{h:.2f} node-h of {it}" for it, h in sorted(pc.unknown.items()))
     return StepCost(dict(pc.lines), "measured: node-hours of the run record x prices",
                     frozenset(pc.prices), unknown, tuple(pc.excluded), frozenset(pc.shared))

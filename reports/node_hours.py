@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 from stacks.catalog import EKS_CONTROL_PLANE_USD_PER_HOUR, INSTANCE_TYPES
-from stacks.estimate import CostLines, add_storage_and_network, auto_mode_fee
+from stacks.estimate import CostLines, add_storage_and_network, auto_mode_fee, eks_fee_line
 from stacks.service_prices import AUTO_MODE_FEE, EBS_GP3, EKS_CONTROL_PLANE, gp3_usd_per_hour
 
 
@@ -130,19 +130,23 @@ def _node_lines(cost: PeriodCost, nodes: list[NodeUsage], prices: Mapping[str, f
 def period_cost(nodes: list[NodeUsage], start: datetime, end: datetime,
                 prices: Mapping[str, float], *, auto_mode: bool = False,
                 eks_clusters: int = 1, efs_gib: float = 0.0, nat_gateways: int = 0,
-                root_gib: Mapping[str, float] | None = None) -> PeriodCost:
+                root_gib: Mapping[str, float] | None = None,
+                eks_version: str | None = None) -> PeriodCost:
     """Cost of [start, end): nodes by overlap (and their root volumes, sized by node group
     from `root_gib`), plus the fixed fees for the whole period. Instance types without a
-    price land in `unknown`."""
+    price land in `unknown`. `eks_version`: the cluster's, so the control plane is billed at
+    the rate of the period's first day (extended support costs 6x; stacks/eks_versions.py);
+    without it, the standard rate."""
     if as_utc(end) <= as_utc(start):
         raise ValueError(f"period end {end} is not after its start {start}")
     cost = PeriodCost(start, end)
     _node_lines(cost, nodes, prices, auto_mode, root_gib)
     if eks_clusters:
-        cost.lines["EKS control plane"] = (eks_clusters * EKS_CONTROL_PLANE_USD_PER_HOUR
-                                           * cost.hours)
+        label, rate = (eks_fee_line(eks_version, as_utc(start).date()) if eks_version
+                       else ("EKS control plane", EKS_CONTROL_PLANE_USD_PER_HOUR))
+        cost.lines[label] = eks_clusters * rate * cost.hours
         cost.prices.add(EKS_CONTROL_PLANE.key)
-        cost.shared.add("EKS control plane")
+        cost.shared.add(label)
     add_storage_and_network(cost, efs_gib, nat_gateways, cost.hours)
     return cost
 

@@ -9,6 +9,7 @@ estimate, labelled so everywhere.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 from reports.runs import RunError, RunRecord
@@ -51,6 +52,7 @@ class StackInfo:
     overrides: dict[str, float] = field(default_factory=dict)
     root_gib: dict[str, float] = field(default_factory=dict)   # by node group
     nat_gateways: int = 1                                       # 0 on an existing VPC
+    eks_version: str = ""                # of the cluster the run used (the base's for a variant)
     error_rate_threshold: float = 0.01   # workloads.errorRateThreshold of the run
 
     @property
@@ -102,6 +104,17 @@ def speculative_label(stack: StackConfig) -> str:
     return label
 
 
+def run_date(record: RunRecord) -> dt.date | None:
+    """The UTC day the run started (the EKS control-plane rate depends on it), if recorded."""
+    if not record.started_at:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(str(record.started_at).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when.astimezone(dt.UTC) if when.tzinfo else when).date()
+
+
 def stack_info(record: RunRecord) -> StackInfo:
     stack = _config(record)
     base = load_stack(stack.cluster.attach_to) if stack.is_attached else None
@@ -112,7 +125,7 @@ def stack_info(record: RunRecord) -> StackInfo:
     gpu_types = sorted({groups.get(w.node_group, "?") for w in workers})
     recorded = recorded_prices(record.extra)
     hourly = cluster_hourly_cost(stack, cluster, (base or stack).storage.model_cache_gib,
-                                 recorded)
+                                 recorded, on=run_date(record))
     basis = ("estimate: AWS on-demand catalogue price of the layout the local engine imitates"
              if stack.target == "local" else
              "estimate: catalogue price x run period (no measured node-hours in the run record)")
@@ -131,5 +144,5 @@ def stack_info(record: RunRecord) -> StackInfo:
                 if (price := instance_price(g.instance_type, stack, recorded)) is not None},
         overrides=dict(stack.cost.price_overrides),
         root_gib={g.name: float(g.disk_gib) for g in cluster.node_groups},
-        nat_gateways=0 if cluster.vpc.id else 1,
+        nat_gateways=0 if cluster.vpc.id else 1, eks_version=cluster.eks_version,
         error_rate_threshold=stack.workloads.error_rate_threshold)

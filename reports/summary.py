@@ -3,8 +3,8 @@ every warning, before any table (pure: tables in, markdown out).
 
 `facts` gathers them; `render` writes them. Two inputs can come from elsewhere:
 `attestations` ({stack: one line}) says how a cluster run proved where it ran, and
-`cost_warnings` lists the caveats of the dollar figures (unverified prices, cost scope); when
-not given, a run without attestation says so and prices taken from the catalogue are named.
+`cost_warnings` lists the caveats of the dollar figures; when not given, a run without
+attestation says so and the unverified or unknown prices the cost table used are named.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.stackinfo import REHEARSAL, StackInfo
-from stacks.catalog import INSTANCE_TYPES
 from workloads.manifest import COMPLETE
 
 
@@ -40,19 +39,20 @@ def where_it_ran(info: StackInfo, attestation: str | None) -> str:
     return f"`{info.name}`: real cluster ({info.gpu_types}, {info.workers}); {proof}"
 
 
-def price_warnings(infos: dict[str, StackInfo], records: list[RunRecord]) -> list[str]:
-    """Prices the cost figures took from the catalogue rather than a run record or override."""
-    recorded = {k for r in records for k in (r.extra.get("prices") or {})}
+def price_warnings(cost: pd.DataFrame) -> list[str]:
+    """The caveats of the dollar figures, from what the cost table really used: prices nobody
+    verified (`unverified_prices`) and instance types without any price (PRICE UNKNOWN)."""
+    if cost.empty:
+        return []
     out = []
-    for t in sorted({t for i in infos.values() for t in i.prices}):
-        it = INSTANCE_TYPES.get(t)
-        overridden = any(t in i.prices and i.prices[t] != it.on_demand_usd_per_hour
-                         for i in infos.values()) if it else True
-        if it is None or overridden or t in recorded:
-            continue
-        out.append(f"price of {t}: ${it.on_demand_usd_per_hour:g}/h from the catalogue "
-                   f"({it.price_source}, dated {it.price_date}), not confirmed by the AWS "
-                   "pricing API for this report")
+    for stack, rows in cost.groupby("stack", sort=True):
+        names = sorted({n.strip() for v in rows["unverified_prices"].dropna() if v
+                        for n in str(v).split(", ")})
+        if names:
+            out.append(f"{stack}: $ figures use unverified prices: {', '.join(names)}")
+        if rows["cost_scope"].astype(str).str.contains("PRICE UNKNOWN").any():
+            out.append(f"{stack}: some instance prices are unknown: its cost and $/1M are left "
+                       "empty (see the cost scope)")
     return out
 
 
@@ -128,7 +128,7 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
     if small:
         f.warnings.append(small)
     f.warnings += cost_warnings if cost_warnings is not None else price_warnings(
-        infos, records)
+        t.get("cost_efficiency", pd.DataFrame()))
     return f
 
 

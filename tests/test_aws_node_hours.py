@@ -123,3 +123,19 @@ def test_root_volumes_nat_and_the_shared_part(monkeypatch):
     assert cost.shared_total == pytest.approx(shared)   # 3.225600 + 0.043836 + 0.464384
     assert cost.excluded == ["root volumes of 1 node(s) whose node group was not recorded",
                              "network transfer and NAT data processing"]
+
+
+def test_control_plane_rate_follows_the_version_lifecycle_of_the_period():
+    """EKS 1.33: standard support until 2026-07-29, then $0.60/h (6x) in extended support.
+    A period is billed at its first day's rate; without a version, the standard rate."""
+    start = datetime(2026, 7, 28, 10, tzinfo=UTC)
+    before = period_cost([], start, start + timedelta(hours=2), {}, eks_version="1.33")
+    after = period_cost([], start + timedelta(days=1), start + timedelta(days=1, hours=2), {},
+                        eks_version="1.33")
+    unknown_version = period_cost([], start + timedelta(days=1),
+                                  start + timedelta(days=1, hours=2), {})
+    def eks(cost) -> dict[str, float]:
+        return {k: round(v, 9) for k, v in cost.lines.items() if k.startswith("EKS")}
+    assert eks(before) == {"EKS control plane": 0.20}
+    assert eks(after) == {"EKS control plane (EKS 1.33 in extended support on 2026-07-29)": 1.20}
+    assert eks(unknown_version) == {"EKS control plane": 0.20}

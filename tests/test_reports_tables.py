@@ -32,13 +32,17 @@ from reports_fixtures import (
 from reports.build import build_report
 from stacks.catalog import (
     EFS_STANDARD_USD_PER_GB_MONTH,
-    EKS_CONTROL_PLANE_USD_PER_HOUR,
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
 )
 
 GP3_GIB_HOUR = 0.08 / 730    # EBS gp3 $0.08 per GiB-month
 NAT_HOUR = 0.045 + 0.005     # NAT gateway-hour + its public IPv4 address-hour
+
+# The fixture runs were made on 2026-11-30 on a cluster config of EKS 1.33, whose standard
+# support ended 2026-07-29 (stacks/eks_versions.py): the control plane is priced at the
+# extended-support rate of the run's day.
+FIXTURE_EKS_USD_PER_HOUR = 0.60  # total per cluster-hour in extended support (0.10 standard)
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +231,7 @@ def test_cost_per_million_by_hand(built):
     hourly = (INSTANCE_TYPES["p4d.24xlarge"].on_demand_usd_per_hour      # 1 x p4d imitated
               + 2 * 0.8064               # the CPU group AWS needs: 2 x m7i.4xlarge (assumed)
               + 3 * 200 * GP3_GIB_HOUR   # 3 root volumes of 200 GiB gp3
-              + EKS_CONTROL_PLANE_USD_PER_HOUR
+              + FIXTURE_EKS_USD_PER_HOUR
               + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH  # model cache 200 GiB
               + NAT_HOUR)                # NAT gateway + its public IPv4 address
     period_cost = hourly * (end - start) / 1e9 / 3600
@@ -237,7 +241,8 @@ def test_cost_per_million_by_hand(built):
     assert _approx(row["period_cost_usd"], period_cost)
     assert _approx(row["usd_per_1m_output_tokens"], period_cost / tokens * 1e6)
     assert row["cost_basis"].startswith("estimate")
-    assert "EKS control plane" in row["cost_scope"] and "network" in row["cost_scope"]
+    assert "EKS control plane (EKS 1.33 in extended support on 2026-11-30)" in \
+        row["cost_scope"] and "network" in row["cost_scope"]
     assert "nodes cpu (2 x m7i.4xlarge, assumed: the CPU group an AWS cluster needs)" in \
         row["cost_scope"] and "NAT gateway + its public IPv4 address" in row["cost_scope"]
     # the catalogue's m7i.4xlarge price and the Auto Mode-free estimate: only m7i unverified
@@ -336,7 +341,7 @@ def test_measured_node_hours_replace_the_estimate(tmp_path):
                          "start": "2020-01-01T00:00:00Z", "end": None}]
         doc["prices"] = {"p4d.24xlarge": 30.0}
     row, hours, _ = cost_row(tmp_path, edit)
-    expected = hours * (30.0 + EKS_CONTROL_PLANE_USD_PER_HOUR
+    expected = hours * (30.0 + FIXTURE_EKS_USD_PER_HOUR
                         + 200 * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH + NAT_HOUR)
     assert row["cost_basis"].startswith("measured")
     # the record names no node group: its root volume cannot be sized, and the scope says so
@@ -365,7 +370,7 @@ def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_override
     row, hours, _ = cost_row(tmp_path, edit)
     base_cache_gib = load_stack("base-b200").storage.model_cache_gib
     assert base_cache_gib == 2000
-    expected = hours * (100.0 + EKS_CONTROL_PLANE_USD_PER_HOUR + NAT_HOUR
+    expected = hours * (100.0 + FIXTURE_EKS_USD_PER_HOUR + NAT_HOUR
                         + base_cache_gib * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
     assert row["cost_basis"].startswith("measured")
     assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)

@@ -112,3 +112,23 @@ def test_sla_step_check_honours_every_bound_of_the_slo():
     assert not meets(100, 10, 60, False, slo)         # a flagged step never meets it
     assert not meets(math.nan, 10, 60, True, slo)
     assert not meets(100, 10, math.nan, True, Slo("t", ttft_ms=5000))
+
+
+def test_summary_cost_warnings_name_what_the_cost_table_used():
+    """The summary's cost warnings come from the cost rows: each unverified price once per
+    stack, and a stack with an unpriced instance type is named; verified prices are not."""
+    from reports.summary import price_warnings
+
+    cost = pd.DataFrame([
+        {"stack": "a", "unverified_prices": "m7i.4xlarge (catalogue 2025-01-01)",
+         "cost_scope": "covers: nodes"},
+        {"stack": "a", "unverified_prices": "m7i.4xlarge (catalogue 2025-01-01)",
+         "cost_scope": "covers: nodes; PRICE UNKNOWN: 1.00 node-h of x9.large"},
+        {"stack": "b", "unverified_prices": "", "cost_scope": "covers: nodes"},
+    ])
+    warnings = price_warnings(cost)
+    assert warnings == [
+        "a: $ figures use unverified prices: m7i.4xlarge (catalogue 2025-01-01)",
+        "a: some instance prices are unknown: its cost and $/1M are left empty (see the cost "
+        "scope)"]
+    assert price_warnings(pd.DataFrame()) == []
