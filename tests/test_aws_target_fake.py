@@ -47,8 +47,9 @@ def test_start_on_a_ready_graph_records_where_and_what_runs(tmp_path):
     d, target, _ = _started(tmp_path)
     info = target.describe()
     assert info["dynamo_version"] == "1.6.1"
-    (image, versions), = info["versions"].items()
-    assert image == d.stack.serving.image and versions["vllm"] == "0.11.0"
+    # one probe per distinct image: the frontend's and the EFA workers' (components/efa.py)
+    assert set(info["versions"]) == {d.stack.serving.image, d.stack.serving.image + "-efa"}
+    assert info["versions"][d.stack.serving.image + "-efa"]["vllm"] == "0.11.0"
     assert info["kv_transfer"]["used"] == "LIBFABRIC"          # seen in the workers' logs
     configured = info["kv_transfer"]["pods"][0]["configured"]
     assert configured["connector"] == "NixlConnector" and configured["backends"] == ["LIBFABRIC"]

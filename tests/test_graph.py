@@ -20,6 +20,7 @@ from graph_stacks import (
 )
 from k8s_validation import validate_dgd, validate_pod_templates
 
+from components import efa as efa_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -81,7 +82,8 @@ def test_disaggregated_has_prefill_and_decode_with_nixl_and_gpus_equal_tp(name):
             assert nixl["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
             assert "kv_buffer_device" not in nixl
             assert int(c["resources"]["limits"][EFA_RESOURCE]) >= 1
-            assert c["securityContext"] == {"privileged": True}
+            assert c["securityContext"] == efa_specs.security_context()
+            assert c["command"] == efa_specs.pinned_command()
             assert env_of(c)["FI_PROVIDER"] == "efa"
             zone = comp["podTemplate"]["spec"]["affinity"]["podAffinity"]
             term = zone["requiredDuringSchedulingIgnoredDuringExecution"][0]
@@ -227,7 +229,11 @@ def test_digest_image_sets_runtime_version_override_everywhere():
         assert comp["runtimeVersionOverride"] == "1.6.1"
         assert main(comp)["image"] == digest
     tagged = graph_of("disagg-a100-kv")
-    assert all("runtimeVersionOverride" not in c for c in tagged["spec"]["components"])
+    # Only a tag that is exactly the pinned version needs no override (the EFA workers' tag
+    # 1.6.1-efa parses as another version, so they carry one).
+    for c in tagged["spec"]["components"]:
+        exact = main(c)["image"].endswith(":1.6.1")
+        assert ("runtimeVersionOverride" not in c) == exact, c["name"]
 
 
 def test_worker_pod_mounts_cache_reads_token_and_lands_on_its_gpu_group():
