@@ -47,7 +47,8 @@ _RESOURCE_SIG = rpc._special_resource_sig
 _OUTPUT_SIG = rpc._special_output_value_sig
 _ID_PREFIX = {"Vpc": "vpc", "Subnet": "subnet", "SecurityGroup": "sg", "FileSystem": "fs",
               "LaunchTemplate": "lt", "InternetGateway": "igw", "NatGateway": "nat",
-              "Eip": "eipalloc", "RouteTable": "rtb", "PlacementGroup": "pg"}
+              "Eip": "eipalloc", "RouteTable": "rtb", "PlacementGroup": "pg",
+              "AccessPoint": "fsap"}
 
 
 @dataclass
