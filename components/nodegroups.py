@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
-import pulumi_kubernetes as k8s
 
 from components import node_specs as ns
+from components.charts import ChartRef, install
 from components.k8s import create_object
 from components.tags import launch_template_tag_specifications
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
@@ -26,10 +26,10 @@ from stacks.schema import ComputeMode, NodeGroup, StackConfig
 if TYPE_CHECKING:
     from components.cluster import ClusterHandle
 
-NVIDIA_DEVICE_PLUGIN = {"chart": "nvidia-device-plugin", "version": "0.18.0",
-                        "repo": "https://nvidia.github.io/k8s-device-plugin"}
-EFA_DEVICE_PLUGIN = {"chart": "aws-efa-k8s-device-plugin", "version": "v0.5.29",
-                     "repo": "https://aws.github.io/eks-charts"}
+NVIDIA_DEVICE_PLUGIN = ChartRef("nvidia-device-plugin", "0.18.0",
+                                "https://nvidia.github.io/k8s-device-plugin")
+EFA_DEVICE_PLUGIN = ChartRef("aws-efa-k8s-device-plugin", "v0.5.29",
+                             "https://aws.github.io/eks-charts")
 SYSTEM_NAMESPACE = "kube-system"
 
 
@@ -133,11 +133,9 @@ class NodeGroups(pulumi.ComponentResource):
             self.efa_device_plugin_installed = True
 
     @staticmethod
-    def _chart(name: str, ref: dict[str, str], values: dict,
-               opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
-        return k8s.helm.v4.Chart(name, chart=ref["chart"], version=ref["version"],
-                                 repository_opts={"repo": ref["repo"]},
-                                 namespace=SYSTEM_NAMESPACE, values=values, opts=opts)
+    def _chart(name: str, ref: ChartRef, values: dict,
+               opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        return install(name, ref, namespace=SYSTEM_NAMESPACE, values=values, opts=opts)
 
     # --- EKS Auto Mode -------------------------------------------------------------------
 

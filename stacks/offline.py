@@ -39,6 +39,10 @@ PROGRAM = ROOT_DIR / "__main__.py"
 ORGANIZATION = "organization"          # the DIY backend's organization name
 ACCOUNT = "123456789012"
 SECRET_KEYS = (f"{PROJECT}:hfToken",)
+# The Pulumi types a Helm chart installation is recorded as (components/charts.py).
+HELM_CHART = "kubernetes:helm.sh/v4:Chart"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HELM_TYPES = (HELM_CHART, HELM_RELEASE)
 PLACEHOLDER_TOKEN = "hf_offline_placeholder_not_a_real_token"
 
 _SIG = rpc._special_sig_key
@@ -231,6 +235,10 @@ class ProgramRun:
 
     def of_type(self, type_token: str) -> list[Recorded]:
         return [r for r in self.resources if r.type == type_token]
+
+    def helm_charts(self) -> dict[str, Recorded]:
+        """Every chart installation (a v4 Chart or a v3 Release), by chart name."""
+        return {r.inputs["chart"]: r for r in self.resources if r.type in HELM_TYPES}
 
 
 def config_strings(raw: dict[str, Any], hf_token: str | None) -> dict[str, str]:

@@ -70,8 +70,7 @@ def test_no_exposed_services_fails_on_load_balancer_and_node_port() -> None:
     assert violations(no_exposed_services, "kubernetes:core/v1:Service", service)
     service["spec"]["type"] = "ClusterIP"
     assert not violations(no_exposed_services, "kubernetes:core/v1:Service", service)
-    chart = next(r for r in run("base-a100").of_type("kubernetes:helm.sh/v4:Chart")
-                 if r.inputs["chart"] == "kube-prometheus-stack")
+    chart = run("base-a100").helm_charts()["kube-prometheus-stack"]
     props = copy.deepcopy(chart.inputs)
     props["values"]["grafana"]["service"]["type"] = "NodePort"
     assert violations(no_exposed_services, chart.type, props)
