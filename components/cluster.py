@@ -117,7 +117,8 @@ class Cluster(pulumi.ComponentResource):
         self.node_groups = NodeGroups(
             f"{name}-nodes",
             NodeGroupsArgs(stack=stack, groups=list(stack.cluster.node_groups),
-                           cluster=self.handle, tags=tags, install_device_plugins=True),
+                           cluster=self.handle, tags=tags, install_device_plugins=True,
+                           eks_version=stack.cluster.eks_version),
             opts=pulumi.ResourceOptions(parent=self, providers=[provider, k8s_provider]))
         self.handle.node_resources += self.node_groups.resources
         if stack.cluster.rdma is not None:

@@ -21,6 +21,7 @@ from components import node_specs as ns
 from components.charts import ChartRef, install
 from components.k8s import create_object
 from components.tags import launch_template_tag_specifications
+from stacks.node_images import NVIDIA_AMI
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class NodeGroupsArgs:
     tags: dict[str, str]
     # The NVIDIA plugin runs on every catalogue GPU type, so only the cluster owner installs it.
     install_device_plugins: bool
+    # The cluster's Kubernetes minor (the base's for a variant): picks the pinned AMI release.
+    eks_version: str
 
 
 class NodeGroups(pulumi.ComponentResource):
@@ -100,6 +103,9 @@ class NodeGroups(pulumi.ComponentResource):
             node_role_arn=cluster.node_role_arn,
             subnet_ids=subnets,
             ami_type=ns.AMI_GPU if ns.is_gpu(group) else ns.AMI_CPU,
+            # One pinned AMI release (and so one NVIDIA driver) per Kubernetes minor:
+            # stacks/node_images.py, checked against the serving image by pre-flight.
+            release_version=NVIDIA_AMI[args.eks_version].release_version,
             instance_types=[group.instance_type],
             capacity_type=ns.managed_capacity_type(group),
             # Typed args, not dicts: a remote component's inputs are not key-translated.

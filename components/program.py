@@ -35,6 +35,7 @@ from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
 from stacks.loader import PROJECT, P, Problem
+from stacks.node_images import NVIDIA_AMI
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
 
@@ -148,6 +149,11 @@ def _build_owned(stack: StackConfig, tags: dict[str, str],
     }
     if h.node_role_arn is not None:
         outputs["nodeRoleArn"] = h.node_role_arn
+        # The node image every managed group runs (the run record keeps it beside the driver
+        # the pods report).
+        node = NVIDIA_AMI[stack.cluster.eks_version]
+        outputs["nodeAmiRelease"] = node.release_version
+        outputs["nodeNvidiaDriver"] = node.nvidia_driver
     if h.auto_mode_role_name is not None:
         outputs["autoModeNodeRoleName"] = h.auto_mode_role_name
     if monitoring:
@@ -199,7 +205,7 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
     if stack.cluster.node_groups:
         extra = NodeGroups("extra-nodes", NodeGroupsArgs(
             stack=stack, groups=list(stack.cluster.node_groups), cluster=h, tags=tags,
-            install_device_plugins=False), opts=opts)
+            install_device_plugins=False, eks_version=base.cluster.eks_version), opts=opts)
         waits += extra.resources
         extra_names = extra.names
     downloads = planned_downloads(stack, base)
@@ -224,6 +230,8 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
         "prometheusService": ref.get_output("prometheusService"),
         "prometheusUrl": ref.get_output("prometheusUrl"),
         "pvcNames": ref.get_output("pvcNames"),
+        "nodeAmiRelease": ref.get_output("nodeAmiRelease"),
+        "nodeNvidiaDriver": ref.get_output("nodeNvidiaDriver"),
         "nodeGroupNames": ref.require_output("nodeGroupNames").apply(
             lambda names: [*names, *extra_names]),
     }

@@ -18,6 +18,7 @@ from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import HourlyCost, hourly_cost, planned_hours
 from stacks.loader import STACKS_DIR, P, Problem, StackError, load_stack
 from stacks.memory import WorkerMemory
+from stacks.node_images import check_node_driver
 from stacks.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.schema import (
     ClusterConfig,
@@ -216,6 +217,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> Prefli
         report.memory = check_workers(stack, cluster, out)
         _check_workload_lengths(stack, out)
         check_recipe(stack, base, cluster, out)
+    check_node_driver(stack, base, out)
     if base is None:
         check_cluster_rdma(stack.cluster, out)
     report.hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
