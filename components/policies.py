@@ -145,17 +145,23 @@ no_exposed_services = ResourceValidationPolicy(
 
 def _validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == LAUNCH_TEMPLATE:
-        tokens = (args.props.get("metadataOptions") or {}).get("httpTokens")
+        options = args.props.get("metadataOptions") or {}
+        tokens = options.get("httpTokens")
         if tokens != "required":
             report(f"launch template metadataOptions.httpTokens is {tokens!r}: nodes must "
                    "require IMDSv2 (httpTokens: required)", None)
+        hops = options.get("httpPutResponseHopLimit")
+        if hops != 1:
+            report(f"launch template metadataOptions.httpPutResponseHopLimit is {hops!r}: "
+                   "keep instance metadata (and the node role) out of pods' reach with 1; "
+                   "pods get AWS roles from EKS Pod Identity", None)
     elif args.resource_type in NODE_GROUP_TYPES and not args.props.get("launchTemplate"):
         report("node group without a launch template gets EKS's default, which allows IMDSv1: "
                "give it a launch template with httpTokens: required", None)
 
 
 imdsv2_required = ResourceValidationPolicy(
-    name="imdsv2-required", description="Nodes require IMDSv2.",
+    name="imdsv2-required", description="Nodes require IMDSv2 with a hop limit of 1.",
     enforcement_level=EnforcementLevel.MANDATORY, validate=_validate_imdsv2)
 
 

@@ -78,6 +78,11 @@ def test_no_exposed_services_fails_on_load_balancer_and_node_port() -> None:
 
 def test_imdsv2_fails_on_optional_tokens_and_template_less_groups() -> None:
     props, urn = _planted("aws:ec2/launchTemplate:LaunchTemplate")
+    assert props["metadataOptions"]["httpPutResponseHopLimit"] == 1   # the shipped templates
+    assert not violations(imdsv2_required, "aws:ec2/launchTemplate:LaunchTemplate", props, urn)
+    props["metadataOptions"]["httpPutResponseHopLimit"] = 2   # pods could reach the node role
+    assert violations(imdsv2_required, "aws:ec2/launchTemplate:LaunchTemplate", props, urn)
+    props["metadataOptions"]["httpPutResponseHopLimit"] = 1
     props["metadataOptions"]["httpTokens"] = "optional"
     assert violations(imdsv2_required, "aws:ec2/launchTemplate:LaunchTemplate", props, urn)
     props, urn = _planted("eks:index:ManagedNodeGroup")
