@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import is_config_secret
 
+from components.api_access import CONFIG_KEY as API_ACCESS_KEY
 from components.program import build, program_problems
 from stacks.loader import PROJECT, Problem, StackError, load_stack, parse_config
 from stacks.preflight import run_preflight
@@ -57,12 +58,14 @@ def main() -> None:
     cfg = pulumi.Config(PROJECT)
     stack = parse_config(pulumi.get_stack(), read_config(cfg))
     base = load_base(stack)
+    api_access = cfg.get(API_ACCESS_KEY)
     problems = [*run_preflight(stack, base).problems,
-                *program_problems(stack, base, hf_token=hf_token_state(cfg))]
+                *program_problems(stack, base, hf_token=hf_token_state(cfg),
+                                  api_access=api_access)]
     if problems:
         raise StackError(stack.name, problems)
     token = cfg.require_secret("hfToken") if base is None else None
-    for key, value in build(stack, base, token).items():
+    for key, value in build(stack, base, token, api_access).items():
         pulumi.export(key, value)
 
 

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.api_access import ApiAccess, parse_api_access
 from components.cluster import Cluster, ClusterHandle
 from components.downloads import planned_downloads
 from components.dynamo import (
@@ -43,13 +44,15 @@ HF_TOKEN_FIX = f"pulumi config set --secret {PROJECT}:hfToken <token>"
 
 
 def program_problems(stack: StackConfig, base: StackConfig | None, *,
-                     hf_token: str | None) -> list[Problem]:
+                     hf_token: str | None, api_access: str | None = None) -> list[Problem]:
     """What pre-flight does not know but the infrastructure needs.
 
     `hf_token`: "secret", "plain" or None: how `dynamo-bench:hfToken` is set. A stack that owns
     storage writes the token Secret, so it needs the token, and only as a Pulumi secret.
+    `api_access`: the `dynamo-bench:apiAccessCidrs` value; a stack that owns its cluster needs
+    it (components/api_access.py).
     """
-    out = []
+    out = [] if base is not None else parse_api_access(api_access)[1]
     if base is None and hf_token != "secret":
         state = "is stored in plain text" if hf_token == "plain" else "is not set"
         out.append(Problem(f"{P}hfToken", f"the Hugging Face token {state}; the model "
@@ -92,20 +95,23 @@ def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode)
 
 
 def build(stack: StackConfig, base: StackConfig | None,
-          hf_token: pulumi.Output[str] | None) -> dict[str, Any]:
+          hf_token: pulumi.Output[str] | None, api_access: str | None = None) -> dict[str, Any]:
     """Create the stack's resources; returns the stack outputs. `hf_token` (a Pulumi secret)
-    is needed by a stack that owns its storage."""
+    and `api_access` are needed by a stack that owns its storage and cluster."""
     tags = stack_tags(stack)
     if base is not None:
         return _build_variant(stack, base, tags)
-    assert hf_token is not None, "program_problems reports a missing token first"
-    return _build_owned(stack, tags, hf_token)
+    access, problems = parse_api_access(api_access)
+    assert hf_token is not None and access is not None and not problems, \
+        "program_problems reports a missing token or endpoint access first"
+    return _build_owned(stack, tags, hf_token, access)
 
 
 def _build_owned(stack: StackConfig, tags: dict[str, str],
-                 hf_token: pulumi.Output[str]) -> dict:
+                 hf_token: pulumi.Output[str], access: ApiAccess) -> dict:
     provider = aws_provider(stack, stack.cluster.region, tags)
-    cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider),
+    cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider,
+                                            api_access=access),
                       opts=pulumi.ResourceOptions(providers=[provider]))
     h = cluster.handle
     opts = pulumi.ResourceOptions(providers=[provider, h.k8s_provider])
@@ -158,6 +164,8 @@ def _build_owned(stack: StackConfig, tags: dict[str, str],
         outputs["autoModeNodeRoleName"] = h.auto_mode_role_name
     if monitoring:
         outputs["prometheusService"] = monitoring.prometheus_service
+        if monitoring.grafana_admin_password is not None:   # a secret output
+            outputs["grafanaAdminPassword"] = monitoring.grafana_admin_password
         # In-cluster URL; the runner reaches it through the API server's service proxy.
         outputs["prometheusUrl"] = prometheus_url()
     if stack.serving is not None:

@@ -21,6 +21,9 @@ P = f"{PROJECT}:"
 STACKS_DIR = Path(__file__).resolve().parent
 # Config keys that are not part of the schema but legitimately live in a stack file.
 SECRET_KEYS = ("hfToken",)
+# Keys about who deploys, not about the experiment: set with `pulumi config set` in the same
+# file, read by the Pulumi program, never part of the stack's typed config.
+DEPLOYER_KEYS = (*SECRET_KEYS, "apiAccessCidrs")
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ def read_stack_file(path: Path) -> dict[str, Any]:
                 problems.append(Problem(str(key), f"namespace '{ns}' is not the project's",
                                         f"write {PROJECT}:{short}"))
             continue  # other namespaces (aws:region, kubernetes:...) belong to providers
-        if short in SECRET_KEYS:
+        if short in DEPLOYER_KEYS:
             continue
         if short not in CONFIG_KEYS:
             allowed = ", ".join(f"{PROJECT}:{k}" for k in CONFIG_KEYS)
