@@ -12,6 +12,7 @@ from reports.hypotheses import Hypothesis
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
+from workloads.attest_checks import summary_line
 
 
 def _cell(v: object) -> str:
@@ -56,6 +57,8 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
                      "ended": r.ended_at or "?", "dynamo-bench": str(commit)[:12],
                      "AIPerf": v.get("aiperf", "?"), "Dynamo": v.get("dynamo", "?"),
                      "Python": v.get("python", "?"), "datasets (sha256)": ds,
+                     # the deployment checked against the stack before any load
+                     "attestation": summary_line(r.extra.get("attestations")),
                      "folder": str(r.path)})
     return md_table(pd.DataFrame(rows))
 

@@ -178,6 +178,8 @@ def test_large_dataset_goes_through_the_results_pvc(tmp_path, monkeypatch):
 def test_cold_restart_deletes_only_this_graphs_worker_pods(tmp_path):
     d, target, _ = _started(tmp_path, stack="agg-a100")
     other = deploy(tmp_path / "other", "agg-a100-kv")   # another stack, same namespace,
+    for extra in ("p4d-2", "p4d-3"):                     # on two more p4d nodes,
+        d.cluster.add_node(extra, "p4d", "us-east-1a", "p4d.24xlarge")
     for key, dgd in other.cluster.dgds.items():          # same component names
         d.cluster.add_graph(dgd, other.cluster.components[key])
     before = {k: p["metadata"]["uid"] for k, p in d.cluster.pods.items()}

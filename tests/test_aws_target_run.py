@@ -97,5 +97,5 @@ def test_ctrl_c_mid_run_leaves_a_resumable_run_and_only_others_jobs(tmp_path, de
     assert len(m["steps"][first]["history"]) == 0
     assert len(m["attempts"]) == 2
     nodes = {n["node"]: n for n in m["nodes"]}     # one record per node over both attempts
-    assert set(nodes) == {"cpu-a", "p4d-1"}   # the frontend's and the workers' nodes
+    assert set(nodes) == {"cpu-a", "p4d-0", "p4d-1"}   # the frontend's and the workers' nodes
     assert all(n["end"] is not None and n["start"] < n["end"] for n in nodes.values())
