@@ -48,7 +48,8 @@ ROUTER_KV_EVENTS_APPLIED = "dynamo_component_kv_cache_events_applied"
 # vLLM's NIXL connector metrics (vLLM metrics docs "NIXL KV Connector Metrics";
 # vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py NixlPromMetrics): a histogram of
 # bytes per transfer, observed where the KV is pulled (the decode worker), and a counter of
-# failed transfers.
+# failed transfers. Dynamo's EKS EFA guide reads the same pair to verify a transfer ("published
+# to vLLM's own metrics endpoint (typically DYN_SYSTEM_PORT)", eks/efa.md Verification 4).
 WORKER_NIXL_BYTES_TRANSFERRED = "vllm:nixl_bytes_transferred"
 WORKER_NIXL_FAILED_TRANSFERS = "vllm:nixl_num_failed_transfers_total"
 # vLLM's native KV offloading (OffloadingConnector) counts bytes stored from GPU to CPU. The
