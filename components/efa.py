@@ -28,7 +28,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from stacks.k8s_names import ZONE_LABEL
+
 OFFICIAL_RUNTIME = "nvcr.io/nvidia/ai-dynamo/vllm-runtime"
+# Only the EFA worker pods carry this label: they require each other in one zone.
+ZONE_GROUP_LABEL = "dynamo-bench.io/efa-zone-group"
 EFA_TAG_SUFFIX = "-efa"
 REQUIRED_ENV = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1",
                 "FI_EFA_ENABLE_SHM_TRANSFER": "0", "FI_EFA_ENABLE_SHM": "0"}
@@ -75,3 +79,18 @@ def pinned_command() -> list[str]:
 
 def security_context() -> dict[str, Any]:
     return {"privileged": True, "capabilities": {"add": list(CAPABILITIES)}}
+
+
+def one_zone_affinity(graph: str, zone: str | None) -> dict[str, Any]:
+    """EFA traffic does not cross AZs: every EFA worker of the graph joins the first one's zone
+    (the first pod matches its own selector, which the scheduler accepts), pinned to the node
+    group's zone when it has one."""
+    affinity: dict[str, Any] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuring"
+                                                "Execution": [{
+        "labelSelector": {"matchLabels": {ZONE_GROUP_LABEL: graph}},
+        "topologyKey": ZONE_LABEL}]}}
+    if zone:
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{
+                "key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}}
+    return affinity

@@ -36,7 +36,6 @@ from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL re-export
     FRONTEND_PORT,
     GRAPH_LABEL,
     HF_HOME,
-    ZONE_LABEL,
 )
 from stacks.loader import P, Problem, StackError
 from stacks.schema import (
@@ -50,9 +49,6 @@ from stacks.schema import (
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
-# Only the EFA worker pods carry this label: they require each other in one zone.
-EFA_ZONE_LABEL = "dynamo-bench.io/efa-zone-group"
-ZONE_KEY = ZONE_LABEL
 # Host memory a worker pod needs besides any CPU KV cache: the vLLM engine and its TP worker
 # processes (CUDA contexts, NCCL, tokenizer) and weights streamed through host memory while
 # loading. Stated, not measured.
@@ -314,23 +310,10 @@ class _Worker:
             # the command pins the device plugin's GPUs (components/efa.py). EFA traffic does
             # not cross AZs, so all EFA workers of the graph share one zone.
             container["securityContext"] = efa.security_context()
-            labels = {**labels, EFA_ZONE_LABEL: labels[GRAPH_LABEL]}
-            spec["affinity"] = self._one_zone_affinity(labels[GRAPH_LABEL])
+            labels = {**labels, efa.ZONE_GROUP_LABEL: labels[GRAPH_LABEL]}
+            spec["affinity"] = efa.one_zone_affinity(labels[GRAPH_LABEL],
+                                                     self.group.availability_zone)
         return {"metadata": {"labels": labels}, "spec": spec}
-
-    def _one_zone_affinity(self, graph: str) -> dict[str, Any]:
-        # The first EFA pod matches its own selector, which the scheduler accepts; every later
-        # one must join that pod's zone.
-        affinity: dict[str, Any] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuring"
-                                                    "Execution": [{
-            "labelSelector": {"matchLabels": {EFA_ZONE_LABEL: graph}},
-            "topologyKey": ZONE_KEY}]}}
-        if self.group.availability_zone:
-            affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{
-                    "key": ZONE_KEY, "operator": "In",
-                    "values": [self.group.availability_zone]}]}]}}
-        return affinity
 
     def component(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
         self.check_fits()

@@ -206,3 +206,11 @@ def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | N
                      kube=d.cluster.kube(), clock=d.cluster.clock,
                      report=(messages.append if messages is not None else None),
                      kv_capacity_tokens=kv_capacity_tokens)
+
+
+def connect_runner(monkeypatch, d: Deployed) -> Deployed:
+    """The client boundary for `python -m workloads run`: the aws target connects to the fake
+    cluster (and its clock) instead of a real API server."""
+    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
+    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
+    return d

@@ -5,26 +5,16 @@ without prefix caching, under a stack that says it has it, is refused."""
 from __future__ import annotations
 
 import pytest
-from engine_support import needs_engine, write_stack
+from engine_support import needs_engine, start_local
 
-from stacks.preflight import check_stack
 from workloads.attest_checks import FAIL, MOCKER, NOT_CONFIGURED, PASS
-from workloads.model_folder import build_model_folder
 from workloads.targets import local
-from workloads.targets.local import LocalTarget
 
 pytestmark = [pytest.mark.engine, needs_engine]
 
 
 def _attest(tmp_path, name: str, **stack_kw):
-    stacks = tmp_path / "stacks"
-    write_stack(stacks, name, **stack_kw)
-    report = check_stack(name, stacks)
-    assert report.ok, report.problems
-    model = build_model_folder(tmp_path / "hf", report.stack.model.id, report.stack.model.arch)
-    target = LocalTarget(report.stack, tmp_path / "engine", model=model,
-                         kv_capacity_tokens=[m.kv_capacity_tokens for m in report.memory])
-    target.start()
+    target = start_local(tmp_path, name, **stack_kw)
     try:
         return target.attest("engine test")
     finally:

@@ -12,7 +12,7 @@ import pytest
 
 from reports.build import build_report
 from stacks.preflight import check_stack
-from tests.aws_target_deploy import aws_target, deploy
+from tests.aws_target_deploy import aws_target, connect_runner, deploy
 from tests.aws_target_fake_serving import engine_log, node_uuids
 from workloads.attest_checks import FAIL, NOT_CONFIGURED, PASS
 from workloads.runner import RunOptions, run
@@ -157,10 +157,7 @@ def test_an_engine_serving_another_revision_fails(tmp_path):
 
 @pytest.fixture
 def deployed(tmp_path, monkeypatch):
-    d = deploy(tmp_path, "agg-a100")
-    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
-    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
-    return d
+    return connect_runner(monkeypatch, deploy(tmp_path, "agg-a100"))
 
 
 def _run(tmp_path, d):
