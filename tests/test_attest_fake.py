@@ -176,6 +176,7 @@ def test_the_runner_attests_before_the_smoke_test_and_after_each_cold_restart(tm
     whens = [a["when"] for a in m["attestations"]]
     assert whens[0] == "before the smoke test"
     assert len(whens) == 1 + len(cold) and all(a["ok"] for a in m["attestations"])
+    assert m["attempts"][-1]["target"]["gpu_drivers"] == ["580.159.03"]   # in the run record
     phases = [p["name"] for p in m["attempts"][-1]["phases"]]
     assert phases.index("attestation") < phases.index("smoke")
     # report.md's run records carry the attestation line

@@ -106,6 +106,7 @@ class AwsTarget:
                                                     kv_capacity_tokens or [], strict=False)
             if w.role.value in ("worker", "prefill"))
         self.attestations = 0
+        self.gpu_drivers: list[str] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -177,6 +178,8 @@ class AwsTarget:
         evidence["pods"] = attest_aws.pod_evidence(self.kube, self.namespace, self.dgd, pods)
         evidence["node_image"] = {"ami_release": self.outputs.get("nodeAmiRelease"),
                                   "driver": self.outputs.get("nodeNvidiaDriver")}
+        self.gpu_drivers = sorted({g["driver"] for p in evidence["pods"].values()
+                                   for g in (p.get("gpu_probe") or {}).get("gpus") or []})
         return evaluate(x, evidence, when)
 
     def stop(self) -> None:
@@ -261,6 +264,10 @@ class AwsTarget:
             "outputs": public_outputs(self.outputs), "prometheus": self.prometheus,
             "startup": self.startup, "pods": [k8s_graph.pod_record(p) for p in self.pods],
             "versions": self.versions, "kv_transfer": self.kv,
+            # the NVIDIA driver the workers' GPUs report (attestation), beside the node image
+            "gpu_drivers": self.gpu_drivers,
+            "node_image": {"ami_release": self.outputs.get("nodeAmiRelease"),
+                           "driver": self.outputs.get("nodeNvidiaDriver")},
             "loadgen": {"image": self.image, "zone": self.placement and self.placement.zone,
                         "node_groups": list(self.placement.node_groups)
                         if self.placement else [],
