@@ -17,6 +17,7 @@ import pulumi
 from pulumi.runtime.config import CONFIG, is_config_secret
 
 from components.program import build
+from stacks.api_access import CONFIG_KEY as API_ACCESS_KEY
 from stacks.deploy_checks import DeployFacts
 from stacks.loader import PROJECT, StackError, parse_config
 from stacks.preflight import load_base, run_preflight
@@ -55,7 +56,8 @@ def deploy_facts(cfg: pulumi.Config) -> DeployFacts:
     providers = {k: v for k, v in config.items()
                  if k.partition(":")[0] in PROVIDER_NAMESPACES}
     return DeployFacts(hf_token=hf_token_state(cfg), provider_config=providers,
-                       config_keys=tuple(config), deploying=True)
+                       config_keys=tuple(config), deploying=True,
+                       api_access=cfg.get(API_ACCESS_KEY))
 
 
 def main() -> None:
@@ -66,7 +68,7 @@ def main() -> None:
     if report.problems:
         raise StackError(stack.name, report.problems)
     token = cfg.require_secret("hfToken") if base is None else None
-    for key, value in build(stack, base, token).items():
+    for key, value in build(stack, base, token, cfg.get(API_ACCESS_KEY)).items():
         pulumi.export(key, value)
 
 

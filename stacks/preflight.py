@@ -40,6 +40,7 @@ from stacks.loader import (
     stack_file,
 )
 from stacks.memory import WorkerMemory
+from stacks.node_images import check_node_driver
 from stacks.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.schema import ClusterConfig, ComputeMode, StackConfig
 from stacks.serving_checks import check_serving
@@ -181,6 +182,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
             check_names(stack, out)
         check_workloads(stack, out)
         check_recipe(stack, base, cluster, out)
+    check_node_driver(stack, base, out)
     if base is None:
         check_cluster_rdma(stack.cluster, out)
     eks = EKS_VERSIONS.get(owner.cluster.eks_version)
@@ -220,7 +222,7 @@ def file_facts(file: StackFile) -> DeployFacts:
     """What the stack file says beyond the typed config (the CLI's DeployFacts)."""
     keys = tuple(f"{PROJECT}:{k}" for k in file.config) + tuple(file.provider_config)
     return DeployFacts(hf_token=file.hf_token, provider_config=file.provider_config,
-                       config_keys=keys)
+                       config_keys=keys, api_access=file.api_access)
 
 
 def check_stack(name: str, stacks_dir: Path = STACKS_DIR, *,
