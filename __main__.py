@@ -3,6 +3,9 @@
 Reads the stack's typed config (`dynamo-bench:<key>`), runs pre-flight BEFORE creating anything
 (an invalid stack registers no resource and every problem is listed with its fix), then builds
 the components (components/program.py) and exports the outputs the runner and variants read.
+Pre-flight is `stacks.preflight.run_preflight`, the same function `python -m stacks check`
+runs; here it also gets what only Pulumi knows (every config key, provider config, whether the
+Hugging Face token is a secret) and that the stack is being deployed.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import json
 from typing import Any
 
 import pulumi
-from pulumi.runtime.config import is_config_secret
+from pulumi.runtime.config import CONFIG, is_config_secret
 
-from components.program import build, program_problems
-from stacks.loader import PROJECT, Problem, StackError, load_stack, parse_config
-from stacks.preflight import run_preflight
-from stacks.schema import CONFIG_KEYS, StackConfig
+from components.program import build
+from stacks.api_access import CONFIG_KEY as API_ACCESS_KEY
+from stacks.deploy_checks import DeployFacts
+from stacks.loader import PROJECT, StackError, parse_config
+from stacks.preflight import load_base, run_preflight
+from stacks.schema import CONFIG_KEYS
+from stacks.stack_file import PROVIDER_NAMESPACES
 
 
 def read_config(cfg: pulumi.Config) -> dict[str, Any]:
@@ -33,36 +39,36 @@ def read_config(cfg: pulumi.Config) -> dict[str, Any]:
     return raw
 
 
-def load_base(stack: StackConfig) -> StackConfig | None:
-    """The base stack file of an attached variant (its outputs are read at deploy time)."""
-    if not stack.is_attached:
-        return None
-    try:
-        return load_stack(stack.cluster.attach_to)
-    except StackError as exc:
-        raise StackError(stack.name, [
-            Problem(f"{PROJECT}:cluster.attachTo", f"base stack '{stack.cluster.attach_to}' "
-                    f"cannot be loaded: {p}", "fix it or attach to another base")
-            for p in exc.problems]) from None
-
-
-def hf_token_state(cfg: pulumi.Config) -> str | None:
-    """How the token is set: "secret" (`pulumi config set --secret`), "plain", or None."""
-    if cfg.get("hfToken") is None:
-        return None
+def hf_token_state(cfg: pulumi.Config) -> str:
+    """How the token is set: "secret" (`pulumi config set --secret`), "plain", "empty" or
+    "unset"."""
+    value = cfg.get("hfToken")
+    if value is None:
+        return "unset"
+    if not value.strip():
+        return "empty"
     return "secret" if is_config_secret(cfg.full_key("hfToken")) else "plain"
+
+
+def deploy_facts(cfg: pulumi.Config) -> DeployFacts:
+    """What Pulumi passes beyond the typed config: every key, the providers' own config."""
+    config = CONFIG.get()
+    providers = {k: v for k, v in config.items()
+                 if k.partition(":")[0] in PROVIDER_NAMESPACES}
+    return DeployFacts(hf_token=hf_token_state(cfg), provider_config=providers,
+                       config_keys=tuple(config), deploying=True,
+                       api_access=cfg.get(API_ACCESS_KEY))
 
 
 def main() -> None:
     cfg = pulumi.Config(PROJECT)
     stack = parse_config(pulumi.get_stack(), read_config(cfg))
     base = load_base(stack)
-    problems = [*run_preflight(stack, base).problems,
-                *program_problems(stack, base, hf_token=hf_token_state(cfg))]
-    if problems:
-        raise StackError(stack.name, problems)
+    report = run_preflight(stack, base, facts=deploy_facts(cfg))
+    if report.problems:
+        raise StackError(stack.name, report.problems)
     token = cfg.require_secret("hfToken") if base is None else None
-    for key, value in build(stack, base, token).items():
+    for key, value in build(stack, base, token, cfg.get(API_ACCESS_KEY)).items():
         pulumi.export(key, value)
 
 

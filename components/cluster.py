@@ -17,9 +17,11 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components.api_access import eks_endpoint_args
 from components.network import Network, StackOnAws
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
+from stacks.aws_checks import eks_cluster_name
 from stacks.schema import ComputeMode, StackConfig
 
 # Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
@@ -52,7 +54,8 @@ class ClusterHandle:
 
 
 def cluster_name(stack: StackConfig) -> str:
-    return f"dynamo-bench-{stack.name}"[:100]
+    # pre-flight refuses a name EKS would refuse (stacks.aws_checks), so nothing is truncated
+    return eks_cluster_name(stack)
 
 
 class Cluster(pulumi.ComponentResource):
@@ -81,8 +84,8 @@ class Cluster(pulumi.ComponentResource):
             private_subnet_ids=network.private_subnet_ids,
             public_subnet_ids=network.public_subnet_ids or None,
             node_associate_public_ip_address=False,
-            endpoint_private_access=True,
-            endpoint_public_access=True,
+            # Only the deployer's CIDRs reach the public endpoint, or none (api_access.py).
+            **eks_endpoint_args(args.api_access),
             authentication_mode=eks.AuthenticationMode.API,
             skip_default_node_group=True,
             # Nodes use the EKS-created cluster security group (EFA needs all traffic between
@@ -117,7 +120,8 @@ class Cluster(pulumi.ComponentResource):
         self.node_groups = NodeGroups(
             f"{name}-nodes",
             NodeGroupsArgs(stack=stack, groups=list(stack.cluster.node_groups),
-                           cluster=self.handle, tags=tags, install_device_plugins=True),
+                           cluster=self.handle, tags=tags, install_device_plugins=True,
+                           eks_version=stack.cluster.eks_version),
             opts=pulumi.ResourceOptions(parent=self, providers=[provider, k8s_provider]))
         self.handle.node_resources += self.node_groups.resources
         if stack.cluster.rdma is not None:

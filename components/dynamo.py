@@ -7,26 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components import graph
+from components.charts import ChartRef, install
 from components.k8s import create_object, create_objects
 from components.loadgen_specs import loadgen_rbac
 from components.platform_values import CHART, platform_chart_version, platform_values
-from stacks.schema import ClusterConfig, ServingConfig, StackConfig
+from stacks.k8s_names import dynamo_namespace  # noqa: F401 - re-exported
+from stacks.schema import ClusterConfig, StackConfig
 
 # NGC's Helm repository of the ai-dynamo team: the chart lives at
 # <repo>/charts/dynamo-platform-<version>.tgz (Dynamo's Kubernetes installation guide).
 NGC_DYNAMO_REPO = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
 PLATFORM_RELEASE = "dynamo-platform"
-
-
-def dynamo_namespace(stack: StackConfig) -> str:
-    """Where the platform, the claims, the token Secret, the graphs and the load generator
-    live: serving.namespace, or the schema default for a base stack (its variants use it)."""
-    if stack.serving is not None:
-        return stack.serving.namespace
-    return ServingConfig.model_fields["namespace"].default
 
 
 def frontend_service(stack: StackConfig) -> str:
@@ -60,14 +53,16 @@ class PlatformArgs:
 
 
 class DynamoPlatform(pulumi.ComponentResource):
-    chart: k8s.helm.v4.Chart
+    chart: pulumi.Resource
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("dynamo-bench:infra:DynamoPlatform", name, None, opts)
         version = platform_chart_version(args.stack)
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart", name=PLATFORM_RELEASE, chart=CHART, version=version,
-            repository_opts={"repo": NGC_DYNAMO_REPO}, namespace=args.namespace,
+        # The chart applies its CRDs and the webhook certificate through hooks: a Release
+        # (components/charts.py).
+        self.chart = install(
+            f"{name}-chart", ChartRef(CHART, version, NGC_DYNAMO_REPO),
+            release=PLATFORM_RELEASE, namespace=args.namespace,
             values=platform_values(args.stack, prometheus_endpoint=args.prometheus_endpoint),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.register_outputs({"chartVersion": version})

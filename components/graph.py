@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from components import kv_config, recipe_specs
+from components import efa, kv_config, recipe_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -29,16 +29,23 @@ from components.conventions import (
     NODE_GROUP_LABEL,
 )
 from stacks.catalog import INSTANCE_TYPES, InstanceType
-from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL re-exported
+from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re-exported
     DGD_API_VERSION,
     DGD_KIND,
     FRONTEND_COMPONENT,
     FRONTEND_PORT,
     GRAPH_LABEL,
     HF_HOME,
-    ZONE_LABEL,
+    component_names,
+    deployment_name,
 )
 from stacks.loader import P, Problem, StackError
+from stacks.pods import (  # noqa: F401 - WORKER_BASE_MEMORY_GIB re-exported
+    WORKER_BASE_MEMORY_GIB,
+    WORKER_SHM_GIB,
+    pod_cpus,
+    pod_memory_gib,
+)
 from stacks.schema import (
     ClusterConfig,
     NodeGroup,
@@ -50,17 +57,6 @@ from stacks.schema import (
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
-# Only the EFA worker pods carry this label: they require each other in one zone.
-EFA_ZONE_LABEL = "dynamo-bench.io/efa-zone-group"
-ZONE_KEY = ZONE_LABEL
-# Host memory a worker pod needs besides any CPU KV cache: the vLLM engine and its TP worker
-# processes (CUDA contexts, NCCL, tokenizer) and weights streamed through host memory while
-# loading. Stated, not measured.
-WORKER_BASE_MEMORY_GIB = 16
-WORKER_MEMORY_GIB_PER_GPU = 8
-WORKER_CPU_PER_GPU = 6
-# /dev/shm for NCCL between TP ranks; tmpfs counts against the pod's memory.
-WORKER_SHM_GIB = 16
 # Frontends and workers talk over TCP and publish events over ZMQ: no NATS, no etcd
 # (the platform chart is installed with both off and Kubernetes discovery).
 RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
@@ -68,33 +64,13 @@ RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def deployment_name(stack: StackConfig) -> str:
-    """serving.deploymentName, or the stack name made DNS-safe (short: the operator prefixes
-    child object names with it)."""
-    assert stack.serving is not None
-    if stack.serving.deployment_name:
-        return stack.serving.deployment_name
-    slug = re.sub(r"[^a-z0-9-]+", "-", stack.name.lower()).strip("-")[:40].strip("-")
-    return slug or "dynamo-bench"
-
-
-def component_names(serving: ServingConfig) -> list[str]:
-    """One stable, DNS-safe name per worker group: `<role>-<nodeGroup>`, numbered on repeats."""
-    names: list[str] = []
-    for w in serving.workers:
-        base = f"{w.role.value}-{w.node_group}"[:60].strip("-")
-        name, n = base, 2
-        while name in names or name == FRONTEND_COMPONENT:
-            name, n = f"{base}-{n}", n + 1
-        names.append(name)
-    return names
-
-
-def runtime_version_override(serving: ServingConfig) -> str | None:
-    """The Dynamo version for `runtimeVersionOverride` when the image tag does not state it
-    (a digest, or a tag that is not exactly the pinned version); None otherwise."""
+def runtime_version_override(serving: ServingConfig, image: str | None = None) -> str | None:
+    """The Dynamo version for `runtimeVersionOverride` when the image tag (of `image`, default
+    serving.image) does not state it (a digest, or a tag that is not exactly the pinned
+    version, such as the EFA build's `1.6.1-efa`); None otherwise."""
+    image = image or serving.image
     core = "{}.{}.{}".format(*kv_config.version_tuple(serving.dynamo_version))
-    tag = "" if serving.image_is_digest else serving.image.rsplit("/", 1)[-1].partition(":")[2]
+    tag = "" if "@sha256:" in image else image.rsplit("/", 1)[-1].partition(":")[2]
     return None if tag == core else core
 
 
@@ -116,9 +92,17 @@ def recipe_configmaps(stack: StackConfig, namespace: str) -> list[dict[str, Any]
     return recipe_specs.speculative_configmaps(stack, namespace, deployment_name(stack))
 
 
+def _model_cache_volume() -> dict[str, Any]:
+    return {"name": MODEL_CACHE_PVC, "persistentVolumeClaim": {"claimName": MODEL_CACHE_PVC}}
+
+
 def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
     serving = stack.serving
     assert serving is not None
+    # The frontend reads the tokenizer, chat template and context length of the model card from
+    # the model cache, as Dynamo's own recipes mount it ("Frontend needs read access to the
+    # model cache to register the model card", ai-dynamo/dynamo recipes/qwen3-32b/vllm/
+    # cloud-providers/disagg-1p1d-aws-efa/deploy.yaml); offline, like the workers.
     pod: dict[str, Any] = {
         "containers": [{
             "name": "main",
@@ -126,8 +110,12 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             "command": ["python3", "-m", "dynamo.frontend"],
             "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", serving.router.value,
                      *recipe_specs.frontend_recipe_args(stack)],
+            "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1"}),
             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+            "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT,
+                              "readOnly": True}],
         }],
+        "volumes": [_model_cache_volume()],
     }
     if serving.frontend.node_group:
         pod["nodeSelector"] = {NODE_GROUP_LABEL: serving.frontend.node_group}
@@ -139,7 +127,8 @@ def _component(serving: ServingConfig, name: str, kind: str, replicas: int,
                pod_template: dict[str, Any]) -> dict[str, Any]:
     comp: dict[str, Any] = {"name": name, "type": kind, "replicas": replicas,
                             "podTemplate": pod_template}
-    override = runtime_version_override(serving)
+    override = runtime_version_override(
+        serving, pod_template["spec"]["containers"][0]["image"])
     if override:
         comp["runtimeVersionOverride"] = override
     return comp
@@ -169,6 +158,11 @@ class _Worker:
                 f"evenly over {self.w.node_count} nodes", "use a nodeCount that divides TP")])
         # A multinode worker runs one pod per node; each requests its share of the TP group.
         self.gpus_per_pod = self.w.gpus_per_pod
+        if self.rdma and self.w.node_count > 1:
+            raise StackError(stack.name, [Problem(
+                f"{self.field}.nodeCount", "a multinode worker's command is rewritten by the "
+                "Dynamo operator, which would drop the GPU pinning an EFA (privileged) worker "
+                "needs", "use nodeCount 1 with nixl-libfabric")])
 
     def args(self) -> list[str]:
         w, s, m = self.w, self.serving, self.stack.model
@@ -197,21 +191,16 @@ class _Worker:
             **kv_config.kvbm_env(self.serving, self.w.role),
         }
         if self.rdma:
-            values["FI_PROVIDER"] = "efa"
+            values.update(efa.REQUIRED_ENV)
         values.update(self.w.env)  # the stack's own env wins
-        return [*_env(values), _hf_token_env(),
+        pod_ip = ([] if kv_config.SIDE_CHANNEL_HOST_ENV in self.w.env
+                  else kv_config.side_channel_env(self.serving, self.w.role))
+        return [*_env(values), *pod_ip, _hf_token_env(),
                 *recipe_specs.speculative_env(self.serving, deployment_name(self.stack))]
 
-    def cpu_cache_gib(self) -> float:
-        return (self.serving.kv_offload.cpu_gb
-                if kv_config.offloads(self.serving, self.w.role) else 0.0)
-
     def memory_gib(self) -> int:
-        if self.w.host_memory_gib is not None:  # the recipe's own request
-            return self.w.host_memory_gib
-        need = (WORKER_BASE_MEMORY_GIB + WORKER_MEMORY_GIB_PER_GPU * self.gpus_per_pod
-                + WORKER_SHM_GIB + self.cpu_cache_gib())
-        return math.ceil(need)
+        # the same request pre-flight packs onto the nodes (stacks.pods)
+        return pod_memory_gib(self.serving, self.w)
 
     def kvbm_disk(self) -> str | None:
         """The size of KVBM's disk tier (an emptyDir), when this worker has one."""
@@ -231,7 +220,7 @@ class _Worker:
 
     def resources(self) -> dict[str, Any]:
         gpus = str(self.gpus_per_pod)
-        requests: dict[str, str] = {"cpu": str(WORKER_CPU_PER_GPU * self.gpus_per_pod),
+        requests: dict[str, str] = {"cpu": str(pod_cpus(self.w)),
                                     "memory": f"{self.memory_gib()}Gi", GPU_RESOURCE: gpus}
         limits: dict[str, str] = {GPU_RESOURCE: gpus}
         if self.w.host_memory_limit_gib is not None:
@@ -262,16 +251,15 @@ class _Worker:
     def pod_template(self, labels: dict[str, str]) -> dict[str, Any]:
         container: dict[str, Any] = {
             "name": "main",
-            "image": self.serving.image,
-            "command": ["python3", "-m", "dynamo.vllm"],
+            "image": efa.efa_runtime_image(self.serving.image) if self.rdma
+            else self.serving.image,
+            "command": efa.pinned_command() if self.rdma else list(efa.WORKER_MODULE),
             "args": self.args(),
             "env": self.env(),
             "resources": self.resources(),
             "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT}],
         }
-        volumes: list[dict[str, Any]] = [
-            {"name": MODEL_CACHE_PVC,
-             "persistentVolumeClaim": {"claimName": MODEL_CACHE_PVC}}]
+        volumes: list[dict[str, Any]] = [_model_cache_volume()]
         if self.kvbm_disk():
             volumes.append({"name": "kvbm-disk", "emptyDir": {"sizeLimit": self.kvbm_disk()}})
             container["volumeMounts"].append({"name": "kvbm-disk",
@@ -289,26 +277,14 @@ class _Worker:
             container["securityContext"] = {
                 "capabilities": {"add": list(recipe_specs.RDMA_CAPABILITIES)}}
         if self.rdma:
-            # libfabric needs the EFA device files and locked memory; EFA traffic does not
-            # cross AZs, so all EFA workers of the graph share one zone.
-            container["securityContext"] = {"privileged": True}
-            labels = {**labels, EFA_ZONE_LABEL: labels[GRAPH_LABEL]}
-            spec["affinity"] = self._one_zone_affinity(labels[GRAPH_LABEL])
+            # NIXL registers GPU memory with the EFA NIC, which needs a privileged container;
+            # the command pins the device plugin's GPUs (components/efa.py). EFA traffic does
+            # not cross AZs, so all EFA workers of the graph share one zone.
+            container["securityContext"] = efa.security_context()
+            labels = {**labels, efa.ZONE_GROUP_LABEL: labels[GRAPH_LABEL]}
+            spec["affinity"] = efa.one_zone_affinity(labels[GRAPH_LABEL],
+                                                     self.group.availability_zone)
         return {"metadata": {"labels": labels}, "spec": spec}
-
-    def _one_zone_affinity(self, graph: str) -> dict[str, Any]:
-        # The first EFA pod matches its own selector, which the scheduler accepts; every later
-        # one must join that pod's zone.
-        affinity: dict[str, Any] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuring"
-                                                    "Execution": [{
-            "labelSelector": {"matchLabels": {EFA_ZONE_LABEL: graph}},
-            "topologyKey": ZONE_KEY}]}}
-        if self.group.availability_zone:
-            affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{
-                    "key": ZONE_KEY, "operator": "In",
-                    "values": [self.group.availability_zone]}]}]}}
-        return affinity
 
     def component(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
         self.check_fits()

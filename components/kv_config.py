@@ -21,37 +21,21 @@ Facts these follow (Dynamo 1.6.1 `dynamo.vllm` sources and Dynamo's vLLM docs):
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from stacks.memory import GIB
+from stacks.pods import (  # noqa: F401 - re-exported: the version rule lives with pre-flight
+    NATIVE_OFFLOAD_SINCE,
+    offloads,
+    uses_kvbm,
+    version_tuple,
+)
 from stacks.schema import Role, RouterMode, ServingConfig, Topology, TransferBackend
 
 KV_EVENTS_PORT = 20080
 KVBM_MODULE = "kvbm.vllm_integration.connector"
-# Dynamo's native-offload guide: KVBM is deprecated since 1.5 and native offload is the path
-# from 1.6 on.
-NATIVE_OFFLOAD_SINCE = (1, 6, 0)
 # Where KVBM's disk tier lives inside the worker pod (an emptyDir sized to diskGb).
 KVBM_DISK_DIR = "/kvbm-disk"
-
-
-def version_tuple(version: str) -> tuple[int, int, int]:
-    """'1.6.1' or '1.6.1-rc2' -> (1, 6, 1)."""
-    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
-    if not m:
-        raise ValueError(f"'{version}' is not a MAJOR.MINOR.PATCH version")
-    return int(m[1]), int(m[2]), int(m[3])
-
-
-def uses_kvbm(serving: ServingConfig) -> bool:
-    return (serving.kv_offload.kind != "none"
-            and version_tuple(serving.dynamo_version) < NATIVE_OFFLOAD_SINCE)
-
-
-def offloads(serving: ServingConfig, role: Role) -> bool:
-    """Does a worker of this role carry the KV offload tier?"""
-    return serving.kv_offload.kind != "none" and role in (Role.WORKER, Role.PREFILL)
 
 
 def publishes_kv_events(serving: ServingConfig, role: Role) -> bool:
@@ -115,6 +99,28 @@ def kv_transfer_config(serving: ServingConfig, role: Role, *, rdma: bool) -> dic
         return offload
     return {"kv_connector": "MultiConnector", "kv_role": "kv_both",
             "kv_connector_extra_config": {"connectors": [nixl, offload]}}
+
+
+# Dynamo 1.6.1 sets the NIXL side-channel host only when the configured connector is a
+# NixlConnector or a PdConnector holding one (dynamo/vllm/args.py `_uses_nixl_connector`,
+# ai-dynamo 1.6.1), not inside a MultiConnector (NIXL + native offload): vLLM then advertises
+# localhost and the decode worker cannot reach the prefill worker (ai-dynamo/dynamo#11219).
+# Every NIXL worker gets its pod IP from the downward API, as the operator itself does for
+# multinode workers (deploy/operator/internal/dynamo/backend_vllm.go).
+SIDE_CHANNEL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
+
+
+def uses_nixl(serving: ServingConfig) -> bool:
+    """Do this stack's workers move KV with NIXL (every prefill and decode worker does)?"""
+    return serving.topology == Topology.DISAGGREGATED and serving.transfer != \
+        TransferBackend.NONE
+
+
+def side_channel_env(serving: ServingConfig, role: Role) -> list[dict[str, Any]]:
+    if not uses_nixl(serving) or role == Role.WORKER:
+        return []
+    return [{"name": SIDE_CHANNEL_HOST_ENV,
+             "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
 
 
 def kv_events_config() -> dict[str, Any]:

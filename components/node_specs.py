@@ -157,9 +157,13 @@ def root_volume(group: NodeGroup) -> list[dict]:
                      "delete_on_termination": "true"}}]
 
 
+# IMDSv2 only, and one hop: the node itself reaches instance metadata (and its role), a pod
+# one network hop behind it does not. Nothing here needs it from a pod: the CSI drivers get
+# their roles from EKS Pod Identity and the EBS CSI node plugin falls back to the Kubernetes
+# API for its metadata (EKS best practices, Security: "Restrict the use of IMDS", hop limit 1;
+# the EKS-optimized launch template default of 2 is meant for IRSA-less pods).
 IMDSV2_REQUIRED = {"http_endpoint": "enabled", "http_tokens": "required",
-                   # 2 hops: pods that need instance metadata sit one hop behind the node.
-                   "http_put_response_hop_limit": 2}
+                   "http_put_response_hop_limit": 1}
 
 
 # --- EKS Auto Mode -------------------------------------------------------------------------

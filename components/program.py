@@ -34,36 +34,11 @@ from components.node_specs import instance_of, uses_efa
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
-from stacks.loader import PROJECT, P, Problem
+from stacks.api_access import ApiAccess, parse_api_access
+from stacks.loader import PROJECT
+from stacks.node_images import NVIDIA_AMI
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
-
-HF_TOKEN_FIX = f"pulumi config set --secret {PROJECT}:hfToken <token>"
-
-
-def program_problems(stack: StackConfig, base: StackConfig | None, *,
-                     hf_token: str | None) -> list[Problem]:
-    """What pre-flight does not know but the infrastructure needs.
-
-    `hf_token`: "secret", "plain" or None: how `dynamo-bench:hfToken` is set. A stack that owns
-    storage writes the token Secret, so it needs the token, and only as a Pulumi secret.
-    """
-    out = []
-    if base is None and hf_token != "secret":
-        state = "is stored in plain text" if hf_token == "plain" else "is not set"
-        out.append(Problem(f"{P}hfToken", f"the Hugging Face token {state}; the model "
-                           "download and the workers read it from a Secret", HF_TOKEN_FIX))
-    if stack.target != "aws":
-        out.append(Problem(f"{P}target", f"target is {stack.target}: it runs on the local "
-                           "engine and has no infrastructure", "use `python -m workloads run`, "
-                           "or target: aws"))
-    if base is not None and stack.serving is not None \
-            and stack.serving.namespace != dynamo_namespace(base):
-        out.append(Problem(f"{P}serving.namespace", f"'{stack.serving.namespace}' is not the "
-                           f"namespace of base '{base.name}' ('{dynamo_namespace(base)}'), where "
-                           "the model cache claim and the token Secret live",
-                           f"set namespace: {dynamo_namespace(base)} or remove it"))
-    return out
 
 
 def aws_provider(stack: StackConfig, region: str, tags: dict[str, str]) -> aws.Provider:
@@ -91,20 +66,23 @@ def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode)
 
 
 def build(stack: StackConfig, base: StackConfig | None,
-          hf_token: pulumi.Output[str] | None) -> dict[str, Any]:
+          hf_token: pulumi.Output[str] | None, api_access: str | None = None) -> dict[str, Any]:
     """Create the stack's resources; returns the stack outputs. `hf_token` (a Pulumi secret)
-    is needed by a stack that owns its storage."""
+    and `api_access` are needed by a stack that owns its storage and cluster."""
     tags = stack_tags(stack)
     if base is not None:
         return _build_variant(stack, base, tags)
-    assert hf_token is not None, "program_problems reports a missing token first"
-    return _build_owned(stack, tags, hf_token)
+    access, problems = parse_api_access(api_access)
+    assert hf_token is not None and access is not None and not problems, \
+        "pre-flight (stacks.deploy_checks) refuses a missing token or endpoint access first"
+    return _build_owned(stack, tags, hf_token, access)
 
 
 def _build_owned(stack: StackConfig, tags: dict[str, str],
-                 hf_token: pulumi.Output[str]) -> dict:
+                 hf_token: pulumi.Output[str], access: ApiAccess) -> dict:
     provider = aws_provider(stack, stack.cluster.region, tags)
-    cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider),
+    cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider,
+                                            api_access=access),
                       opts=pulumi.ResourceOptions(providers=[provider]))
     h = cluster.handle
     opts = pulumi.ResourceOptions(providers=[provider, h.k8s_provider])
@@ -148,10 +126,17 @@ def _build_owned(stack: StackConfig, tags: dict[str, str],
     }
     if h.node_role_arn is not None:
         outputs["nodeRoleArn"] = h.node_role_arn
+        # The node image every managed group runs (the run record keeps it beside the driver
+        # the pods report).
+        node = NVIDIA_AMI[stack.cluster.eks_version]
+        outputs["nodeAmiRelease"] = node.release_version
+        outputs["nodeNvidiaDriver"] = node.nvidia_driver
     if h.auto_mode_role_name is not None:
         outputs["autoModeNodeRoleName"] = h.auto_mode_role_name
     if monitoring:
         outputs["prometheusService"] = monitoring.prometheus_service
+        if monitoring.grafana_admin_password is not None:   # a secret output
+            outputs["grafanaAdminPassword"] = monitoring.grafana_admin_password
         # In-cluster URL; the runner reaches it through the API server's service proxy.
         outputs["prometheusUrl"] = prometheus_url()
     if stack.serving is not None:
@@ -199,7 +184,7 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
     if stack.cluster.node_groups:
         extra = NodeGroups("extra-nodes", NodeGroupsArgs(
             stack=stack, groups=list(stack.cluster.node_groups), cluster=h, tags=tags,
-            install_device_plugins=False), opts=opts)
+            install_device_plugins=False, eks_version=base.cluster.eks_version), opts=opts)
         waits += extra.resources
         extra_names = extra.names
     downloads = planned_downloads(stack, base)
@@ -224,6 +209,8 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
         "prometheusService": ref.get_output("prometheusService"),
         "prometheusUrl": ref.get_output("prometheusUrl"),
         "pvcNames": ref.get_output("pvcNames"),
+        "nodeAmiRelease": ref.get_output("nodeAmiRelease"),
+        "nodeNvidiaDriver": ref.get_output("nodeNvidiaDriver"),
         "nodeGroupNames": ref.require_output("nodeGroupNames").apply(
             lambda names: [*names, *extra_names]),
     }

@@ -1,34 +1,64 @@
-"""Teardown audit: every AWS resource still tagged stack=<stack> in a region, and its removal.
+"""Teardown audit: who owns each dynamo-bench resource left in AWS, and what that means.
 
-Listing = the Resource Groups Tagging API plus direct listings of what it misses or reports
-late (EKS clusters and node groups, EFS file systems and access points, EBS volumes, classic
-and v2 load balancers, ENIs, instances, security groups, NAT gateways, Elastic IPs, launch
-templates, internet gateways, route tables, subnets, VPCs). Volumes and load balancers that
-Kubernetes controllers create are found when the cluster passes the stack tag to them.
+A resource belongs to a stack when it carries the stacks' tags (`project=dynamo-bench` and
+`stack=<stack>`), or when an AWS controller made it for the stack's EKS cluster and tagged it
+with the cluster name (`dynamo-bench-<stack>`), or when EKS named it after that cluster (its
+log groups), or when its parent belongs to the stack (an access point of the stack's file
+system, a node group of its cluster). `reports.audit_listings` finds candidates, service by
+service; this module attributes them and decides what a stack's `--delete` may touch.
 
-Deletion (`reports.audit_delete`) touches only resources whose tags, as read, carry
-stack=<stack>; it goes in dependency order (node groups before clusters, load balancers and
-instances before the network they use), waits where AWS deletes asynchronously, and reports
-every failure. Parts that cannot carry tags go with their tagged owner: an EFS file system's
-mount targets, an internet gateway's VPC attachment, a route table's subnet associations,
-security-group rules that point at each other.
+Categories, for an audit of stack S (`split`):
+- S's own: owner S. Deleted by `--delete` unless only a bare `stack=S` tag (no project tag)
+  says so: that one might be another tool's, so it is listed and left to a person.
+- orphans: the project's (project tag, or made for a dynamo-bench cluster) but with no stack,
+  or a stack that has no stack file. Reported apart, never deleted by a stack's `--delete`.
+- other stacks': owned by another stack that has a stack file. Counted, never touched.
+Everything else in the account is not the project's and is not even listed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 TAG_KEY = "stack"
+PROJECT_KEY, PROJECT = "project", "dynamo-bench"
+# components.cluster.cluster_name: "dynamo-bench-<stack>" (pinned by tests/test_aws_audit.py).
+CLUSTER_PREFIX = f"{PROJECT}-"
+# Tags whose value is the EKS cluster a controller made the resource for:
+# - eks:cluster-name: EKS managed node groups (their Auto Scaling group, its instances and
+#   EKS's copy of the launch template);
+# - eks:eks-cluster-name: EKS Auto Mode / Karpenter v1 instances, launch templates and instance
+#   profiles (aws/karpenter-provider-aws website/content/en/v1.0/upgrading/v1-migration.md:
+#   "karpenter.sh/managed-by ... is replaced by eks:eks-cluster-name");
+# - aws:eks:cluster-name: the cluster security group EKS creates;
+# - cluster.k8s.amazonaws.com/name: ENIs of the VPC CNI;
+# - KubernetesCluster: volumes of the EBS CSI driver run with k8s-tag-cluster-id
+#   (kubernetes-sigs/aws-ebs-csi-driver docs/tagging.md);
+# - elbv2.k8s.aws/cluster: load balancers and target groups of the AWS Load Balancer Controller.
+CLUSTER_NAME_KEYS = ("eks:cluster-name", "eks:eks-cluster-name", "aws:eks:cluster-name",
+                     "cluster.k8s.amazonaws.com/name", "KubernetesCluster",
+                     "elbv2.k8s.aws/cluster")
+# kubernetes.io/cluster/<cluster> = owned (in-tree cloud provider, EBS CSI, Karpenter); "shared"
+# marks a resource the cluster only uses (a subnet), which is not the cluster's to delete.
+CLUSTER_OWNED_PREFIX = "kubernetes.io/cluster/"
+# Log groups EKS (control-plane logging) and Container Insights name after the cluster.
+LOG_GROUP_PREFIXES = ("/aws/eks/", "/aws/containerinsights/")
+
 Clients = Callable[[str], Any]   # service name -> boto3 client of the audited region
+GLOBAL = "global"                # the "region" of IAM resources
+
+# How a resource was attributed to its stack (Resource.via).
+VIA_TAGS = "stack+project tags"
+VIA_STACK_TAG_ONLY = "stack tag only (no project tag)"
 
 
 @dataclass
 class Resource:
-    kind: str                 # "<service>:<type>", e.g. ec2:volume, eks:nodegroup
-    id: str                   # what the delete call takes (id, name or ARN)
+    kind: str                 # "<service>:<type>", e.g. ec2:volume, eks:nodegroup, iam:role
+    id: str                   # what the delete call takes (id, name or ARN), printed whole
     tags: dict[str, str] = field(default_factory=dict)
     name: str = ""
     parent: str = ""          # EKS cluster of a node group, file system of an access point
@@ -36,26 +66,115 @@ class Resource:
     # Set when a direct listing saw it already gone (terminated instance, deleted NAT
     # gateway), which the tagging API keeps reporting for a while.
     gone: bool = False
+    region: str = ""
+    owner: str | None = None  # the stack it belongs to (attribute())
+    via: str = ""             # how that was decided
+    project: bool = False     # the project's (tags or cluster), whoever the stack
 
     @property
     def key(self) -> tuple[str, str]:
         return self.kind, self.id
 
 
-def carries(tags: dict[str, str], stack: str) -> bool:
-    return tags.get(TAG_KEY) == stack
+def stack_of_cluster(cluster: str) -> str | None:
+    """'dynamo-bench-agg-a100' -> 'agg-a100'; None for a cluster that is not the project's."""
+    if cluster.startswith(CLUSTER_PREFIX) and len(cluster) > len(CLUSTER_PREFIX):
+        return cluster[len(CLUSTER_PREFIX):]
+    return None
 
 
-def _tags(items: Iterable[dict[str, str]] | None) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in items or []}
+def cluster_owner(tags: dict[str, str], name: str = "") -> tuple[str | None, str]:
+    """The stack whose EKS cluster a controller made this for, and the evidence."""
+    for key in CLUSTER_NAME_KEYS:
+        if (stack := stack_of_cluster(tags.get(key, ""))) is not None:
+            return stack, f"cluster tag {key}"
+    for key, value in tags.items():
+        owned = key.startswith(CLUSTER_OWNED_PREFIX) and value == "owned"
+        if owned and (stack := stack_of_cluster(key[len(CLUSTER_OWNED_PREFIX):])) is not None:
+            return stack, f"cluster tag {key}=owned"
+    for prefix in LOG_GROUP_PREFIXES:
+        if name.startswith(prefix):
+            cluster = name[len(prefix):].split("/")[0]
+            if (stack := stack_of_cluster(cluster)) is not None:
+                return stack, "log group named after the cluster"
+    return None, ""
 
 
-def _pages(client: Any, method: str, key: str, **kw: Any) -> Iterator[dict[str, Any]]:
-    if client.can_paginate(method):
-        for page in client.get_paginator(method).paginate(**kw):
-            yield from page.get(key, [])
-    else:
-        yield from getattr(client, method)(**kw).get(key, [])
+def attribute(r: Resource) -> Resource:
+    """Set owner, via and project from the resource's own tags and name."""
+    tags = r.tags
+    r.project = tags.get(PROJECT_KEY) == PROJECT
+    if tags.get(TAG_KEY):
+        r.owner = tags[TAG_KEY]
+        r.via = VIA_TAGS if r.project else VIA_STACK_TAG_ONLY
+        return r
+    owner, via = cluster_owner(tags, r.name)
+    if owner is not None:
+        r.owner, r.via, r.project = owner, via, True
+    return r
+
+
+def relevant(r: Resource, stack: str | None) -> bool:
+    """Whether the audit keeps a candidate at all: the project's, or tagged stack=<stack>."""
+    return r.project or (stack is not None and r.owner == stack)
+
+
+def merge(found: Iterable[Resource]) -> list[Resource]:
+    """One record per (kind, id) across listings; children inherit an owner from a parent."""
+    merged: dict[tuple[str, str], Resource] = {}
+    for r in found:
+        have = merged.setdefault(r.key, r)
+        if have is not r:
+            have.found_by |= r.found_by
+            have.name, have.parent = have.name or r.name, have.parent or r.parent
+            have.gone |= r.gone
+            have.tags = {**r.tags, **have.tags}
+    by_id = {r.id: r for r in merged.values()}
+    for r in merged.values():
+        attribute(r)
+    for r in merged.values():
+        parent = by_id.get(r.parent)
+        if r.owner is None and parent is not None and parent.owner is not None:
+            r.owner, r.via, r.project = parent.owner, f"parent {parent.id}", parent.project
+    return sorted(merged.values(), key=lambda r: (r.region, order_of(r.kind), r.kind, r.id))
+
+
+@dataclass
+class Split:
+    """An audit of one stack: its own resources, the orphans, and other stacks' counts."""
+
+    stack: str
+    mine: list[Resource] = field(default_factory=list)
+    orphans: list[Resource] = field(default_factory=list)
+    others: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def deletable(self) -> list[Resource]:
+        return deletion_plan(self.mine, self.stack)
+
+
+def split(resources: Iterable[Resource], stack: str, known: set[str]) -> Split:
+    """`known`: stack names that have a stack file."""
+    out = Split(stack)
+    for r in resources:
+        if r.gone:
+            continue
+        if r.owner == stack:
+            out.mine.append(r)
+        elif r.project and (r.owner is None or r.owner not in known):
+            out.orphans.append(r)
+        elif r.project and r.owner is not None:
+            out.others[r.owner] = out.others.get(r.owner, 0) + 1
+    return out
+
+
+def stack_tags_present(resources: Iterable[Resource]) -> dict[str, int]:
+    """Stack owners among the project's live resources, with counts ('' = no stack)."""
+    counts: dict[str, int] = {}
+    for r in resources:
+        if r.project and not r.gone:
+            counts[r.owner or ""] = counts.get(r.owner or "", 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def resource_from_arn(arn: str, tags: dict[str, str]) -> Resource:
@@ -73,148 +192,28 @@ def resource_from_arn(arn: str, tags: dict[str, str]) -> Resource:
         rid = segs[1]
     elif service == "eks" and segs[0] == "nodegroup":
         rid, parent = segs[2], segs[1]               # nodegroup/<cluster>/<name>/<uuid>
-    return Resource(kind, rid, tags, name=tags.get("Name", ""), parent=parent,
+    elif service == "eks" and len(segs) > 1:
+        parent = segs[1]                             # addon/<cluster>/..., access-entry/...
+    elif service == "autoscaling" and "autoScalingGroupName/" in res:
+        rid = res.split("autoScalingGroupName/", 1)[1]
+    return Resource(kind, rid, dict(tags), name=tags.get("Name", ""), parent=parent,
                     found_by={"tagging-api"})
-
-
-def list_tagging_api(c: Clients, stack: str) -> list[Resource]:
-    return [resource_from_arn(m["ResourceARN"], _tags(m.get("Tags")))
-            for m in _pages(c("resourcegroupstaggingapi"), "get_resources",
-                            "ResourceTagMappingList",
-                            TagFilters=[{"Key": TAG_KEY, "Values": [stack]}])]
-
-
-# kind, describe method, result key, id key, filter parameter, tags key, states already gone
-_EC2 = [
-    ("ec2:instance", "describe_instances", "Reservations", "InstanceId", "Filters", "Tags",
-     ("terminated",)),
-    ("ec2:volume", "describe_volumes", "Volumes", "VolumeId", "Filters", "Tags", ()),
-    ("ec2:network-interface", "describe_network_interfaces", "NetworkInterfaces",
-     "NetworkInterfaceId", "Filters", "TagSet", ()),
-    ("ec2:security-group", "describe_security_groups", "SecurityGroups", "GroupId", "Filters",
-     "Tags", ()),
-    ("ec2:natgateway", "describe_nat_gateways", "NatGateways", "NatGatewayId", "Filter",
-     "Tags", ("deleted",)),
-    ("ec2:elastic-ip", "describe_addresses", "Addresses", "AllocationId", "Filters", "Tags", ()),
-    ("ec2:launch-template", "describe_launch_templates", "LaunchTemplates", "LaunchTemplateId",
-     "Filters", "Tags", ()),
-    ("ec2:internet-gateway", "describe_internet_gateways", "InternetGateways",
-     "InternetGatewayId", "Filters", "Tags", ()),
-    ("ec2:route-table", "describe_route_tables", "RouteTables", "RouteTableId", "Filters",
-     "Tags", ()),
-    ("ec2:subnet", "describe_subnets", "Subnets", "SubnetId", "Filters", "Tags", ()),
-    ("ec2:vpc", "describe_vpcs", "Vpcs", "VpcId", "Filters", "Tags", ()),
-]
-
-
-def _state(item: dict[str, Any]) -> str:
-    s = item.get("State")
-    return s.get("Name", "") if isinstance(s, dict) else s or ""
-
-
-def list_ec2(c: Clients, stack: str) -> list[Resource]:
-    ec2, out = c("ec2"), []
-    for kind, method, key, id_key, fparam, tkey, gone in _EC2:
-        items = _pages(ec2, method, key, **{fparam: [{"Name": f"tag:{TAG_KEY}",
-                                                      "Values": [stack]}]})
-        if kind == "ec2:instance":
-            items = (i for r in items for i in r["Instances"])
-        for item in items:
-            tags = _tags(item.get(tkey))
-            if carries(tags, stack):
-                out.append(Resource(kind, item[id_key], tags, name=tags.get("Name", ""),
-                                    found_by={"ec2"}, gone=_state(item) in gone))
-    return out
-
-
-def list_eks(c: Clients, stack: str) -> list[Resource]:
-    eks, out = c("eks"), []
-    for name in _pages(eks, "list_clusters", "clusters"):
-        tags = eks.describe_cluster(name=name)["cluster"].get("tags") or {}
-        if carries(tags, stack):
-            out.append(Resource("eks:cluster", name, tags, name=name, found_by={"eks"}))
-        for ng in _pages(eks, "list_nodegroups", "nodegroups", clusterName=name):
-            ng_tags = eks.describe_nodegroup(clusterName=name, nodegroupName=ng)[
-                "nodegroup"].get("tags") or {}
-            if carries(ng_tags, stack):
-                out.append(Resource("eks:nodegroup", ng, ng_tags, name=ng, parent=name,
-                                    found_by={"eks"}))
-    return out
-
-
-def list_efs(c: Clients, stack: str) -> list[Resource]:
-    efs, out = c("efs"), []
-    for fs in _pages(efs, "describe_file_systems", "FileSystems"):
-        tags = _tags(fs.get("Tags"))
-        if carries(tags, stack):
-            out.append(Resource("elasticfilesystem:file-system", fs["FileSystemId"], tags,
-                                name=fs.get("Name", ""), found_by={"efs"}))
-    for ap in _pages(efs, "describe_access_points", "AccessPoints"):
-        tags = _tags(ap.get("Tags"))
-        if carries(tags, stack):
-            out.append(Resource("elasticfilesystem:access-point", ap["AccessPointId"], tags,
-                                name=ap.get("Name", ""), parent=ap.get("FileSystemId", ""),
-                                found_by={"efs"}))
-    return out
-
-
-def _chunks(items: list[str], n: int = 20) -> Iterator[list[str]]:
-    for i in range(0, len(items), n):
-        yield items[i:i + n]
-
-
-def list_load_balancers(c: Clients, stack: str) -> list[Resource]:
-    out = []
-    v2 = c("elbv2")
-    kinds = {a["LoadBalancerArn"]: "elasticloadbalancing:loadbalancer"
-             for a in _pages(v2, "describe_load_balancers", "LoadBalancers")}
-    kinds.update({t["TargetGroupArn"]: "elasticloadbalancing:targetgroup"
-                  for t in _pages(v2, "describe_target_groups", "TargetGroups")})
-    for chunk in _chunks(list(kinds)):
-        for d in v2.describe_tags(ResourceArns=chunk)["TagDescriptions"]:
-            tags = _tags(d.get("Tags"))
-            if carries(tags, stack):
-                arn = d["ResourceArn"]
-                out.append(Resource(kinds[arn], arn, tags, name=arn.split("/")[-2],
-                                    found_by={"elbv2"}))
-    classic = c("elb")
-    names = [d["LoadBalancerName"] for d in
-             _pages(classic, "describe_load_balancers", "LoadBalancerDescriptions")]
-    for chunk in _chunks(names):
-        for d in classic.describe_tags(LoadBalancerNames=chunk)["TagDescriptions"]:
-            tags = _tags(d.get("Tags"))
-            if carries(tags, stack):
-                out.append(Resource("elb:loadbalancer", d["LoadBalancerName"], tags,
-                                    name=d["LoadBalancerName"], found_by={"elb"}))
-    return out
-
-
-LISTINGS = (list_tagging_api, list_eks, list_efs, list_load_balancers, list_ec2)
-
-
-def audit(c: Clients, stack: str) -> list[Resource]:
-    """Every resource in the region still tagged stack=<stack>, merged across listings."""
-    merged: dict[tuple[str, str], Resource] = {}
-    for listing in LISTINGS:
-        for r in listing(c, stack):
-            have = merged.setdefault(r.key, r)
-            if have is not r:
-                have.found_by |= r.found_by
-                have.name, have.parent = have.name or r.name, have.parent or r.parent
-                have.gone |= r.gone
-    return sorted((r for r in merged.values() if not r.gone),
-                  key=lambda r: (order_of(r.kind), r.kind, r.id))
 
 
 # Dependency order of deletion; kinds not listed have no automatic deletion.
 DELETE_ORDER = (
-    "eks:nodegroup", "eks:cluster",
+    # EKS children that go with their cluster (skipped; the re-audit shows if one stayed)
+    "eks:addon", "eks:podidentityassociation", "eks:access-entry",
+    "eks:nodegroup", "eks:cluster", "autoscaling:autoScalingGroup",
     "elasticloadbalancing:listener", "elasticloadbalancing:loadbalancer", "elb:loadbalancer",
     "elasticloadbalancing:targetgroup",
-    "ec2:instance", "ec2:natgateway",
+    "ec2:instance", "ec2:placement-group", "ec2:natgateway",
     "elasticfilesystem:access-point", "elasticfilesystem:file-system",
-    "ec2:network-interface", "ec2:volume", "ec2:elastic-ip", "ec2:launch-template",
-    "ec2:security-group", "ec2:internet-gateway", "ec2:route-table", "ec2:subnet", "ec2:vpc",
+    "ec2:network-interface", "ec2:volume", "ec2:snapshot", "ec2:elastic-ip",
+    "ec2:launch-template", "ec2:security-group", "ec2:internet-gateway", "ec2:route-table",
+    "ec2:subnet", "ec2:vpc", "logs:log-group",
+    # IAM last: node groups and clusters use their roles until they are gone
+    "iam:instance-profile", "iam:role", "iam:policy", "iam:oidc-provider",
 )
 
 
@@ -222,7 +221,15 @@ def order_of(kind: str) -> int:
     return DELETE_ORDER.index(kind) if kind in DELETE_ORDER else len(DELETE_ORDER)
 
 
+def may_delete(r: Resource, stack: str) -> bool:
+    """The guard every deletion passes: the stack's own, by more than a bare stack tag.
+    A resource built by hand (no owner yet) is attributed from its tags first."""
+    if r.owner is None:
+        attribute(r)
+    return r.owner == stack and r.via != VIA_STACK_TAG_ONLY and not r.gone
+
+
 def deletion_plan(resources: Iterable[Resource], stack: str) -> list[Resource]:
-    """Only what carries stack=<stack>, in dependency order (the guard every delete passes)."""
-    return sorted((r for r in resources if carries(r.tags, stack)),
+    """Only what `may_delete` allows, in dependency order."""
+    return sorted((r for r in resources if may_delete(r, stack)),
                   key=lambda r: (order_of(r.kind), r.id))

@@ -1,8 +1,12 @@
 """Deletion of audited resources (the I/O half of the teardown audit, see `reports.audit`).
 
 One deleter per kind; `delete_resources` runs them kind by kind in `DELETE_ORDER`, after the
-`deletion_plan` guard kept only what carries stack=<stack>. Where AWS deletes asynchronously,
-a bounded wait follows before the next kind, so dependants are gone when their owners go.
+`deletion_plan` guard kept only the stack's own (`reports.audit.may_delete`). Where AWS
+deletes asynchronously, a bounded wait follows before the next kind, so dependants are gone
+when their owners go. Parts that cannot carry tags go with their owner: an EFS file system's
+mount targets, an internet gateway's VPC attachment, a route table's subnet associations,
+security-group rules that point at each other, an EKS cluster's add-ons, pod identity
+associations and access entries. IAM deleters: `reports.audit_delete_iam`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
-from reports.audit import Clients, Resource, deletion_plan
+from reports.audit import PROJECT, PROJECT_KEY, TAG_KEY, Clients, Resource, deletion_plan
+from reports.audit_delete_iam import IAM_DELETERS
 
 
 class Skip(Exception):
@@ -81,20 +86,35 @@ def _call(service: str, method: str, param: str, use_parent: str = "") -> Callab
     return delete
 
 
+def _with_cluster(c: Clients, r: Resource, poll_s: float) -> None:
+    raise Skip(f"deleted with its EKS cluster {r.parent}".rstrip())
+
+
+def _delete_log_group(c: Clients, r: Resource, poll_s: float) -> None:
+    c("logs").delete_log_group(logGroupName=r.name or r.id.split(":log-group:", 1)[1])
+
+
 DELETERS: dict[str, Callable[[Clients, Resource, float], None]] = {
+    "eks:addon": _with_cluster,
+    "eks:podidentityassociation": _with_cluster,
+    "eks:access-entry": _with_cluster,
     "eks:nodegroup": _call("eks", "delete_nodegroup", "nodegroupName", "clusterName"),
     "eks:cluster": _call("eks", "delete_cluster", "name"),
+    "autoscaling:autoScalingGroup": lambda c, r, _: c("autoscaling").delete_auto_scaling_group(
+        AutoScalingGroupName=r.id, ForceDelete=True),
     "elasticloadbalancing:listener": _call("elbv2", "delete_listener", "ListenerArn"),
     "elasticloadbalancing:loadbalancer": _call("elbv2", "delete_load_balancer",
                                                "LoadBalancerArn"),
     "elb:loadbalancer": _call("elb", "delete_load_balancer", "LoadBalancerName"),
     "elasticloadbalancing:targetgroup": _call("elbv2", "delete_target_group", "TargetGroupArn"),
     "ec2:instance": lambda c, r, _: c("ec2").terminate_instances(InstanceIds=[r.id]),
+    "ec2:placement-group": _call("ec2", "delete_placement_group", "GroupName"),
     "ec2:natgateway": _call("ec2", "delete_nat_gateway", "NatGatewayId"),
     "elasticfilesystem:access-point": _call("efs", "delete_access_point", "AccessPointId"),
     "elasticfilesystem:file-system": _delete_file_system,
     "ec2:network-interface": _call("ec2", "delete_network_interface", "NetworkInterfaceId"),
     "ec2:volume": _call("ec2", "delete_volume", "VolumeId"),
+    "ec2:snapshot": _call("ec2", "delete_snapshot", "SnapshotId"),
     "ec2:elastic-ip": _call("ec2", "release_address", "AllocationId"),
     "ec2:launch-template": _call("ec2", "delete_launch_template", "LaunchTemplateId"),
     "ec2:security-group": _delete_security_group,
@@ -102,6 +122,8 @@ DELETERS: dict[str, Callable[[Clients, Resource, float], None]] = {
     "ec2:route-table": _delete_route_table,
     "ec2:subnet": _call("ec2", "delete_subnet", "SubnetId"),
     "ec2:vpc": _call("ec2", "delete_vpc", "VpcId"),
+    "logs:log-group": _delete_log_group,
+    **IAM_DELETERS,
 }
 
 
@@ -138,7 +160,18 @@ def _waiter(service: str, name: str, build: Callable[[list[Resource]], list[dict
     return wait
 
 
+def _groups_gone(c: Clients, done: list[Resource], poll_s: float) -> str:
+    """Auto Scaling has no deletion waiter: poll until the groups are no longer described."""
+    names = [r.id for r in done]
+
+    def gone() -> bool:
+        return not c("autoscaling").describe_auto_scaling_groups(
+            AutoScalingGroupNames=names)["AutoScalingGroups"]
+    return "" if poll_until(gone, poll_s, attempts=120) else f"{names} still deleting"
+
+
 WAITERS: dict[str, Callable[[Clients, list[Resource], float], str]] = {
+    "autoscaling:autoScalingGroup": _groups_gone,
     "eks:nodegroup": _waiter("eks", "nodegroup_deleted", lambda rs: [
         {"clusterName": r.parent, "nodegroupName": r.id} for r in rs]),
     "eks:cluster": _waiter("eks", "cluster_deleted", lambda rs: [{"name": r.id} for r in rs]),
@@ -170,9 +203,13 @@ def _delete_one(c: Clients, r: Resource, poll_s: float) -> Outcome:
 
 def delete_resources(c: Clients, resources: list[Resource], stack: str,
                      poll_s: float = 10.0) -> list[Outcome]:
-    """Delete what carries stack=<stack>, kind by kind in dependency order; one Outcome each."""
+    """Delete the stack's own resources (`may_delete`), kind by kind in dependency order; one
+    Outcome each."""
     plan = deletion_plan(resources, stack)
-    outcomes: list[Outcome] = []
+    outcomes = [Outcome(r, "failed", f"tagged {TAG_KEY}={stack} but not {PROJECT_KEY}="
+                        f"{PROJECT}: not deleted automatically; check that it is this stack's "
+                        "and delete it by hand") for r in resources
+                if r.owner == stack and not r.gone and r not in plan]
     for kind in dict.fromkeys(r.kind for r in plan):
         group = [r for r in plan if r.kind == kind]
         if kind not in DELETERS:

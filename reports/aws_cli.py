@@ -1,4 +1,5 @@
-"""`python -m reports cost <stack>` and `python -m reports audit <stack>`: the AWS side.
+"""`python -m reports cost <stack>` and `python -m reports audit <stack>`: the AWS side
+(the audit itself: reports.audit_cli).
 
 Mount on the reports CLI with `register(app)`; `python -m reports.aws_cli ...` runs them alone.
 boto3 finds credentials and `AWS_ENDPOINT_URL` the usual way.
@@ -10,7 +11,6 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import boto3
 import typer
@@ -18,25 +18,28 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.table import Table
 
-from reports.audit import Clients, Resource, audit
-from reports.audit_delete import delete_resources
+from reports.audit import Clients
+from reports.audit_cli import audit_cmd
+from reports.aws_session import clients_for
 from reports.cost_explorer import (
     BILLING_LAG_NOTE,
     CE_REGION,
     activate_cost_allocation_tags,
     billed_by_stack,
 )
+from reports.cost_split import print_computed
 from reports.node_hours import (
     NodeUsage,
-    PeriodCost,
     as_utc,
     list_stack_instances,
     period_cost,
     usage_from_manifest,
 )
-from reports.pricing import DEFAULT_CACHE, PriceQuote, PriceUnavailable, resolve_prices
+from reports.pricing import DEFAULT_CACHE, PriceQuote, resolve_prices
 from stacks.loader import StackError, load_stack
+from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
+from stacks.service_prices import recorded_prices
 
 aws_app = typer.Typer(add_completion=False, no_args_is_help=True,
                       help="AWS side: billed vs computed cost, teardown audit.")
@@ -48,103 +51,22 @@ def _commands() -> None:
     """Billed vs computed cost, and the teardown audit."""
 
 
-def clients_for(region: str) -> Clients:
-    session = boto3.session.Session(region_name=region)
-    made: dict[str, Any] = {}
-
-    def client(service: str) -> Any:
-        if service not in made:
-            made[service] = session.client(service, region_name=region)
-        return made[service]
-    return client
-
-
 def _load(stack: str) -> tuple[StackConfig, StackConfig | None]:
     s = load_stack(stack)
     return s, load_stack(s.cluster.attach_to) if s.cluster.attach_to else None
 
 
-def _region(stack: str, region: str | None) -> str:
-    if region:
-        return region
-    try:
-        s, base = _load(stack)
-        return (base or s).cluster.region
-    except StackError:
-        pass  # the stack file may be gone after destroy: fall back to the AWS default region
-    found = boto3.session.Session().region_name
-    if not found:
-        console.print(f"no stack file for '{stack}' and no AWS default region: pass --region")
-        raise typer.Exit(2)
-    return found
-
-
-def _resource_table(title: str, rows: list[Resource]) -> Table:
-    t = Table(title=title, title_justify="left")
-    for col in ("kind", "id", "name", "found by"):
-        t.add_column(col)
-    for r in rows:
-        name = f"{r.name} (in {r.parent})" if r.parent and r.parent != r.name else r.name
-        t.add_row(r.kind, r.id, name, ", ".join(sorted(r.found_by)))
-    return t
-
-
-@aws_app.command("audit")
-def audit_cmd(stack: str = typer.Argument(..., help="Stack whose tag (stack=<name>) to look for."),
-              region: str = typer.Option(None, help="Region; default: the stack file's."),
-              delete: bool = typer.Option(False, "--delete", help="Delete what is listed, after "
-                                          "asking."),
-              yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (scripts)."),
-              poll_s: float = typer.Option(10.0, hidden=True)) -> None:
-    """List every resource still tagged stack=<stack>; exit 1 if any is left.
-
-    --delete removes only resources carrying this stack's tag, in dependency order, and
-    reports each failure; untagged and other stacks' resources are never touched.
-    """
-    region = _region(stack, region)
-    c = clients_for(region)
-    try:
-        left = audit(c, stack)
-    except (BotoCoreError, ClientError) as exc:
-        console.print(f"audit failed in {region}: {exc}", markup=False)
-        raise typer.Exit(2) from None
-    if not left:
-        console.print(f"nothing tagged stack={stack} left in {region}")
-        raise typer.Exit(0)
-    console.print(_resource_table(f"{len(left)} resource(s) tagged stack={stack} in {region}",
-                                  left))
-    if not delete:
-        raise typer.Exit(1)
-    if not yes and not typer.confirm(f"Delete these {len(left)} resource(s) in {region}?"):
-        console.print("nothing deleted")
-        raise typer.Exit(1)
-    outcomes = delete_resources(c, left, stack, poll_s)
-    for o in outcomes:
-        style = {"deleted": "green", "gone": "green", "skipped": "yellow"}.get(o.status, "red")
-        console.print(f"[{style}]{o.status}[/{style}] {o.resource.kind} {o.resource.id} "
-                      f"{o.detail}".rstrip())
-    remaining = audit(c, stack)
-    failed = [o for o in outcomes if o.status == "failed"]
-    if remaining:
-        console.print(_resource_table(f"{len(remaining)} resource(s) still tagged "
-                                      f"stack={stack}", remaining))
-    console.print(f"{len(outcomes) - len(failed)} handled, {len(failed)} failed, "
-                  f"{len(remaining)} left")
-    if remaining or failed:
-        console.print("AWS finishes some deletions after the call returns (a load balancer's "
-                      "network interfaces, a cluster's security groups): run the audit again "
-                      "in a few minutes; what still fails needs a look by hand.")
-    raise typer.Exit(1 if remaining or failed else 0)
-
-
-def _nodes(stack: StackConfig, nodes_file: Path | None, c: Clients) -> list[NodeUsage]:
+def _nodes(stack: StackConfig, nodes_file: Path | None, c: Clients
+           ) -> tuple[list[NodeUsage], dict[str, float]]:
+    """The nodes to account for, and the instance prices their run record carries."""
     if nodes_file is not None:
-        return usage_from_manifest(json.loads(nodes_file.read_text()))
+        doc = json.loads(nodes_file.read_text())
+        return usage_from_manifest(doc), recorded_prices(doc) if isinstance(doc, dict) else {}
     if stack.is_attached:
         console.print(f"{stack.name} is attached to {stack.cluster.attach_to}: its nodes are the "
                       "base's, tagged with the base; pass --nodes <run manifest> (its 'nodes')")
         raise typer.Exit(2)
-    return list_stack_instances(c("ec2"), stack.name)
+    return list_stack_instances(c("ec2"), stack.name), {}
 
 
 def _window(nodes: list[NodeUsage], start: datetime | None, end: datetime | None,
@@ -179,22 +101,30 @@ def cost(stack: str = typer.Argument(..., help="Stack to account for."),
     except StackError as exc:
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
-    region = region or (base or s).cluster.region
+    owner = base or s
+    region = region or owner.cluster.region
     c = clients_for(region)
-    usage = _nodes(s, nodes, c)
+    usage, recorded = _nodes(s, nodes, c)
     now = datetime.now(UTC)
     t0, t1 = _window(usage, start, end, now)
     try:
         quotes = resolve_prices({n.instance_type for n in usage}, region, cache_path=price_cache,
                                 max_age_days=price_max_age_days,
-                                overrides=s.cost.price_overrides)
+                                overrides=s.cost.price_overrides, missing_ok=True)
+        for it in ({n.instance_type for n in usage} - set(quotes)) & set(recorded):
+            quotes[it] = PriceQuote(it, region, recorded[it], "recorded", "with the run",
+                                    "not in the catalogue; the price the run record carries")
+        cluster = effective_cluster(s, base)
         computed = period_cost(usage, t0, t1, {k: q.usd_per_hour for k, q in quotes.items()},
-                               auto_mode=(base or s).cluster.compute_mode == ComputeMode.AUTO,
-                               efs_gib=(base or s).storage.model_cache_gib)
-    except (PriceUnavailable, ValueError) as exc:
+                               auto_mode=cluster.compute_mode == ComputeMode.AUTO,
+                               efs_gib=owner.storage.model_cache_gib,
+                               nat_gateways=0 if cluster.vpc.id else 1,
+                               root_gib={g.name: g.disk_gib for g in cluster.node_groups},
+                               eks_version=cluster.eks_version)
+    except ValueError as exc:
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
-    _print_computed(stack, computed, quotes, usage)
+    print_computed(console, s, computed, quotes, usage)
     ce = boto3.session.Session().client("ce", region_name=CE_REGION)
     try:
         for problem in activate_cost_allocation_tags(ce) if activate_tags else []:
@@ -211,36 +141,22 @@ def cost(stack: str = typer.Argument(..., help="Stack to account for."),
     for name, usd in sorted(billed.by_stack.items()):
         t.add_row(f"[bold]{name}[/bold]" if name == stack else name, f"{usd:,.2f}")
     console.print(t)
-    console.print(f"{stack}: computed ${computed.total:,.2f} vs billed "
+    total = f"${computed.total:,.2f}" if computed.complete else \
+        f"at least ${computed.total:,.2f} (some node prices unknown)"
+    console.print(f"{stack}: computed {total} vs billed "
                   f"${billed.for_stack(stack):,.2f}. {BILLING_LAG_NOTE}")
     if s.is_attached:
         console.print(f"Nodes of an attached stack bill under the base's tag "
                       f"({s.cluster.attach_to}); its own tag covers only its own resources.")
 
 
-def _print_computed(stack: str, computed: PeriodCost, quotes: dict[str, PriceQuote],
-                    usage: list[NodeUsage]) -> None:
-    t = Table(title=f"{stack}: computed cost {computed.start:%Y-%m-%d %H:%M} to "
-              f"{computed.end:%Y-%m-%d %H:%M} UTC ({computed.hours:.2f} h, {len(usage)} "
-              "node(s))", title_justify="left")
-    t.add_column("what")
-    t.add_column("USD", justify="right")
-    for what, usd in computed.lines.items():
-        t.add_row(what, f"{usd:,.2f}")
-    t.add_row("[bold]total[/bold]", f"[bold]{computed.total:,.2f}[/bold]")
-    console.print(t)
-    for q in quotes.values():
-        console.print(f"price {q.instance_type}: ${q.usd_per_hour:.4f}/h ({q.describe()})",
-                      markup=False)
-    for n in usage:
-        if n.note:
-            console.print(f"[yellow]{n.node}: {n.note}[/yellow]")
-
-
 def register(app: typer.Typer) -> None:
     """Add `cost` and `audit` to another typer app (the reports CLI)."""
     app.command("cost")(cost)
     app.command("audit")(audit_cmd)
+
+
+aws_app.command("audit")(audit_cmd)
 
 
 if __name__ == "__main__":

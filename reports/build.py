@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import compare, markdown, plots, tables
+from reports import compare, markdown, plots, summary, tables, tables_requests
 from reports.cost_efficiency import cost_efficiency
+from reports.flags import judge_steps
 from reports.goodput import DEFAULT_SLOS, Slo, goodput
 from reports.hypotheses import all_hypotheses
-from reports.runs import RunFrames, RunRecord, load_run
+from reports.runs import STEP_KEY, RunFrames, RunRecord, load_run
 from reports.sla import sla_table
 from reports.stackinfo import StackInfo, stack_info
 from reports.trace_plot import trace_timeline
@@ -30,17 +31,21 @@ class Report:
 
 def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, StackInfo],
                                             dict[tuple[str, str], RunRecord]]:
-    """One steps/requests frame over all runs, with each stack's GPUs and per-GPU output."""
+    """One steps/requests frame over all runs, with each stack's GPUs and per-GPU output, each
+    step judged (reports.flags) and each request carrying its step's `usable` / `step_flag`."""
     infos: dict[str, StackInfo] = {}
     records: dict[str, RunRecord] = {}
     for r in runs:
         infos.setdefault(r.record.stack, stack_info(r.record))
         records[(r.record.stack, r.record.run_id)] = r.record
-    steps = pd.concat([r.steps for r in runs], ignore_index=True)
+    steps = pd.concat([r.steps for r in runs if not r.steps.empty], ignore_index=True)
     requests = pd.concat([r.requests for r in runs], ignore_index=True)
+    steps = judge_steps(steps, {s: i.error_rate_threshold for s, i in infos.items()})
     steps["gpus"] = steps["stack"].map(lambda s: infos[s].gpus)
     steps["output_tok_s_per_gpu"] = steps["output_tok_s"] / steps["gpus"].where(
         steps["gpus"] > 0)
+    requests = requests.merge(steps[STEP_KEY + ["usable", "step_flag"]], on=STEP_KEY,
+                              how="left")
     return steps, requests, infos, records
 
 
@@ -53,14 +58,15 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
     sla = sla_table(steps, requests, infos, user_speed=user_speed)
     out = {
         "concurrency_sweep": sweep,
-        "multi_turn": tables.multi_turn(steps, requests),
-        "sequence_distribution": tables.sequence_distribution(requests),
+        "multi_turn": tables_requests.multi_turn(steps, requests),
+        "sequence_distribution": tables_requests.sequence_distribution(requests),
         "prefix_cache": pc,
         "goodput": goodput(steps, requests, slos),
         "sla": sla,
         "trace_replay": trace_replay_table(steps, requests, records),
-        "cost_efficiency": cost_efficiency(steps, requests, infos, records),
+        "cost_efficiency": cost_efficiency(steps, infos, records),
         "fidelity": tables.fidelity(steps),
+        "reconciliation": tables.reconciliation(steps),
     }
     if with_compare:
         out["compare_concurrency"] = compare.concurrency_side_by_side(sweep, infos)
@@ -71,18 +77,21 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
 
 
 def make_plots(t: dict[str, pd.DataFrame], requests: pd.DataFrame, slo: Slo,
-               out_dir: Path, records: dict[tuple[str, str], RunRecord]
-               ) -> dict[str, Path | None]:
+               out_dir: Path, infos: dict[str, StackInfo],
+               records: dict[tuple[str, str], RunRecord]) -> dict[str, Path | None]:
+    tag = plots.rehearsal_tag(infos)
     return {
         "trace_replay_timeline": trace_timeline(t["trace_replay"], requests, records,
-                                                out_dir / "trace_replay_timeline.png"),
-        "pareto": plots.pareto(t["concurrency_sweep"], slo, out_dir / "pareto.png"),
+                                                out_dir / "trace_replay_timeline.png", tag),
+        "pareto": plots.pareto(t["concurrency_sweep"], slo, out_dir / "pareto.png", tag),
         "latency_vs_concurrency": plots.latency_vs_concurrency(
-            t["concurrency_sweep"], out_dir / "latency_vs_concurrency.png"),
-        "ttft_per_turn": plots.ttft_per_turn(t["multi_turn"], out_dir / "ttft_per_turn.png"),
-        "prefix_share": plots.prefix_share(t["prefix_cache"], out_dir / "prefix_share.png"),
+            t["concurrency_sweep"], out_dir / "latency_vs_concurrency.png", tag),
+        "ttft_per_turn": plots.ttft_per_turn(t["multi_turn"], out_dir / "ttft_per_turn.png",
+                                             tag),
+        "prefix_share": plots.prefix_share(t["prefix_cache"], out_dir / "prefix_share.png",
+                                           tag),
         "length_distributions": plots.length_distributions(
-            requests, out_dir / "length_distributions.png"),
+            requests, out_dir / "length_distributions.png", tag),
     }
 
 
@@ -105,8 +114,10 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     for key, table in t.items():
         table.to_csv(out_dir / f"{key}.csv", index=False)
     steps.to_csv(out_dir / "steps.csv", index=False)
-    figs = make_plots(t, requests, slos[0], out_dir, records)
+    figs = make_plots(t, requests, slos[0], out_dir, infos, records)
     hyps = all_hypotheses(t, steps, infos)
+    records_used = [r.record for r in runs]
+    head = summary.render(summary.facts(t, steps, records_used, infos, slos[0]))
     (out_dir / "report.md").write_text(markdown.render(
-        name, t, figs, hyps, [r.record for r in runs], infos, slos))
+        name, head, t, figs, hyps, records_used, infos, slos))
     return Report(name, out_dir, t, figs, steps, requests)

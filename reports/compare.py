@@ -14,9 +14,13 @@ from itertools import product
 
 import pandas as pd
 
+from reports.measures import COUNT_COLUMNS
 from reports.published import published_figure
 from reports.sla import best_points
 from reports.stackinfo import StackInfo
+
+# Each side's requests by outcome class, as in every table.
+COUNTS = {c: c for c in COUNT_COLUMNS}
 
 
 def topology_pairs(infos: dict[str, StackInfo]) -> list[tuple[str, str]]:
@@ -27,6 +31,10 @@ def topology_pairs(infos: dict[str, StackInfo]) -> list[tuple[str, str]]:
 
 def _side_by_side(table: pd.DataFrame, key: str, cols: dict[str, str],
                   pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """Usable rows only: a failed, interrupted or client-bound step is never compared (the
+    report names what was left out)."""
+    if "usable" in table:
+        table = table[table["usable"].astype(bool)]
     frames = []
     for agg, dis in pairs:
         a = table[table["stack"] == agg].set_index(key)
@@ -46,7 +54,7 @@ def concurrency_side_by_side(sweep: pd.DataFrame, infos: dict[str, StackInfo]) -
     """concurrency, aggregated/disaggregated TTFT p50 and TPS (aggregate output tok/s)."""
     out = _side_by_side(sweep, "concurrency",
                         {"ttft_p50_ms": "ttft_p50_ms", "output_tok_s": "tps",
-                         "repeats": "repeats"}, topology_pairs(infos))
+                         "repeats": "repeats", **COUNTS}, topology_pairs(infos))
     if not out.empty:
         out["ttft_p50_delta_ms"] = out["disaggregated_ttft_p50_ms"] - \
             out["aggregated_ttft_p50_ms"]
@@ -56,8 +64,8 @@ def concurrency_side_by_side(sweep: pd.DataFrame, infos: dict[str, StackInfo]) -
 def prefix_side_by_side(pc: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.DataFrame:
     """share, aggregated/disaggregated TTFT p50 and hit rate, and disagg's TTFT improvement."""
     out = _side_by_side(pc, "prefix_share",
-                        {"ttft_p50_ms": "ttft_p50_ms", "server_hit_rate": "server_hit_rate"},
-                        topology_pairs(infos))
+                        {"ttft_p50_ms": "ttft_p50_ms", "server_hit_rate": "server_hit_rate",
+                         **COUNTS}, topology_pairs(infos))
     if not out.empty:
         out["improvement_pct"] = (out["aggregated_ttft_p50_ms"]
                                   - out["disaggregated_ttft_p50_ms"]) \

@@ -8,7 +8,9 @@ Structures verified in the installed AIPerf source and on real runs against the 
 - `profile_export.jsonl`: one request per line, {metadata: {conversation_id, turn_index,
   x_request_id, request_start_ns, request_end_ns, benchmark_phase, was_cancelled, ...},
   metrics: {name: {value, unit}}}; warm-up rows are kept by AIPerf (benchmark_phase "warmup")
-  and dropped here; failed/cancelled rows carry `error` {code, type, message} and few metrics.
+  and dropped here; failed/cancelled rows carry `error` {code, type, message} and few metrics;
+  a stream cut before its usage block carries no usage_* and no output_sequence_length (with
+  --use-server-token-count); no finish reason is recorded at this export level.
 - `server_metrics_export.json`: {summary, metrics: {name: {type, unit, series: [{endpoint_url,
   labels, stats}]}}}; stats are deltas over the profiling window: counters {total, rate},
   histograms {count, sum, avg, p50_estimate, ...}, gauges {avg, min, max, p50, ...}.
@@ -28,12 +30,15 @@ from typing import Any
 import orjson
 
 from stacks.k8s_names import FRONTEND_COMPONENT
+from workloads.outcomes import completion_tokens, expectations
 
 AIPERF_SUMMARY = "profile_export_aiperf.json"
 AIPERF_RECORDS = "profile_export.jsonl"
 SERVER_METRICS = "server_metrics_export.json"
 
 # Per-request metrics kept from the JSONL (AIPerf name -> column). Everything in ms / tokens.
+# The usage_* values are the server's own counts, returned in each response's usage block
+# (absent when the stream ended before it: see workloads.outcomes).
 REQUEST_METRICS = {
     "time_to_first_token": "ttft_ms",
     "inter_token_latency": "itl_ms",
@@ -41,34 +46,34 @@ REQUEST_METRICS = {
     "input_sequence_length": "isl",
     "output_sequence_length": "osl",
     "output_token_throughput_per_user": "tok_s_per_user",
-    # the client's view of prefix hits: kept for fidelity, never used as the server hit rate
-    "usage_prompt_cache_read_tokens": "client_cached_tokens",
+    "usage_prompt_tokens": "usage_prompt_tokens",
+    "usage_prompt_cache_read_tokens": "usage_cached_tokens",
+    # chunks the client received: on a stream cut before its usage block, about the tokens
+    # it got (one token per chunk on the engines measured here)
+    "http_req_chunks_received": "client_chunks",
 }
 
-# Step-level statistics taken from AIPerf's own summary: (metric, stat) -> column.
+# AIPerf's own step statistics, kept beside the project's for comparison and named so:
+# AIPerf counts a stream cut short as a success, so these can include truncated requests.
 SUMMARY_STATS = {
-    ("time_to_first_token", "p50"): "ttft_p50_ms",
-    ("time_to_first_token", "p99"): "ttft_p99_ms",
-    ("time_to_first_token", "avg"): "ttft_mean_ms",
-    ("inter_token_latency", "p50"): "itl_p50_ms",
-    ("inter_token_latency", "p99"): "itl_p99_ms",
-    ("inter_token_latency", "avg"): "itl_mean_ms",
-    ("request_latency", "p50"): "request_latency_p50_ms",
-    ("request_latency", "p99"): "request_latency_p99_ms",
-    ("output_token_throughput", "avg"): "output_tok_s",
-    ("output_token_throughput_per_user", "p50"): "output_tok_s_per_user_p50",
-    ("request_throughput", "avg"): "request_throughput",
-    ("request_count", "avg"): "requests",
-    ("error_request_count", "avg"): "errors",
-    ("total_output_tokens", "avg"): "total_output_tokens",
-    ("benchmark_duration", "avg"): "duration_s",
-    ("effective_concurrency", "avg"): "achieved_concurrency",
+    ("time_to_first_token", "p50"): "aiperf_ttft_p50_ms",
+    ("time_to_first_token", "p99"): "aiperf_ttft_p99_ms",
+    ("inter_token_latency", "p50"): "aiperf_itl_p50_ms",
+    ("inter_token_latency", "p99"): "aiperf_itl_p99_ms",
+    ("request_latency", "p99"): "aiperf_request_latency_p99_ms",
+    ("output_token_throughput", "avg"): "aiperf_output_tok_s",
+    ("request_throughput", "avg"): "aiperf_request_throughput",
+    ("request_count", "avg"): "aiperf_request_count",
+    ("error_request_count", "avg"): "aiperf_error_count",
+    ("total_output_tokens", "avg"): "aiperf_total_output_tokens",
+    ("benchmark_duration", "avg"): "aiperf_duration_s",
+    ("effective_concurrency", "avg"): "aiperf_effective_concurrency",
     # fixed-schedule (trace) replays only: send lag behind the schedule, anchored at the
     # least-late request, and AIPerf's flag for a p99 lag over 500 ms
     # (aiperf 0.13.0 metrics/types/replay_sched_lag_metrics.py)
-    ("replay_sched_lag_p50", "avg"): "replay_sched_lag_p50_ms",
-    ("replay_sched_lag_p99", "avg"): "replay_sched_lag_p99_ms",
-    ("replay_sched_degraded", "avg"): "replay_sched_degraded",
+    ("replay_sched_lag_p50", "avg"): "aiperf_replay_sched_lag_p50_ms",
+    ("replay_sched_lag_p99", "avg"): "aiperf_replay_sched_lag_p99_ms",
+    ("replay_sched_degraded", "avg"): "aiperf_replay_sched_degraded",
 }
 
 
@@ -82,14 +87,18 @@ def summary_row(summary: dict[str, Any]) -> dict[str, Any]:
     for (metric, stat), col in SUMMARY_STATS.items():
         obj = summary.get(metric)
         row[col] = obj.get(stat) if isinstance(obj, dict) else None
-    row["errors"] = row["errors"] or 0  # AIPerf omits error_request_count when it is zero
-    row["requests"] = row["requests"] or 0
+    # AIPerf omits error_request_count when it is zero
+    row["aiperf_error_count"] = row["aiperf_error_count"] or 0
+    row["aiperf_request_count"] = row["aiperf_request_count"] or 0
     row["error_types"] = "; ".join(
         f"{e.get('error_details', {}).get('type', '?')} x{e.get('count', 0)}"
         for e in summary.get("error_summary") or [])
     config = summary.get("input_config") or {}
     row["concurrency"] = profiling_concurrency(config)
     row.update(dataset_spec(config))
+    expect = expectations(config)
+    row["fixed_length"] = expect.fixed_length if expect else None
+    row["server_usage"] = expect.server_usage if expect else None
     row["aiperf_version"] = summary.get("aiperf_version")
     row["benchmark_id"] = summary.get("benchmark_id")
     row["was_cancelled"] = bool(summary.get("was_cancelled"))
@@ -135,9 +144,10 @@ def request_rows(lines: bytes) -> list[dict[str, Any]]:
             "start_ns": meta.get("request_start_ns"),
             "end_ns": meta.get("request_end_ns"),
             "cancelled": bool(meta.get("was_cancelled")),
-            "ok": err is None,
+            "has_error": err is not None,
             "error_type": (err or {}).get("type"),
             "error_code": (err or {}).get("code"),
+            "completion_tokens": completion_tokens(rec),
         }
         for name, col in REQUEST_METRICS.items():
             m = metrics.get(name)

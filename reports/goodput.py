@@ -1,10 +1,13 @@
 """Goodput under a service-level objective (SLO), per stack and step.
 
 An SLO is a TTFT bound plus a per-user speed bound and/or an ITL bound. A request meets it when
-its own TTFT, per-user output speed and ITL meet the bounds (failed requests never do); a step
-meets it when its p50 TTFT, p50 per-user speed and p50 ITL do (the seed recipes' SLA is
-">= 50 tok/s per user and p50 TTFT < 5 s"). The best operating point of a stack is the step
-meeting the SLO with the most output tok/s per GPU.
+it completed (workloads.outcomes: failed, truncated and cancelled requests never do) and its
+own TTFT, per-user output speed and ITL meet the bounds; a step meets it when its p50 TTFT,
+p50 per-user speed and p50 ITL (completed requests) do (the seed recipes' SLA is ">= 50 tok/s
+per user and p50 TTFT < 5 s"), and it is usable (reports.flags). `goodput_fraction` is the
+share of attempted requests meeting it, `goodput_req_s` those over the measurement window
+(the same window as throughput and cost). The best operating point of a stack is the usable
+step meeting the SLO with the most output tok/s per GPU.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from reports.measures import COUNT_COLUMNS, pct
 from reports.runs import STEP_KEY
-from reports.tables import pct
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def parse_slo(spec: str) -> Slo:
 
 
 def request_meets(req: pd.DataFrame, slo: Slo) -> pd.Series:
-    ok = req["ok"].astype(bool) & (req["ttft_ms"] < slo.ttft_ms)
+    ok = req["completed"].astype(bool) & (req["ttft_ms"] < slo.ttft_ms)
     if slo.min_tok_s_per_user is not None:
         ok &= req["tok_s_per_user"] >= slo.min_tok_s_per_user
     if slo.itl_ms is not None:
@@ -83,10 +86,11 @@ def p50s_meet(ttft_p50_ms: float, user_tok_s: float, itl_p50_ms: float, slo: Slo
     return slo.itl_ms is None or itl_p50_ms <= slo.itl_ms
 
 
-def step_meets(step: pd.Series, req_ok: pd.DataFrame, slo: Slo) -> bool:
-    if not len(req_ok):
+def step_meets(step: pd.Series, done: pd.DataFrame, slo: Slo) -> bool:
+    """A usable step's p50s (`done`: its completed requests) against the SLO."""
+    if not len(done) or not bool(step.get("usable", True)):
         return False
-    return p50s_meet(step["ttft_p50_ms"], pct(req_ok["tok_s_per_user"], 50),
+    return p50s_meet(step["ttft_p50_ms"], pct(done["tok_s_per_user"], 50),
                      step["itl_p50_ms"], slo)
 
 
@@ -98,27 +102,27 @@ def goodput(steps: pd.DataFrame, requests: pd.DataFrame,
         for _, st in steps.iterrows():
             req = by_step.get(tuple(st[k] for k in STEP_KEY), requests.iloc[0:0])
             met = int(request_meets(req, slo).sum())
-            total = len(req)
-            duration = st["duration_s"]
+            attempted = int(st["attempted"])
+            window_s = st["window_s"]
             rows.append({
                 "stack": st["stack"], "run_id": st["run_id"], "step": st["step"],
-                "workload": st["workload"],
-                "concurrency": st["concurrency"], "slo": slo.name,
-                "slo_definition": slo.definition, "requests": total,
-                "errors": int((~req["ok"].astype(bool)).sum()) if total else 0,
+                "workload": st["workload"], "concurrency": st["concurrency"],
+                "step_flag": st["step_flag"], "slo": slo.name,
+                "slo_definition": slo.definition, **{c: st[c] for c in COUNT_COLUMNS},
                 "requests_meeting_slo": met,
-                "goodput_fraction": met / total if total else math.nan,
-                "goodput_req_s": met / duration if duration else math.nan,
-                "step_meets_slo": step_meets(st, req[req["ok"].astype(bool)], slo),
+                "goodput_fraction": met / attempted if attempted else math.nan,
+                "goodput_req_s": met / window_s if window_s > 0 else math.nan,
+                "window_s": window_s,
+                "step_meets_slo": step_meets(st, req[req["completed"].astype(bool)], slo),
                 "output_tok_s": st["output_tok_s"],
-                "output_tok_s_per_gpu": st["output_tok_s_per_gpu"]})
+                "output_tok_s_per_gpu": st["output_tok_s_per_gpu"], "usable": st["usable"]})
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    meeting = out[out["step_meets_slo"]]
+    meeting = out[out["step_meets_slo"] & out["usable"].astype(bool)]
     best = meeting.groupby(["stack", "slo"])["output_tok_s_per_gpu"].max()
     out["best_output_tok_s_per_gpu"] = [best.get((s, n), math.nan)
                                         for s, n in zip(out["stack"], out["slo"], strict=True)]
-    out["best_point"] = out["step_meets_slo"] & (
+    out["best_point"] = out["step_meets_slo"] & out["usable"].astype(bool) & (
         out["output_tok_s_per_gpu"] == out["best_output_tok_s_per_gpu"])
     return out

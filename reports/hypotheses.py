@@ -1,7 +1,9 @@
 """The plan's four hypotheses, each with the figures from the compared runs that bear on it.
 
 Only what the data shows: figures with their spread and sample counts, and "not measured"
-naming the run that is missing. No verdicts beyond the numbers.
+naming the run that is missing. No verdicts beyond the numbers. Only usable steps take part
+(reports.flags); each hypothesis ends with the failed, interrupted or client-bound steps of
+its workloads that were left out.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from reports.compare import topology_pairs
+from reports.flags import left_out
 from reports.runs import parse_step_id
 from reports.stackinfo import StackInfo
 
@@ -30,7 +33,7 @@ def _f(x: float, fmt: str = ".1f") -> str:
 def _spread(row: pd.Series, col: str) -> str:
     lo, hi, n = row.get(f"{col}_min"), row.get(f"{col}_max"), row.get("repeats", 1)
     return (f"{_f(row[col])} ms (min {_f(lo)}, max {_f(hi)}; {int(n)} repeat(s), "
-            f"{int(row['requests'])} requests)")
+            f"{int(row['completed'])} completed requests)")
 
 
 def short_inputs_low_load(sweep: pd.DataFrame, infos: dict[str, StackInfo],
@@ -73,9 +76,12 @@ def multi_turn_reuse(mt: pd.DataFrame, steps: pd.DataFrame,
         first, last = turns.iloc[0], turns.iloc[-1]
         h.findings.append(
             f"{infos[stack].label}: server prefix hit rate {_f(allrow['server_hit_rate'] * 100)} %"
-            f" over the step; TTFT p50 turn {first['turn']} {_f(first['ttft_p50_ms'])} ms -> "
-            f"turn {last['turn']} {_f(last['ttft_p50_ms'])} ms ({int(allrow['requests'])} "
-            f"requests, {int(allrow['conversations'])} conversations); preemptions (server) "
+            f" over the step (per-request usage: turn {first['turn']} "
+            f"{_f(first['usage_hit_rate'] * 100)} % -> turn {last['turn']} "
+            f"{_f(last['usage_hit_rate'] * 100)} %); TTFT p50 turn {first['turn']} "
+            f"{_f(first['ttft_p50_ms'])} ms -> turn {last['turn']} {_f(last['ttft_p50_ms'])} ms"
+            f" ({int(allrow['completed'])} of {int(allrow['attempted'])} requests completed, "
+            f"{int(allrow['conversations'])} whole conversations); preemptions (server) "
             f"{_f(st['server_preemptions'].sum(), '.0f')}")
     if not h.findings:
         h.findings.append("not measured: no multi-turn step in these runs")
@@ -110,10 +116,10 @@ def long_inputs_high_load(sweep: pd.DataFrame, seq: pd.DataFrame, goodput: pd.Da
         first = goodput["slo"].iloc[0]
         g = goodput[(goodput["slo"] == first) & (goodput["workload"] != "multi_turn")]
         for stack, s in g.groupby("stack"):
-            share = s["requests_meeting_slo"].sum() / max(1, s["requests"].sum()) * 100
+            share = s["requests_meeting_slo"].sum() / max(1, s["attempted"].sum()) * 100
             h.findings.append(f"{stack}: {int(s['step_meets_slo'].sum())}/{len(s)} steps meet "
                               f"SLO {first}; request goodput {_f(share)} %")
-    q = steps.groupby("stack")["server_queue_avg"].mean()
+    q = steps[steps["usable"].astype(bool)].groupby("stack")["server_queue_avg"].mean()
     for stack, v in q.items():
         h.findings.append(f"{stack}: mean worker queue (vllm:num_requests_waiting) "
                           f"{_f(v, '.2f')} over all steps")
@@ -155,10 +161,28 @@ def cost_at_slo(goodput: pd.DataFrame, cost: pd.DataFrame,
     return h
 
 
+def _usable(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["usable"].astype(bool)] if "usable" in frame else frame
+
+
+# The workloads each hypothesis reads, for its note of what was left out.
+READS = {"H1": ("concurrency_sweep",), "H2": ("multi_turn",),
+         "H3": ("concurrency_sweep", "sequence_distributions"), "H4": None}
+
+
 def all_hypotheses(tables: dict[str, pd.DataFrame], steps: pd.DataFrame,
                    infos: dict[str, StackInfo]) -> list[Hypothesis]:
-    return [short_inputs_low_load(tables["concurrency_sweep"], infos, steps),
-            multi_turn_reuse(tables["multi_turn"], steps, infos),
-            long_inputs_high_load(tables["concurrency_sweep"], tables["sequence_distribution"],
-                                  tables["goodput"], steps, infos),
-            cost_at_slo(tables["goodput"], tables["cost_efficiency"], infos)]
+    t = {k: _usable(v) for k, v in tables.items()}
+    good = _usable(steps)
+    out = [short_inputs_low_load(t["concurrency_sweep"], infos, good),
+           multi_turn_reuse(t["multi_turn"], good, infos),
+           long_inputs_high_load(t["concurrency_sweep"], t["sequence_distribution"],
+                                 t["goodput"], good, infos),
+           cost_at_slo(t["goodput"], t["cost_efficiency"], infos)]
+    for h in out:
+        workloads = READS[h.title.split(":")[0]]
+        read = steps if workloads is None else steps[steps["workload"].isin(workloads)]
+        note = left_out(read, "this hypothesis")
+        if note:
+            h.findings.append(note)
+    return out

@@ -1,18 +1,33 @@
-"""report.md: tables, plots, cost scope, hypotheses, fidelity and the run records used."""
+"""report.md: the summary first, then tables, plots, cost scope, hypotheses, fidelity, the
+server/client reconciliation and the run records used.
+
+Every table and section title that holds rehearsal figures says so; every table with a
+`step_flag` ends with a note naming the steps left out of its best points and comparisons; a
+latency percentile from fewer samples than it needs (p90 < 10, p99 < 100) is marked `*`."""
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
 
+from reports.flags import left_out
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
+from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
+from workloads.attest_checks import summary_line
+
+_LATENCY_PCT = re.compile(r"^(ttft|itl|request_latency|conversation_latency|tok_s_per_user|"
+                          r"output_tok_s_per_user|long_ttft)_p(\d+)(_ms)?$")
+SMALL_SAMPLE_NOTE = ("`*`: a percentile from fewer samples than it needs ("
+                     + ", ".join(f"p{q} < {n}" for q, n in NEEDED_SAMPLES.items())
+                     + "); the samples behind each row are in `percentile_samples`.\n")
 
 
 def _cell(v: object) -> str:
@@ -25,14 +40,43 @@ def _cell(v: object) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
+def _samples(df: pd.DataFrame, col: str) -> pd.Series | None:
+    if col.startswith("conversation_latency") and "conversations" in df:
+        return df["conversations"]
+    if col.startswith("long_") and "long_requests" in df:
+        return df["long_requests"]
+    for name in ("percentile_samples", "completed"):
+        if name in df:
+            return df[name]
+    return None
+
+
+def mark_small_samples(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """Latency percentile cells from too few samples as text with `*`; (frame, any marked)."""
+    out, marked = df.copy(), False
+    for col in df.columns:
+        m = _LATENCY_PCT.match(col)
+        n = _samples(df, col) if m else None
+        if n is None or int(m.group(2)) not in NEEDED_SAMPLES:
+            continue
+        small = [too_few(v, int(m.group(2))) and not pd.isna(x)
+                 for v, x in zip(n, df[col], strict=True)]
+        if any(small):
+            marked = True
+            out[col] = [_cell(x) + ("*" if f else "") for x, f in zip(df[col], small,
+                                                                        strict=True)]
+    return out, marked
+
+
 def md_table(df: pd.DataFrame, columns: list[str] | None = None) -> str:
     if df.empty:
         return "_not measured: no step of this kind in the runs_\n"
-    cols = [c for c in (columns or list(df.columns)) if c in df.columns]
+    df, marked = mark_small_samples(df)
+    cols = [c for c in (columns or list(df.columns)) if c in df.columns and c != "usable"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |"
               for row in df[cols].itertuples(index=False)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + ("\n" + SMALL_SAMPLE_NOTE if marked else "")
 
 
 def _img(path: Path | None, alt: str) -> str:
@@ -57,23 +101,35 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
                      "ended": r.ended_at or "?", "dynamo-bench": str(commit)[:12],
                      "AIPerf": v.get("aiperf", "?"), "Dynamo": v.get("dynamo", "?"),
                      "Python": v.get("python", "?"), "datasets (sha256)": ds,
+                     # the deployment checked against the stack before any load
+                     "attestation": summary_line(r.extra.get("attestations")),
                      "folder": str(r.path)})
     return md_table(pd.DataFrame(rows))
 
 
 SECTIONS = [
     ("concurrency_sweep", "Concurrency sweep",
-     "AIPerf's own percentiles per step; repeats folded into mean with min/max; "
-     "output_tok_s is the aggregate, output_tok_s_per_user_p50 the per-request speed."),
+     "Per step: attempted requests and their outcome classes (completed, failed = AIPerf "
+     "error, truncated = the stream ended short of a whole answer, cancelled); latency "
+     "percentiles, output tok/s and per-user speed from completed requests only, throughput "
+     "over the step's measurement window (first request start to last request end). Repeats "
+     "folded into the mean with min/max. aiperf_* columns are AIPerf's own figures, which "
+     "count truncated streams as successes."),
     ("compare_concurrency", "Aggregated vs disaggregated, per concurrency", ""),
-    ("multi_turn", "Multi-turn", "TTFT per turn pooled over conversations (and repeats); "
-     "server hit rate only for the whole step (turns overlap in time)."),
+    ("multi_turn", "Multi-turn", "TTFT per turn pooled over conversations (and repeats), "
+     "completed requests only; usage_hit_rate is cached / prompt tokens as the server "
+     "reported them in each response's usage block (per turn); server_hit_rate is the "
+     "frontend's for the whole step (turns overlap in time). A conversation counts when all "
+     "its turns completed."),
     ("sequence_distribution", "Sequence distributions",
-     "Requested lengths from the dataset, actual ones as the server counted them."),
+     "Requested lengths from the dataset, actual ones as the server counted them (completed "
+     "requests)."),
     ("prefix_cache", "Prefix cache", "prefix_share is what the dataset asked; server_hit_rate "
      "is what the frontend measured (cached / prompt tokens). They are not the same thing."),
     ("compare_prefix_cache", "Prefix share, aggregated vs disaggregated", ""),
-    ("goodput", "Goodput under SLO", ""),
+    ("goodput", "Goodput under SLO", "A request meets an SLO only when it completed; "
+     "goodput_fraction is over attempted requests, goodput_req_s over the measurement "
+     "window (the one throughput and cost use)."),
     ("sla", "SLA: output tok/s per GPU at the best point (trace workload)",
      f"A step meets the SLA ({RECIPE_SLA.definition}) on its p50 TTFT and the "
      "per-user speed its row names (the definition the model's published figure used); "
@@ -82,8 +138,9 @@ SECTIONS = [
      "prompts on the kept caches. excluded/clipped: trace rows dropped or shortened for "
      "exceeding maxModelLen, never sent. nominal_reuse is what the trace was shaped to, "
      "trace_block_reuse what its rows carry, measured_kv_reuse what the server hit (cached / "
-     "prompt tokens). Rows marked 'published figure, not a measurement' are the sources' own "
-     "numbers, for reading a run against them (full columns in sla.csv)."),
+     "prompt tokens). row_kind says what each row is: a measurement on a cluster, a "
+     "rehearsal on the local mocker, or a source's published figure (full columns in "
+     "sla.csv)."),
     ("trace_replay", "Trace replay: reuse upper bound, measured hit rate, arrivals",
      "One row per replayed trace step (trace and sha256 in the run records). "
      "reuse_upper_bound_blocks: share of the sent rows' 512-token trace blocks whose id "
@@ -92,9 +149,10 @@ SECTIONS = [
      "measured_hit_rate: cached / prompt tokens from the Dynamo frontend; hit_rate_gap = bound "
      "- measured (eviction, routing, capacity). excluded/clipped: rows dropped or shortened for "
      "maxModelLen, never sent. Arrival rates in requests/s; in_flight time-weighted over the "
-     "step; start_lag: a request's start behind its scheduled arrival, both from the first "
-     "request (a growing lag means the in-flight cap or the engine held the schedule back). "
-     "Full columns in trace_replay.csv."),
+     "step; aiperf_replay_sched_lag: AIPerf's send lag behind the schedule (anchored at the "
+     "least-late request; degraded = a p99 over 500 ms: the in-flight cap or the engine held "
+     "the schedule back). Latencies from completed requests. Full columns in "
+     "trace_replay.csv."),
     ("compare_sla_baseline", "Optimized / baseline tok/s per GPU at the SLA",
      "Each recipe stack's best SLA point over its model's baseline stack (tags.extra.recipe), "
      "per cache state, beside the ratio the sources published."),
@@ -103,30 +161,96 @@ SECTIONS = [
      "GPUs behind each, and the published figures with theirs."),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
-     "above 1 or a saturated client means the harness distorted the figure."),
+     "above 1 or a client-bound step means the harness distorted the figure. "
+     "achieved_concurrency (mean requests in flight while the client was issuing, from the "
+     "request timestamps) is the figure client_bound is judged on; "
+     "aiperf_effective_concurrency is AIPerf's own, different definition, shown only for "
+     "comparison."),
+    ("reconciliation", "Server vs client output tokens",
+     "Output tokens the Dynamo frontend counted over the profiling window against the usage "
+     "counts the client received, and the frontend's requests (started, succeeded, failed, "
+     "never finished) against the client's outcome classes. A stream cut before its usage "
+     "block was counted by the frontend but not by the client: the gap is how truncation "
+     "shows on the server side."),
 ]
 
 # Tables too wide for report.md show these columns; their CSV keeps every column.
-MD_COLUMNS = {"trace_replay": TRACE_MD_COLUMNS,
-              "sla": ["row_kind", "stack", "step", "cache", "gpus", "concurrency",
-                      "excluded_over_context", "clipped_over_context", "ttft_p50_ms",
-                      "user_speed_definition", "user_tok_s", "output_tok_s_per_gpu",
-                      "meets_sla", "best_point", "nominal_reuse", "trace_block_reuse",
-                      "measured_kv_reuse", "speculative_acceptance", "source"]}
+_COUNTS = ["attempted", "completed", "failed", "truncated", "cancelled"]
+MD_COLUMNS = {
+    "concurrency_sweep": ["stack", "concurrency", "step_flag", *_COUNTS, "percentile_samples",
+                          "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms",
+                          "itl_p90_ms", "itl_p99_ms", "request_latency_p50_ms",
+                          "request_latency_p90_ms", "request_latency_p99_ms", "output_tok_s",
+                          "output_tok_s_per_user_p50", "output_tok_s_per_gpu",
+                          "aiperf_output_tok_s", "aiperf_ttft_p50_ms", "repeats"],
+    "multi_turn": ["stack", "turn", "step_flag", *_COUNTS, "percentile_samples", "ttft_p50_ms",
+                   "ttft_p90_ms", "ttft_p99_ms", "usage_hit_rate", "server_hit_rate",
+                   "conversations", "conversation_latency_p50_ms",
+                   "conversation_latency_p90_ms", "conversation_latency_p99_ms", "repeats"],
+    "sequence_distribution": ["stack", "distribution", "step_flag", *_COUNTS,
+                              "percentile_samples", "requested_isl_mean", "actual_isl_mean",
+                              "requested_osl_mean", "actual_osl_mean", "ttft_p50_ms",
+                              "ttft_p90_ms", "ttft_p99_ms", "tok_s_per_user_p50",
+                              "ttft_p99_over_p50", "long_requests", "long_ttft_p50_ms",
+                              "failures", "repeats"],
+    "goodput": ["stack", "run_id", "step", "step_flag", "slo", *_COUNTS,
+                "requests_meeting_slo", "goodput_fraction", "goodput_req_s", "step_meets_slo",
+                "output_tok_s_per_gpu", "best_point"],
+    "sla": ["row_kind", "stack", "step", "step_flag", "cache", "gpus", "concurrency",
+            *_COUNTS, "excluded_over_context", "clipped_over_context", "ttft_p50_ms",
+            "user_speed_definition", "user_tok_s", "output_tok_s_per_gpu", "meets_sla",
+            "best_point", "nominal_reuse", "trace_block_reuse", "measured_kv_reuse",
+            "speculative_acceptance", "source"],
+    "trace_replay": TRACE_MD_COLUMNS,
+    "reconciliation": ["stack", "run_id", "step", "step_flag", *_COUNTS,
+                       "client_output_tokens", "server_output_tokens", "output_token_gap",
+                       "truncated_chunks_received", "server_requests_started",
+                       "server_requests_succeeded", "server_requests_failed",
+                       "server_requests_unfinished", "gap_explanation"]}
 
 PLOTS = {"concurrency_sweep": ["latency_vs_concurrency", "pareto"],
          "trace_replay": ["trace_replay_timeline"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
          "sequence_distribution": ["length_distributions"]}
+# Comparison tables are built from these tables' usable rows.
+COMPARED_FROM = {"compare_concurrency": "concurrency_sweep",
+                 "compare_prefix_cache": "prefix_cache"}
+# What a flagged row of each table is left out of.
+LEFT_OUT_OF = {"concurrency_sweep": "the folded means, Pareto front and comparisons",
+               "multi_turn": "the pooled rows and hypotheses",
+               "sequence_distribution": "the pooled rows and hypotheses",
+               "prefix_cache": "the folded means, the 0 % baseline and comparisons",
+               "goodput": "SLO verdicts and best points",
+               "sla": "SLA verdicts and best points",
+               "trace_replay": "the SLA verdicts and best points (sla.csv)",
+               "cost_efficiency": "the cost headline and H4",
+               "fidelity": "best points, Pareto fronts, SLA rows and hypotheses",
+               "reconciliation": "best points, Pareto fronts, SLA rows and hypotheses"}
 
 
-def render(name: str, tables: dict[str, pd.DataFrame], plots: dict[str, Path | None],
-           hypotheses: list[Hypothesis], records: list[RunRecord],
-           infos: dict[str, StackInfo], slos: tuple[Slo, ...]) -> str:
-    out = [f"# dynamo-bench report: {name}\n",
-           "Every figure below comes from the run records listed at the end; CSVs with the "
+def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> str:
+    """The section title, labelled when the table holds rehearsal figures."""
+    stacks = set(table["stack"]) if "stack" in table else set()
+    for col in ("aggregated_stack", "disaggregated_stack", "optimized_stack",
+                "baseline_stack"):
+        if col in table:
+            stacks |= set(table[col])
+    local = sorted(s for s in stacks if s in infos and infos[s].rehearsal)
+    if not local:
+        return title
+    return f"{title} — REHEARSAL (local mocker timings: {', '.join(local)})"
+
+
+def render(name: str, head: str, tables: dict[str, pd.DataFrame],
+           plots: dict[str, Path | None], hypotheses: list[Hypothesis],
+           records: list[RunRecord], infos: dict[str, StackInfo],
+           slos: tuple[Slo, ...]) -> str:
+    out = [f"# dynamo-bench report: {name}\n", head,
+           "\nEvery figure below comes from the run records listed at the end; CSVs with the "
            "same tables sit beside this file.\n", "## Stacks\n",
            md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
+                                   "what the timings are": "local mocker (rehearsal)"
+                                   if i.rehearsal else "GPU cluster",
                                    "topology": i.topology, "router": i.router,
                                    "workers": i.workers, "GPUs": i.gpus,
                                    "instance types": i.gpu_types} for i in infos.values()])),
@@ -136,16 +260,23 @@ def render(name: str, tables: dict[str, pd.DataFrame], plots: dict[str, Path | N
         table = tables.get(key)
         if table is None:
             continue
-        out.append(f"\n## {title}\n")
+        out.append(f"\n## {title_of(title, table, infos)}\n")
         if note:
             out.append(f"{note}\n\n")
         if key == "cost_efficiency" and not table.empty:
             out.append(_cost_note(table))
         out.append(md_table(table.drop(columns=[c for c in ("cost_scope", "period")
                                                 if c in table.columns]), MD_COLUMNS.get(key)))
+        source = tables.get(COMPARED_FROM.get(key, key))
+        note = left_out(source, LEFT_OUT_OF.get(key, "this comparison")) \
+            if source is not None else ""
+        if note:
+            out.append(f"\n{note}\n")
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
-    out.append("\n## Hypotheses\n")
+    rehearsal = any(i.rehearsal for i in infos.values())
+    out.append("\n## Hypotheses" + (" — REHEARSAL figures (local mocker timings)"
+                                     if rehearsal else "") + "\n")
     for h in hypotheses:
         out.append(f"\n### {h.title}\n{h.question}\n\n")
         out += [f"- {f}\n" for f in h.findings]
@@ -154,9 +285,10 @@ def render(name: str, tables: dict[str, pd.DataFrame], plots: dict[str, Path | N
 
 
 def _cost_note(cost: pd.DataFrame) -> str:
-    lines = ["$/1M output tokens = period cost / successful output tokens x 1e6.\n\n"]
+    lines = ["$/1M output tokens = period cost / output tokens of completed requests x 1e6.\n\n"]
     for stack, c in cost.groupby("stack"):
         lines.append(f"- `{stack}`: basis: {c['cost_basis'].iloc[0]}; scope: "
-                     f"{c['cost_scope'].iloc[0]}; period: each step's AIPerf profiling window "
-                     "(first request start to last request end; `period` in the CSV)\n")
+                     f"{c['cost_scope'].iloc[0]}; period: each step's measurement window "
+                     "(first request start to last request end, the window of its "
+                     "throughput; `period` in the CSV)\n")
     return "".join(lines) + "\n"

@@ -47,7 +47,17 @@ class PriceQuote:
 
     def describe(self) -> str:
         note = f"; {self.note}" if self.note else ""
-        return f"{self.source} {self.date}{note}"
+        flag = "" if self.verified else "; UNVERIFIED"
+        return f"{self.source} {self.date}{note}{flag}"
+
+    @property
+    def verified(self) -> bool:
+        """The pricing API (today or cached) and the stack's own override are; a catalogue
+        figure is when the catalogue says so; a price only recorded with a run is not."""
+        if self.source in ("override", "api", "cache"):
+            return True
+        it = INSTANCE_TYPES.get(self.instance_type)
+        return self.source == "catalogue" and it is not None and it.price_verified
 
 
 def price_filters(instance_type: str, region: str) -> list[dict[str, str]]:
@@ -125,7 +135,10 @@ def resolve_prices(instance_types: Iterable[str], region: str, *,
                    client_factory: Callable[[], Any] = _default_client,
                    cache_path: Path = DEFAULT_CACHE, max_age_days: int = 7,
                    today: date | None = None,
-                   overrides: Mapping[str, float] | None = None) -> dict[str, PriceQuote]:
+                   overrides: Mapping[str, float] | None = None,
+                   missing_ok: bool = False) -> dict[str, PriceQuote]:
+    """A quote per instance type. A type no source prices raises PriceUnavailable, or, with
+    `missing_ok`, is left out of the answer (the caller then says its cost is unknown)."""
     today = today or datetime.now(UTC).date()
     overrides = overrides or {}
     cache = _read_cache(cache_path)
@@ -158,7 +171,11 @@ def resolve_prices(instance_types: Iterable[str], region: str, *,
                 unreachable = reason = f"pricing API unreachable: {first_line}"
         else:
             reason = unreachable
-        quotes[it] = _fallback(it, region, cached, reason)
+        try:
+            quotes[it] = _fallback(it, region, cached, reason)
+        except PriceUnavailable:
+            if not missing_ok:
+                raise
     if dirty:
         _write_cache(cache_path, cache)
     return quotes

@@ -17,10 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from reports import exports, server
+from reports import exports, measures, server
+from workloads import outcomes
 
 CACHE_DIR = ".reports-cache"
-CACHE_VERSION = "4"  # 4: AIPerf's replay schedule lag columns
+CACHE_VERSION = "5"  # 5: AIPerf's replay schedule lag columns
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -115,12 +116,14 @@ def _dataset_file(record: RunRecord, step_id: str, aiperf_path: str | None) -> P
     return None
 
 
-def _manifest_step_fields(rec: dict[str, Any]) -> dict[str, Any]:
+def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[str, Any]:
     """The runner's record of a step: status, cold or warm cache, the rows dropped or clipped
     for the context limit, the trace's reuse, client saturation, AIPerf's CPU use.
 
     The runner records `client: {client_bound, reasons, cpu: {mean_cores, max_cores},
-    achieved_concurrency}`; a flat `client_saturated` is read too.
+    achieved_concurrency, host_cores}` (older records: the run's `host.cpu_count`); a flat
+    `client_saturated` is read too. The reports re-judge status and client verdict
+    (reports.flags) with the runner's own rules.
     """
     client = rec.get("client") or {}
     cpu = client.get("cpu") or {}
@@ -131,7 +134,8 @@ def _manifest_step_fields(rec: dict[str, Any]) -> dict[str, Any]:
     # The step's own statement (params.cache: its prompts start uncached or cached) wins over
     # the restart flag: under coldRestart first-step a later cold-cache step is not restarted.
     cache = params.get("cache") or (None if cold is None else ("cold" if cold else "warm"))
-    return {"status": rec.get("status"),
+    return {"recorded_status": rec.get("status"),
+            "recorded_reasons": "; ".join(rec.get("failure_reasons") or []),
             "cache": cache or "unknown",
             "cold_restart": cold,   # the runner restarted the workers before the step
             "requested_rows": limit.get("requested_rows", dataset.get("rows")),
@@ -140,10 +144,13 @@ def _manifest_step_fields(rec: dict[str, Any]) -> dict[str, Any]:
             "max_model_len": limit.get("max_model_len"),
             "nominal_reuse": params.get("target_reuse"),
             "trace_block_reuse": dataset.get("block_reuse"),
+            # "fixed": a replayed trace, its concurrency only a cap on requests in flight
+            "schedule": params.get("schedule"),
             "client_saturated": client.get("client_bound", rec.get("client_saturated")),
             "client_saturation_reasons": "; ".join(client.get("reasons") or []),
             "client_cpu_cores_mean": cpu.get("mean_cores"),
             "client_cpu_cores_max": cpu.get("max_cores"),
+            "host_cores": client.get("host_cores", host_cores),
             "step_started_at": rec.get("start", rec.get("started_at")),
             "step_ended_at": rec.get("end", rec.get("ended_at"))}
 
@@ -154,17 +161,21 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
     keys = {"stack": record.stack, "run_id": record.run_id, "step": step_id,
             **parse_step_id(step_id)}
     summary = exports.read_json(step_dir / exports.AIPERF_SUMMARY)
+    host_cores = (record.extra.get("host") or {}).get("cpu_count")
     row = {**keys, **exports.summary_row(summary),
-           **_manifest_step_fields(record.steps.get(step_id, {}))}
+           **_manifest_step_fields(record.steps.get(step_id, {}), host_cores)}
     records_path = step_dir / exports.AIPERF_RECORDS
     req = pd.DataFrame(exports.request_rows(records_path.read_bytes())
                        if records_path.exists() else [], columns=_REQUEST_COLUMNS)
     req = _with_requested_lengths(req, record, step_id, step_dir, row).astype(_REQUEST_DTYPES)
+    req = measures.classify_requests(req, outcomes.expectations(summary.get("input_config")))
+    row.update(measures.client_figures(req, row["concurrency"]))
     sm_path = step_dir / exports.SERVER_METRICS
     keep = exports.runner_endpoints(record.steps.get(step_id, {}).get("server_metrics"))
     srv = pd.DataFrame(exports.server_metric_rows(exports.read_json(sm_path), keep)
                        if sm_path.exists() else [], columns=_SERVER_COLUMNS)
     row.update(server.step_figures(srv))
+    row.update(measures.reconcile(req, row))
     row["server_metrics_scraped"] = sm_path.exists()
     for k, v in keys.items():
         req[k] = v
@@ -173,13 +184,13 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
 
 
 _REQUEST_COLUMNS = ["conversation_id", "turn_index", "x_request_id", "start_ns", "end_ns",
-                    "cancelled", "ok", "error_type", "error_code",
+                    "cancelled", "has_error", "error_type", "error_code", "completion_tokens",
                     *exports.REQUEST_METRICS.values()]
 # Fixed dtypes, so steps with and without failures (all-None error columns) concatenate cleanly.
 _REQUEST_DTYPES = {"conversation_id": object, "turn_index": "Int64", "x_request_id": object,
-                   "start_ns": "Int64", "end_ns": "Int64", "cancelled": bool, "ok": bool,
-                   "error_type": object, "error_code": float, "requested_isl": float,
-                   "requested_osl": float,
+                   "start_ns": "Int64", "end_ns": "Int64", "cancelled": bool,
+                   "has_error": bool, "error_type": object, "error_code": float,
+                   "completion_tokens": float, "requested_isl": float, "requested_osl": float,
                    **{c: float for c in exports.REQUEST_METRICS.values()}}
 _SERVER_COLUMNS = ["metric", "type", "endpoint", "labels", "stat", "value"]
 

@@ -12,6 +12,7 @@ sums whenever both count the same requests. A real vLLM worker also exports
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -41,6 +42,18 @@ def histogram_mean(srv: pd.DataFrame, metric: str) -> float:
 def counter_total(srv: pd.DataFrame, metric: str) -> float:
     s = _series(srv, metric, "total")
     return float(s.sum()) if len(s) else math.nan
+
+
+def counter_where(srv: pd.DataFrame, metric: str, label: str, value: str,
+                  negate: bool = False) -> float:
+    """A counter's total over the series whose `label` is (or, negated, is not) `value`."""
+    if srv.empty:
+        return math.nan
+    sel = srv[srv["metric"].isin({metric, family(metric)}) & (srv["stat"] == "total")]
+    if sel.empty:
+        return math.nan
+    match = sel["labels"].map(lambda text: json.loads(text).get(label) == value)
+    return float(sel[~match if negate else match]["value"].sum())
 
 
 def gauge_stat(srv: pd.DataFrame, metric: str, stat: str = "avg") -> float:
@@ -79,4 +92,11 @@ def step_figures(srv: pd.DataFrame) -> dict[str, Any]:
         "server_preemptions": counter_total(srv, m.WORKER_PREEMPTIONS),
         "server_queue_avg": gauge_stat(srv, m.WORKER_REQUESTS_WAITING),
         "server_gpu_util_avg": gauge_stat(srv, m.DCGM_GPU_UTIL),
+        # the frontend's own request and token accounting, for the reconciliation
+        "server_output_tokens": counter_total(srv, m.FRONTEND_OUTPUT_TOKENS),
+        "server_requests_started": counter_total(srv, m.FRONTEND_REQUESTS_STARTED),
+        "server_requests_succeeded": counter_where(srv, m.FRONTEND_REQUESTS, "status",
+                                                   "success"),
+        "server_requests_failed": counter_where(srv, m.FRONTEND_REQUESTS, "status", "success",
+                                                negate=True),
     }

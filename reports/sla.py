@@ -3,12 +3,14 @@
 One row per trace-replay step of every stack (the recipes' workload), then the published
 figures of the same models as reference rows, labelled `published figure, not a measurement`.
 A step meets the SLA (default: the recipes' >= 50 tok/s per user and p50 TTFT < 5 s) on its p50
-TTFT and its per-user speed; a failed step never does. The best point of a stack is, per cache
-state, the step meeting it with the most output tok/s per GPU: cold steps (the runner restarted
-the workers, empty KV caches) and warm ones (the same trace again, caches kept) are never mixed.
+TTFT and its per-user speed (completed requests); a failed, interrupted or client-bound step
+never does (reports.flags: it stays in the table, marked in `step_flag`). The best point of a
+stack is, per cache state, the step meeting it with the most output tok/s per GPU: cold steps
+(the runner restarted the workers, empty KV caches) and warm ones (the same trace again,
+caches kept) are never mixed.
 
 Per-user speed has three definitions in the sources, and the row names the one it uses:
-- mean: mean over successful requests of AIPerf's per-request speed (1 / that request's ITL);
+- mean: mean over completed requests of AIPerf's per-request speed (1 / that request's ITL);
 - p50: the median of the same;
 - e2e: mean OSL / (TTFT p50 + mean OSL x ITL p50), the K-EXAONE recipe's end-to-end speed.
 By default a model is judged with the definition its published figure used (stacks without
@@ -29,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from reports.goodput import DEFAULT_SLOS, Slo, p50s_meet
+from reports.measures import COUNT_COLUMNS, pct
 from reports.published import (
     PUBLISHED_LABEL,
     TRACE_NOMINAL_REUSE,
@@ -37,10 +40,11 @@ from reports.published import (
     published_for,
 )
 from reports.runs import STEP_KEY
-from reports.stackinfo import StackInfo
-from reports.tables import pct
+from reports.stackinfo import REHEARSAL_ROW, StackInfo
 
 MEASUREMENT = "measurement"
+# rows measured by this project: on a cluster, or rehearsed on the local mocker (labelled so)
+MEASURED_KINDS = (MEASUREMENT, REHEARSAL_ROW)
 TRACE_WORKLOAD = "trace_replay"
 RECIPE_SLA = DEFAULT_SLOS[0]
 DEFAULT_USER_SPEED = "p50"
@@ -50,19 +54,20 @@ USER_SPEEDS = {
     "e2e": "end-to-end: mean OSL / (TTFT p50 + mean OSL x ITL p50)",
 }
 COLUMNS = ["row_kind", "stack", "model", "recipe", "topology", "gpus", "run_id", "step",
-           "concurrency", "cache", "status", "requests", "errors", "requested_rows",
+           "concurrency", "cache", "status", "step_flag", *COUNT_COLUMNS, "requested_rows",
            "excluded_over_context", "clipped_over_context", "max_model_len", "ttft_p50_ms",
            "itl_p50_ms", "user_speed_definition", "user_tok_s", "output_tok_s",
            "output_tok_s_per_gpu", "meets_sla", "best_point", "nominal_reuse",
-           "trace_block_reuse", "measured_kv_reuse", "speculative_acceptance", "source"]
+           "trace_block_reuse", "measured_kv_reuse", "speculative_acceptance", "source",
+           "usable"]
 # Whole numbers, blank where a published row has none (not 8.0 / NaN floats).
-_COUNTS = dict.fromkeys(["gpus", "concurrency", "requests", "errors", "requested_rows",
+_COUNTS = dict.fromkeys(["gpus", "concurrency", *COUNT_COLUMNS, "requested_rows",
                          "excluded_over_context", "clipped_over_context", "max_model_len"],
                         "Int64")
 
 
 def user_speeds(ok: pd.DataFrame, ttft_p50_ms: float, itl_p50_ms: float) -> dict[str, float]:
-    """The three per-user speeds of one step from its successful requests and AIPerf's p50s."""
+    """The three per-user speeds of one step from its completed requests and their p50s."""
     if ok.empty:
         return dict.fromkeys(USER_SPEEDS, math.nan)
     osl = float(ok["osl"].mean())
@@ -83,11 +88,11 @@ def _float(v: Any) -> float:
     return math.nan if v is None or pd.isna(v) else float(v)
 
 
-def meets(ttft_p50_ms: float, itl_p50_ms: float, user_tok_s: float, status: Any,
+def meets(ttft_p50_ms: float, itl_p50_ms: float, user_tok_s: float, usable: bool,
           slo: Slo) -> bool:
     """The goodput table's p50 check (every bound, ITL too) with this row's per-user speed;
-    a failed step or an unknown speed never meets it."""
-    if status == "failed" or math.isnan(user_tok_s):
+    a step that is not usable (reports.flags) or an unknown speed never meets it."""
+    if not usable or math.isnan(user_tok_s):
         return False
     return p50s_meet(ttft_p50_ms, user_tok_s, itl_p50_ms, slo)
 
@@ -95,13 +100,14 @@ def meets(ttft_p50_ms: float, itl_p50_ms: float, user_tok_s: float, status: Any,
 def _measured_row(st: pd.Series, req: pd.DataFrame, info: StackInfo, definition: str,
                   slo: Slo) -> dict[str, Any]:
     ttft, itl = _float(st.get("ttft_p50_ms")), _float(st.get("itl_p50_ms"))
-    speed = user_speeds(req[req["ok"].astype(bool)], ttft, itl)[definition]
+    speed = user_speeds(req[req["completed"].astype(bool)], ttft, itl)[definition]
     return {
-        "row_kind": MEASUREMENT, "stack": st["stack"], "model": info.model,
+        "row_kind": REHEARSAL_ROW if info.rehearsal else MEASUREMENT,
+        "stack": st["stack"], "model": info.model,
         "recipe": info.recipe, "topology": info.topology, "gpus": info.gpus,
         "run_id": st["run_id"], "step": st["step"], "concurrency": st["concurrency"],
         "cache": st.get("cache", "unknown"), "status": st.get("status"),
-        "requests": st["requests"], "errors": st["errors"],
+        "step_flag": st.get("step_flag", ""), **{c: st[c] for c in COUNT_COLUMNS},
         "requested_rows": st.get("requested_rows"),
         "excluded_over_context": st.get("excluded_over_context"),
         "clipped_over_context": st.get("clipped_over_context"),
@@ -109,11 +115,12 @@ def _measured_row(st: pd.Series, req: pd.DataFrame, info: StackInfo, definition:
         "user_speed_definition": f"{definition}: {USER_SPEEDS[definition]}",
         "user_tok_s": speed, "output_tok_s": _float(st.get("output_tok_s")),
         "output_tok_s_per_gpu": _float(st.get("output_tok_s_per_gpu")),
-        "meets_sla": meets(ttft, itl, speed, st.get("status"), slo), "best_point": False,
+        "meets_sla": meets(ttft, itl, speed, bool(st.get("usable", True)), slo),
+        "best_point": False,
         "nominal_reuse": st.get("nominal_reuse"),
         "trace_block_reuse": st.get("trace_block_reuse"),
         "measured_kv_reuse": _float(st.get("server_hit_rate")),
-        "speculative_acceptance": info.speculative,
+        "speculative_acceptance": info.speculative, "usable": bool(st.get("usable", True)),
         "source": f"{info.target} run of {info.workers} on {info.gpu_types}"
         + (" (mocker workers)" if info.target == "local" else "")}
 
@@ -136,8 +143,8 @@ def published_row(p: PublishedFigure) -> dict[str, Any]:
 
 def mark_best(sla: pd.DataFrame) -> pd.DataFrame:
     """best_point: per stack and cache state, the SLA-meeting step with the most tok/s/GPU."""
-    measured = sla["row_kind"] == MEASUREMENT
-    ok = sla[measured & sla["meets_sla"].astype(bool)]
+    measured = sla["row_kind"].isin(MEASURED_KINDS)
+    ok = sla[measured & sla["meets_sla"].eq(True)]
     best = ok.groupby(["stack", "cache"])["output_tok_s_per_gpu"].idxmax()
     sla["best_point"] = False
     sla.loc[best.to_numpy(), "best_point"] = True
@@ -165,5 +172,5 @@ def sla_table(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str, Stac
 
 def best_points(sla: pd.DataFrame, cache: str | None = None) -> pd.DataFrame:
     """The measured best points (one per stack and cache state, or of one cache state)."""
-    out = sla[(sla["row_kind"] == MEASUREMENT) & sla["best_point"].astype(bool)]
+    out = sla[sla["row_kind"].isin(MEASURED_KINDS) & sla["best_point"].astype(bool)]
     return out if cache is None else out[out["cache"] == cache]

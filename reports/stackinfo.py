@@ -9,19 +9,25 @@ estimate, labelled so everywhere.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 from reports.runs import RunError, RunRecord
-from stacks.catalog import INSTANCE_TYPES
-from stacks.estimate import HourlyCost, hourly_cost, instance_price
+from stacks.estimate import HourlyCost, cluster_hourly_cost, instance_price
 from stacks.loader import StackError, load_stack, parse_config
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
+from stacks.service_prices import recorded_prices
 
 # `dynamo-bench:tags.extra.recipe` marks a stack's place in a recipe comparison: the baseline
 # of its model (same checkpoint, minimum TP, round-robin) or an optimized recipe stack.
 RECIPE_TAG = "recipe"
 RECIPE_ROLES = ("baseline", "optimized")
+
+# A local run rehearses the pipeline on Dynamo's mocker: its timings are the mocker's model.
+REHEARSAL = ("REHEARSAL on the local mocker: timings are the mocker's, not a prediction of "
+             "GPU performance")
+REHEARSAL_ROW = "rehearsal on the local mocker, not a GPU measurement"
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,21 @@ class StackInfo:
     auto_mode: bool = False
     efs_gib: float = 0.0
     prices: dict[str, float] = field(default_factory=dict)
+    overrides: dict[str, float] = field(default_factory=dict)
+    root_gib: dict[str, float] = field(default_factory=dict)   # by node group
+    nat_gateways: int = 1                                       # 0 on an existing VPC
+    eks_version: str = ""                # of the cluster the run used (the base's for a variant)
+    error_rate_threshold: float = 0.01   # workloads.errorRateThreshold of the run
+
+    @property
+    def rehearsal(self) -> bool:
+        return self.target == "local"
 
     @property
     def label(self) -> str:
+        if self.rehearsal:
+            return (f"{self.name} (REHEARSAL: {self.topology}, {self.router}, {self.gpus} "
+                    "imitated GPUs on the local mocker)")
         return f"{self.name} ({self.topology}, {self.router}, {self.gpus} GPU)"
 
 
@@ -86,6 +104,17 @@ def speculative_label(stack: StackConfig) -> str:
     return label
 
 
+def run_date(record: RunRecord) -> dt.date | None:
+    """The UTC day the run started (the EKS control-plane rate depends on it), if recorded."""
+    if not record.started_at:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(str(record.started_at).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when.astimezone(dt.UTC) if when.tzinfo else when).date()
+
+
 def stack_info(record: RunRecord) -> StackInfo:
     stack = _config(record)
     base = load_stack(stack.cluster.attach_to) if stack.is_attached else None
@@ -94,8 +123,9 @@ def stack_info(record: RunRecord) -> StackInfo:
     groups = {g.name: g.instance_type for g in cluster.node_groups}
     workers = serving.workers if serving else []
     gpu_types = sorted({groups.get(w.node_group, "?") for w in workers})
-    hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
-                         (base or stack).storage.model_cache_gib)
+    recorded = recorded_prices(record.extra)
+    hourly = cluster_hourly_cost(stack, cluster, (base or stack).storage.model_cache_gib,
+                                 recorded, on=run_date(record))
     basis = ("estimate: AWS on-demand catalogue price of the layout the local engine imitates"
              if stack.target == "local" else
              "estimate: catalogue price x run period (no measured node-hours in the run record)")
@@ -110,5 +140,9 @@ def stack_info(record: RunRecord) -> StackInfo:
         speculative=speculative_label(stack),
         auto_mode=cluster.compute_mode == ComputeMode.AUTO,
         efs_gib=float((base or stack).storage.model_cache_gib),
-        prices={g.instance_type: instance_price(g.instance_type, stack)
-                for g in cluster.node_groups if g.instance_type in INSTANCE_TYPES})
+        prices={g.instance_type: price for g in cluster.node_groups
+                if (price := instance_price(g.instance_type, stack, recorded)) is not None},
+        overrides=dict(stack.cost.price_overrides),
+        root_gib={g.name: float(g.disk_gib) for g in cluster.node_groups},
+        nat_gateways=0 if cluster.vpc.id else 1, eks_version=cluster.eks_version,
+        error_rate_threshold=stack.workloads.error_rate_threshold)

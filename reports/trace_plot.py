@@ -25,7 +25,8 @@ def _arrival_bins(span_s: float) -> np.ndarray:
 
 
 def trace_timeline(table: pd.DataFrame, requests: pd.DataFrame,
-                   records: dict[tuple[str, str], RunRecord], path: Path) -> Path | None:
+                   records: dict[tuple[str, str], RunRecord], path: Path,
+                   tag: str = "") -> Path | None:
     if table.empty:
         return None
     by_step = {k: g for k, g in requests.groupby(STEP_KEY, sort=False)}
@@ -34,7 +35,8 @@ def trace_timeline(table: pd.DataFrame, requests: pd.DataFrame,
         key = tuple(row[k] for k in STEP_KEY)
         req = by_step.get(key, requests.iloc[0:0]).dropna(subset=["start_ns", "end_ns"])
         ax_rate, ax_flight = axes[i]
-        label = f"{row['stack']} {row['step']}"
+        flag = f" [{row['step_flag']}]" if row.get("step_flag") else ""
+        label = f"{row['stack']} {row['step']}{flag}"
         if req.empty:
             ax_rate.set_title(f"{label}: no request records")
             continue
@@ -60,5 +62,6 @@ def trace_timeline(table: pd.DataFrame, requests: pd.DataFrame,
                           label=f"cap {row['in_flight_cap']}")
         _decorate(ax_flight, "s of the schedule", "requests in flight",
                   f"{label}: requests in flight")
-    fig.suptitle("Trace replay: arrivals and requests in flight over time")
+    fig.suptitle(tag.replace("\n", " ") + "Trace replay: arrivals and requests in flight "
+                 "over time")
     return _save(fig, path)

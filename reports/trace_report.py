@@ -10,11 +10,12 @@ definition stacks/traces/README.md uses), `reuse_upper_bound_tokens` counts prom
 whole engine blocks of an already-seen prefix, the figure the server's hit rate (cached /
 prompt tokens, `reports.server`) can be read against: `hit_rate_gap` = bound - measured, what
 eviction, routing and capacity lost. From the per-request records: the achieved arrival rate
-and requests in flight (time-weighted mean and peak). From AIPerf's own summary: the send lag
-behind the schedule (`replay_sched_lag_*`, anchored at the least-late request) and its
-`replay_sched_degraded` flag (p99 lag over 500 ms: the in-flight cap or the engine held the
-schedule back, so the arrivals were not the trace's). Latency columns are AIPerf's own
-percentiles of the step.
+and requests in flight (time-weighted mean and peak), over all attempted requests. From
+AIPerf's own summary: the send lag behind the schedule (`aiperf_replay_sched_lag_*`, anchored
+at the least-late request) and its `aiperf_replay_sched_degraded` flag (p99 lag over 500 ms:
+the in-flight cap or the engine held the schedule back, so the arrivals were not the trace's).
+Request counts, latency percentiles (completed requests only) and `step_flag` / `usable` are
+the step's own (reports.measures, reports.flags).
 """
 
 from __future__ import annotations
@@ -30,20 +31,24 @@ import pandas as pd
 from reports.runs import STEP_KEY, RunRecord
 
 WORKLOAD = "trace_replay"
-COLUMNS = ["stack", "run_id", "step", "source", "trace_sha256", "cache", "in_flight_cap",
-           "speed_up", "window_start_s", "window_s", "max_requests", "requests_in_window",
-           "sent", "excluded_over_context", "clipped_over_context", "requests", "errors",
-           "engine_block", "reuse_upper_bound_blocks", "reuse_upper_bound_tokens",
+COUNTS = ["attempted", "completed", "failed", "truncated", "cancelled"]
+LATENCIES = ["ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms",
+             "itl_p99_ms", "request_latency_p50_ms", "request_latency_p90_ms",
+             "request_latency_p99_ms", "percentile_samples", "output_tok_s"]
+LAG = ["aiperf_replay_sched_lag_p50_ms", "aiperf_replay_sched_lag_p99_ms",
+       "aiperf_replay_sched_degraded"]
+COLUMNS = ["stack", "run_id", "step", "step_flag", "usable", "source", "trace_sha256", "cache",
+           "in_flight_cap", "speed_up", "window_start_s", "window_s", "max_requests",
+           "requests_in_window", "sent", "excluded_over_context", "clipped_over_context",
+           *COUNTS, "engine_block", "reuse_upper_bound_blocks", "reuse_upper_bound_tokens",
            "measured_hit_rate", "hit_rate_gap", "offered_rate_rps", "achieved_rate_rps",
-           "in_flight_mean", "in_flight_max", "replay_sched_lag_p50_ms",
-           "replay_sched_lag_p99_ms", "replay_sched_degraded",
-           "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "request_latency_p50_ms",
-           "request_latency_p99_ms", "output_tok_s"]
-MD_COLUMNS = ["stack", "step", "source", "cache", "in_flight_cap", "speed_up", "sent",
-              "excluded_over_context", "clipped_over_context", "errors",
-              "reuse_upper_bound_blocks", "reuse_upper_bound_tokens", "measured_hit_rate",
-              "hit_rate_gap", "offered_rate_rps", "achieved_rate_rps", "in_flight_mean",
-              "in_flight_max", "replay_sched_lag_p99_ms", "ttft_p50_ms", "itl_p50_ms"]
+           "in_flight_mean", "in_flight_max", *LAG, *LATENCIES]
+MD_COLUMNS = ["stack", "step", "step_flag", "source", "cache", "in_flight_cap", "speed_up",
+              "sent", "excluded_over_context", "clipped_over_context", "completed", "failed",
+              "truncated", "reuse_upper_bound_blocks", "reuse_upper_bound_tokens",
+              "measured_hit_rate", "hit_rate_gap", "offered_rate_rps", "achieved_rate_rps",
+              "in_flight_mean", "in_flight_max", "aiperf_replay_sched_lag_p99_ms",
+              "ttft_p50_ms", "itl_p50_ms"]
 
 
 def scheduled_ms(path: Path) -> dict[str, float]:
@@ -101,15 +106,13 @@ def _replay_row(st: pd.Series, rec: dict[str, Any], req: pd.DataFrame) -> dict[s
            "requests_in_window": tr.get("requests_in_window"), "sent": tr.get("sent"),
            "excluded_over_context": limit.get("dropped"),
            "clipped_over_context": limit.get("clipped"),
-           "requests": st.get("requests"), "errors": st.get("errors"),
            "engine_block": (tr.get("block_mapping") or {}).get("engine_block"),
            "reuse_upper_bound_blocks": tr.get("reuse_upper_bound_blocks"),
            "reuse_upper_bound_tokens": bound, "measured_hit_rate": measured,
            "hit_rate_gap": bound - measured if bound is not None and measured is not None
            and not pd.isna(measured) else math.nan,
            "offered_rate_rps": tr.get("offered_rate_rps")}
-    row |= {k: st.get(k) for k in COLUMNS
-            if k.startswith(("ttft_", "itl_", "request_lat", "replay_sched", "output_tok"))}
+    row |= {k: st.get(k) for k in ("step_flag", "usable", *COUNTS, *LAG, *LATENCIES)}
     timed = req.dropna(subset=["start_ns", "end_ns"])
     if len(timed) > 1:
         starts = timed["start_ns"].to_numpy(dtype=float)

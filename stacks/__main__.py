@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stacks.eks_versions import today
 from stacks.estimate import cold_restarts, restart_seconds
 from stacks.forecast import Campaign, plan_campaigns
 from stacks.loader import STACKS_DIR, StackError, all_stack_names, load_stack
@@ -55,8 +57,18 @@ def _print_report(report: PreflightReport) -> None:
         console.print(_memory_table(report))
     label = "AWS-equivalent estimate (local run costs nothing)" if s.target == "local" else \
         "estimate"
-    lines = ", ".join(f"{k} ${v:,.2f}" for k, v in report.hourly.lines.items())
-    console.print(f"cost {label}: ${report.hourly.total:,.2f}/h ({lines})")
+    h = report.hourly
+    lines = ", ".join(f"{k} ${v:,.2f}" for k, v in h.lines.items())
+    total = f"${h.total:,.2f}/h" if h.complete else f"at least ${h.total:,.2f}/h (incomplete)"
+    console.print(f"cost {label}: {total} ({lines})", markup=False)
+    shared = ("shared with its base's other variants" if s.is_attached else
+              "cluster fixed costs")
+    console.print(f"  of which {shared}: ${h.shared_total:,.2f}/h; not included: "
+                  f"{'; '.join(h.excluded)}", markup=False)
+    for item in h.unknown:
+        console.print(f"  [red]price unknown[/red]: {item}")
+    if note := h.unverified_note():
+        console.print(f"  [yellow]{note}[/yellow]")
     restarts = cold_restarts(s) if s.serving else 0
     each = restart_seconds(s)
     restart_text = f" + {restarts} cold restart(s) x " + (
@@ -64,6 +76,8 @@ def _print_report(report: PreflightReport) -> None:
     console.print(f"planned: {report.planned_hours:.2f} h (setup {s.cost.setup_hours:.2f} h + "
                   f"workloads at full scale{restart_text}) = ${report.planned_cost:,.2f}; budget "
                   f"${s.cost.budget_usd:,.0f}")
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
     if report.ok:
         console.print("[green]OK[/green]")
     else:
@@ -72,34 +86,64 @@ def _print_report(report: PreflightReport) -> None:
             console.print(f"  - {p}", markup=False)
 
 
+def _as_of(value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        console.print(f"--as-of {value}: write a date as YYYY-MM-DD")
+        raise typer.Exit(2) from None
+
+
+AS_OF_HELP = ("Estimate date YYYY-MM-DD (default today, UTC): EKS version support status and "
+              "the control-plane rate (standard or extended support) are taken on this day.")
+
+
+def _print_problems(name: str, problems: list) -> None:
+    console.print(f"\n[bold]{name}[/bold]\n[red]{len(problems)} problem(s):[/red]")
+    for p in problems:
+        console.print(f"  - {p}", markup=False)
+
+
 @app.command()
 def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pulumi.<name>.yaml)."),
           all_: bool = typer.Option(False, "--all", help="Check every stack in the stacks dir."),
           stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
-                                          help="Folder of Pulumi.<stack>.yaml files.")) -> None:
-    """Validate stacks: schema, memory fit, GPU counts, topology, workloads, budget.
+                                          help="Folder of Pulumi.<stack>.yaml files."),
+          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
+    """Validate stacks: the file itself, schema, AWS and Kubernetes rules, memory fit, node
+    packing, engine flags, topology, workloads, budget.
 
     Exits 0 when every stack is valid, 2 when any is not (every problem is listed with the
-    field to change and how).
+    field to change and how), 1 on an internal error. A file that cannot be read is reported
+    and the others are still checked.
     """
+    on = _as_of(as_of)
     names = all_stack_names(stacks_dir) if all_ else list(stacks or [])
     if not names:
         console.print("name one or more stacks, or pass --all")
         raise typer.Exit(2)
-    failed = 0
+    failed = internal = 0
     for name in names:
         try:
-            report = check_stack(name, stacks_dir)
+            report = check_stack(name, stacks_dir, on=on)
         except StackError as exc:
             failed += 1
-            console.print(f"\n[bold]{name}[/bold]\n[red]{len(exc.problems)} problem(s):[/red]")
-            for p in exc.problems:
-                console.print(f"  - {p}", markup=False)
+            _print_problems(name, exc.problems)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a bug: say so in one line, check the rest
+            failed += 1
+            internal += 1
+            console.print(f"\n[bold]{name}[/bold]")
+            console.print(f"internal error while checking it: {type(exc).__name__}: {exc} (a "
+                          "bug in dynamo-bench: please report it with the stack file)",
+                          markup=False)
             continue
         _print_report(report)
         failed += not report.ok
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
-    raise typer.Exit(2 if failed else 0)
+    raise typer.Exit(1 if internal else 2 if failed else 0)
 
 
 def _hours(seconds: float) -> str:
@@ -142,9 +186,11 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
                                             "variants."),
          scale: str = typer.Option("full", help="Workload scale: full or quick."),
          stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
-                                         help="Folder of Pulumi.<stack>.yaml files.")) -> None:
+                                         help="Folder of Pulumi.<stack>.yaml files."),
+         as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
     """Forecast before `pulumi up`: wall time per phase and step, dollars, and the campaign's
     billed GPU-hours over GPU-hours under load. Exits 2 if a stack fails pre-flight."""
+    on = _as_of(as_of) or today()
     if scale not in ("full", "quick"):
         console.print(f"--scale {scale}: use full or quick")
         raise typer.Exit(2)
@@ -162,10 +208,10 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
         except StackError:
             continue  # `stacks check` reports it; it cannot be one of the planned variants
     invalid = 0
-    for c in plan_campaigns(named, bases, known, scale):  # type: ignore[arg-type]
+    for c in plan_campaigns(named, bases, known, scale, on):  # type: ignore[arg-type]
         _print_campaign(c)
         for r in c.runs:
-            problems = check_stack(r.stack, stacks_dir).problems
+            problems = check_stack(r.stack, stacks_dir, on=on).problems
             if problems:
                 invalid += 1
                 console.print(f"[red]{r.stack}: {len(problems)} pre-flight problem(s); run "

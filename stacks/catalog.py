@@ -86,6 +86,11 @@ class InstanceType(BaseModel):
     def family(self) -> str:
         return self.name.split(".")[0]
 
+    @property
+    def price_verified(self) -> bool:
+        """False for list prices nobody confirmed (stacks.service_prices says what counts)."""
+        return self.price_source != _UNVERIFIED
+
 
 A100_40GB = Gpu(name="A100-SXM4-40GB", memory_mib=40960, fp8_tensor_cores=False)
 A100_80GB = Gpu(name="A100-SXM4-80GB", memory_mib=81920, fp8_tensor_cores=False)

@@ -1,15 +1,25 @@
 """Cost and wall-time estimates before anything runs (pure).
 
-Scope of an hourly estimate: GPU/CPU node instances (on-demand or override price), the EKS
-control-plane fee, the Auto Mode management fee when compute mode is auto, and EFS storage of
-the model cache prorated per hour. Network transfer is not included. For a variant attached to
-a base, nodes are the whole nodes its workers occupy plus the base's fixed costs (CPU group,
-EKS fee, EFS) during its window, since variants of one base run one at a time.
+Scope of an hourly estimate: GPU/CPU node instances (on-demand or override price) and their
+gp3 root volumes, the EKS control-plane fee (at the extended-support rate when the cluster's
+EKS version is past standard support on the estimate date: stacks.eks_versions), the Auto Mode
+management fee when compute mode is auto, EFS storage of the model cache, and the NAT gateway
+with its public IPv4 address (unless the cluster uses an existing VPC), each prorated per hour.
+Network transfer (and NAT data processing) is not included; the scope line says so. For a
+variant attached to a base, nodes are the whole nodes its workers occupy plus the base's fixed
+costs (CPU group, EKS fee, EFS, NAT) during its window, since variants of one base run one at
+a time: `HourlyCost.shared` names those lines. A local stack's "AWS-equivalent" estimate prices
+the layout its mockers imitate, plus the CPU group AWS would need (ASSUMED_CPU_GROUP) when its
+cluster names none. Prices used are listed (`HourlyCost.prices`) so reports can say which are
+unverified; an instance type nobody prices goes to `HourlyCost.unknown` instead of being
+dropped.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field
 
 from stacks.catalog import (
@@ -19,8 +29,20 @@ from stacks.catalog import (
     HOURS_PER_MONTH,
     INSTANCE_TYPES,
 )
+from stacks.eks_versions import STANDARD_USD_PER_HOUR, control_plane_usd_per_hour
 from stacks.memory import GIB, weights_bytes_per_gpu
-from stacks.schema import ComputeMode, NodeGroup, StackConfig
+from stacks.schema import ClusterConfig, ComputeMode, NodeGroup, StackConfig
+from stacks.service_prices import (
+    AUTO_MODE_FEE,
+    EBS_GP3,
+    EFS_STANDARD,
+    EKS_CONTROL_PLANE,
+    NAT_GATEWAY,
+    PUBLIC_IPV4,
+    gp3_usd_per_hour,
+    nat_usd_per_hour,
+    unverified_note,
+)
 from stacks.trace_files import TraceError, window_rows
 from stacks.workload_config import Scale, TraceReplay, restart_count
 
@@ -35,25 +57,78 @@ ENGINE_INIT_S = 240.0
 LOCAL_RESTART_S = 1.0
 
 
-def instance_price(instance_type: str, stack: StackConfig) -> float:
+def instance_price(instance_type: str, stack: StackConfig,
+                   recorded: Mapping[str, float] | None = None) -> float | None:
+    """The stack's override, else the price recorded with the run, else the catalogue's; None
+    when nobody prices the type (a report then says the figure is unknown)."""
     if instance_type in stack.cost.price_overrides:
         return stack.cost.price_overrides[instance_type]
-    return INSTANCE_TYPES[instance_type].on_demand_usd_per_hour
+    if recorded and instance_type in recorded:
+        return recorded[instance_type]
+    it = INSTANCE_TYPES.get(instance_type)
+    return it.on_demand_usd_per_hour if it else None
 
 
-@dataclass
-class HourlyCost:
-    lines: dict[str, float] = field(default_factory=dict)
+class CostLines:
+    """What an hourly estimate and a measured period cost both keep (HourlyCost,
+    reports.node_hours.PeriodCost), and the totals made from it."""
+
+    lines: dict[str, float]
+    prices: set[str]
+    shared: set[str]
+    excluded: list[str]
+    unknown: Sized
 
     @property
     def total(self) -> float:
         return sum(self.lines.values())
 
+    @property
+    def complete(self) -> bool:
+        return not self.unknown
+
+    @property
+    def shared_total(self) -> float:
+        return sum(v for k, v in self.lines.items() if k in self.shared)
+
+
+@dataclass
+class HourlyCost(CostLines):
+    lines: dict[str, float] = field(default_factory=dict)
+    # Price keys the lines used (instance types, stacks.service_prices keys) and the stack's
+    # overrides: what `unverified_note` checks.
+    prices: set[str] = field(default_factory=set)
+    overrides: dict[str, float] = field(default_factory=dict)
+    # What has no price at all: the figure is then a lower bound, and reports say unknown.
+    unknown: list[str] = field(default_factory=list)
+    # What the figure leaves out, for the scope line.
+    excluded: list[str] = field(default_factory=list)
+    # Lines that are the cluster's fixed costs (shared by a base's variants, which run one at
+    # a time): EKS, EFS, NAT, the CPU group; the rest are the GPU nodes a stack occupies.
+    shared: set[str] = field(default_factory=set)
+
+    def unverified_note(self) -> str:
+        return unverified_note(self.prices, self.overrides)
+
+
+# What AWS needs beside the GPU nodes for system pods, monitoring and the load generator (the
+# shipped bases' CPU group): the local "AWS-equivalent" estimate adds it when a local stack's
+# cluster block names only the GPU hardware its mockers imitate.
+ASSUMED_CPU_GROUP = NodeGroup(name="cpu", instance_type="m7i.4xlarge", count=2)
+
+
+def is_cpu_group(group: NodeGroup) -> bool:
+    it = INSTANCE_TYPES.get(group.instance_type)
+    return it is not None and it.gpu is None
+
 
 def nodes_occupied(stack: StackConfig, group: NodeGroup) -> int:
     """Whole nodes of `group` the stack pays for: all of a group it creates itself (base,
-    standalone, or a variant's extra group); of a base's group, the nodes its workers fill."""
+    standalone, or a variant's extra group); of a base's group, the nodes its workers fill
+    (all of them when the catalogue does not know the type's GPUs per node)."""
     if stack.serving is None or not stack.is_attached or group in stack.cluster.node_groups:
+        return group.count
+    if group.instance_type not in INSTANCE_TYPES:
         return group.count
     gpn = INSTANCE_TYPES[group.instance_type].gpus_per_node
     gpus = sum(w.gpus for w in stack.serving.workers if w.node_group == group.name)
@@ -70,29 +145,106 @@ def efs_usd_per_hour(storage_gib: float) -> float:
     return storage_gib * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH
 
 
-def node_cost_lines(stack: StackConfig, groups: list[NodeGroup],
-                    compute_mode: ComputeMode) -> dict[str, float]:
-    """Per-hour cost of the nodes of `groups` the stack occupies (+ Auto Mode fee)."""
-    lines: dict[str, float] = {}
+def add_node_costs(cost: HourlyCost, stack: StackConfig, groups: list[NodeGroup],
+                   compute_mode: ComputeMode, recorded: Mapping[str, float] | None = None,
+                   note: str = "") -> None:
+    """Per-hour cost of the nodes of `groups` the stack occupies, their gp3 root volumes
+    (launch template / NodeClass ephemeralStorage of diskGib) and the Auto Mode fee."""
     for g in groups:
-        if g.instance_type not in INSTANCE_TYPES:
-            continue
-        n = nodes_occupied(stack, g) if INSTANCE_TYPES[g.instance_type].gpu else g.count
+        n = nodes_occupied(stack, g) if not is_cpu_group(g) else g.count
         if n == 0:
             continue
-        price = instance_price(g.instance_type, stack)
-        lines[f"nodes {g.name} ({n} x {g.instance_type})"] = n * price
-        if compute_mode == ComputeMode.AUTO:
-            lines[f"auto mode fee {g.name}"] = auto_mode_fee(n * price)
-    return lines
+        what = f"nodes {g.name} ({n} x {g.instance_type}{note})"
+        price = instance_price(g.instance_type, stack, recorded)
+        if price is None:
+            cost.unknown.append(f"{what}: no price (not in the catalogue, no override, none "
+                                "recorded)")
+        else:
+            cost.lines[what] = n * price
+            cost.prices.add(g.instance_type)
+            if compute_mode == ComputeMode.AUTO:
+                cost.lines[f"auto mode fee {g.name}"] = auto_mode_fee(n * price)
+                cost.prices.add(AUTO_MODE_FEE.key)
+        cost.lines[f"root volumes {g.name} ({n} x {g.disk_gib} GiB gp3)"] = \
+            n * gp3_usd_per_hour(g.disk_gib)
+        cost.prices.add(EBS_GP3.key)
+        if is_cpu_group(g):
+            cost.shared |= {k for k in cost.lines if k.startswith(
+                (f"nodes {g.name} (", f"auto mode fee {g.name}", f"root volumes {g.name} ("))}
+
+
+def node_cost_lines(stack: StackConfig, groups: list[NodeGroup],
+                    compute_mode: ComputeMode) -> dict[str, float]:
+    """Per-hour cost of the nodes of `groups` the stack occupies (+ root volumes, fees)."""
+    cost = HourlyCost()
+    add_node_costs(cost, stack, groups, compute_mode)
+    return cost.lines
+
+
+def cluster_hourly_cost(stack: StackConfig, cluster: ClusterConfig, storage_gib: float,
+                        recorded: Mapping[str, float] | None = None,
+                        on: dt.date | None = None) -> HourlyCost:
+    """`hourly_cost` of the cluster the stack runs on (its base's, for a variant: its EKS
+    version, VPC and node groups), on day `on` (EKS support status)."""
+    return hourly_cost(stack, cluster.node_groups, cluster.compute_mode, storage_gib, on=on,
+                       eks_version=cluster.eks_version, existing_vpc=cluster.vpc.id is not None,
+                       recorded=recorded)
+
+
+NAT_LINE = "NAT gateway + its public IPv4 address"
+EFS_LINE = "EFS model cache storage"
+
+
+def eks_fee_line(eks_version: str, on: dt.date | None) -> tuple[str, float]:
+    """The control-plane cost line of a cluster on `eks_version` on day `on`.
+
+    Without a date (callers that price a past period and have not passed its date yet) the
+    standard rate is used, as before the version lifecycle was dated."""
+    if on is None:
+        return "EKS control plane", EKS_CONTROL_PLANE_USD_PER_HOUR
+    rate = control_plane_usd_per_hour(eks_version, on)
+    if rate == STANDARD_USD_PER_HOUR:
+        return "EKS control plane", rate
+    return f"EKS control plane (EKS {eks_version} in extended support on {on})", rate
 
 
 def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: ComputeMode,
-                storage_gib: float) -> HourlyCost:
-    cost = HourlyCost(node_cost_lines(stack, groups, compute_mode))
-    cost.lines["EKS control plane"] = EKS_CONTROL_PLANE_USD_PER_HOUR
-    cost.lines["EFS model cache storage"] = efs_usd_per_hour(storage_gib)
+                storage_gib: float, *, on: dt.date | None = None,
+                eks_version: str | None = None, existing_vpc: bool = False,
+                recorded: Mapping[str, float] | None = None) -> HourlyCost:
+    """Nodes, their root volumes and fees, EKS control plane, EFS, the NAT gateway and its
+    public IPv4 address (unless the cluster uses an existing VPC); network transfer excluded.
+    `eks_version`: the version of the cluster the stack runs on (its base's, for a variant);
+    default the stack's own. `recorded`: prices the run record carries, used for types the
+    stack does not override."""
+    cost = HourlyCost(overrides=dict(stack.cost.price_overrides))
+    add_node_costs(cost, stack, groups, compute_mode, recorded)
+    if stack.target == "local" and not any(is_cpu_group(g) for g in groups):
+        add_node_costs(cost, stack, [ASSUMED_CPU_GROUP], compute_mode, recorded,
+                       note=", assumed: the CPU group an AWS cluster needs")
+    label, rate = eks_fee_line(eks_version or stack.cluster.eks_version, on)
+    cost.lines[label] = rate
+    cost.prices.add(EKS_CONTROL_PLANE.key)
+    cost.shared.add(label)
+    add_storage_and_network(cost, storage_gib, 0 if existing_vpc else 1)
     return cost
+
+
+def add_storage_and_network(cost: CostLines, efs_gib: float, nat_gateways: int,
+                            hours: float = 1.0) -> None:
+    """The EFS model cache and the NAT gateway(s) with their public IPv4 addresses over
+    `hours`, as shared lines; without a NAT (an existing VPC's) the scope says so."""
+    cost.lines[EFS_LINE] = efs_usd_per_hour(efs_gib) * hours
+    cost.prices.add(EFS_STANDARD.key)
+    cost.shared.add(EFS_LINE)
+    if nat_gateways:
+        cost.lines[NAT_LINE] = nat_usd_per_hour(nat_gateways) * hours
+        cost.prices |= {NAT_GATEWAY.key, PUBLIC_IPV4.key}
+        cost.shared.add(NAT_LINE)
+    else:
+        cost.excluded.append("NAT gateway: the cluster uses an existing VPC (cluster.vpc.id), "
+                             "whose NAT is not this stack's")
+    cost.excluded.append("network transfer and NAT data processing")
 
 
 def estimated_load_seconds(stack: StackConfig) -> float:

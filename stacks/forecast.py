@@ -17,13 +17,14 @@ GPUs bill through it but carry no load.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import (
     HourlyCost,
+    cluster_hourly_cost,
     cold_restarts,
-    hourly_cost,
     model_load_seconds,
     node_cost_lines,
     restart_seconds,
@@ -120,7 +121,8 @@ class Campaign:
         return self.billed_gpu_hours / loaded if loaded else None
 
 
-def _stack_run(stack: StackConfig, base: StackConfig | None, scale: Scale) -> StackRun:
+def _stack_run(stack: StackConfig, base: StackConfig | None, scale: Scale,
+               on: dt.date | None = None) -> StackRun:
     cluster = effective_cluster(stack, base)
     storage_gib = (base or stack).storage.model_cache_gib
     load = model_load_seconds(stack)
@@ -134,39 +136,40 @@ def _stack_run(stack: StackConfig, base: StackConfig | None, scale: Scale) -> St
         stack=stack.name, startup_s=max(setup - load, 0.0), model_load_s=load,
         steps_s=workload_steps_seconds(stack, scale) if stack.serving else {},
         gpus_loaded=gpus_loaded(stack),
-        hourly=hourly_cost(stack, cluster.node_groups, cluster.compute_mode, storage_gib),
+        hourly=cluster_hourly_cost(stack, cluster, storage_gib, on=on),
         extra_usd_per_hour=sum(node_cost_lines(stack, own, cluster.compute_mode).values()),
         extra_gpus=gpus_in(own), warning=warning,
         restarts=cold_restarts(stack, scale) if stack.serving else 0,
         restart_s=restart_seconds(stack))
 
 
-def standalone_campaign(stack: StackConfig, scale: Scale = "full") -> Campaign:
+def standalone_campaign(stack: StackConfig, scale: Scale = "full",
+                        on: dt.date | None = None) -> Campaign:
     if stack.is_attached:
         raise ValueError(f"{stack.name} is attached to {stack.cluster.attach_to}: "
                          "plan it with its base (base_campaign)")
-    run = _stack_run(stack, None, scale)
+    run = _stack_run(stack, None, scale, on)
     return Campaign(name=stack.name, kind="standalone", hourly=run.hourly,
                     billed_gpus=gpus_in(stack.cluster.node_groups), runs=[run])
 
 
 def base_campaign(base: StackConfig, variants: list[StackConfig],
-                  scale: Scale = "full") -> Campaign:
+                  scale: Scale = "full", on: dt.date | None = None) -> Campaign:
     """The base starts once, then `variants` run one after another on its nodes."""
     strays = [v.name for v in variants if v.cluster.attach_to != base.name]
     if strays:
         raise ValueError(f"{', '.join(strays)} not attached to {base.name}: plan them apart")
     return Campaign(
         name=base.name, kind="base",
-        hourly=hourly_cost(base, base.cluster.node_groups, base.cluster.compute_mode,
-                           base.storage.model_cache_gib),
+        hourly=cluster_hourly_cost(base, base.cluster, base.storage.model_cache_gib, on=on),
         billed_gpus=gpus_in(base.cluster.node_groups),
         base_startup_s=base.cost.setup_hours * 3600,
-        runs=[_stack_run(v, base, scale) for v in variants])
+        runs=[_stack_run(v, base, scale, on) for v in variants])
 
 
 def plan_campaigns(stacks: list[StackConfig], bases: dict[str, StackConfig],
-                   known: list[StackConfig], scale: Scale = "full") -> list[Campaign]:
+                   known: list[StackConfig], scale: Scale = "full",
+                   on: dt.date | None = None) -> list[Campaign]:
     """Group the named stacks into campaigns, in the order they were named.
 
     Variants go with their base (`bases` maps each attachTo name to its config); a base named
@@ -185,9 +188,9 @@ def plan_campaigns(stacks: list[StackConfig], bases: dict[str, StackConfig],
     campaigns = []
     for key in order:
         if key in named and not named[key].is_base:
-            campaigns.append(standalone_campaign(named[key], scale))
+            campaigns.append(standalone_campaign(named[key], scale, on))
             continue
         base = named.get(key) or bases[key]
         runs = variants[key] or [v for v in known if v.cluster.attach_to == key]
-        campaigns.append(base_campaign(base, runs, scale))
+        campaigns.append(base_campaign(base, runs, scale, on))
     return campaigns

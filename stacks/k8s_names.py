@@ -8,8 +8,10 @@ from here (workloads never import components).
 
 from __future__ import annotations
 
+import re
+
 from stacks.catalog import INSTANCE_TYPES
-from stacks.schema import ClusterConfig
+from stacks.schema import ClusterConfig, ServingConfig, StackConfig
 
 PART_OF = {"app.kubernetes.io/part-of": "dynamo-bench"}
 
@@ -54,3 +56,33 @@ def cpu_node_groups(cluster: ClusterConfig) -> list[str]:
 
 def gpu_node_groups(cluster: ClusterConfig) -> list[str]:
     return _groups(cluster, gpu=True)
+
+
+def deployment_name(stack: StackConfig) -> str:
+    """serving.deploymentName, or the stack name made DNS-safe (short: the operator prefixes
+    child object names with it)."""
+    assert stack.serving is not None
+    if stack.serving.deployment_name:
+        return stack.serving.deployment_name
+    slug = re.sub(r"[^a-z0-9-]+", "-", stack.name.lower()).strip("-")[:40].strip("-")
+    return slug or "dynamo-bench"
+
+
+def component_names(serving: ServingConfig) -> list[str]:
+    """One stable, DNS-safe name per worker group: `<role>-<nodeGroup>`, numbered on repeats."""
+    names: list[str] = []
+    for w in serving.workers:
+        base = f"{w.role.value}-{w.node_group}"[:60].strip("-")
+        name, n = base, 2
+        while name in names or name == FRONTEND_COMPONENT:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+def dynamo_namespace(stack: StackConfig) -> str:
+    """Where the platform, the claims, the token Secret, the graphs and the load generator
+    live: serving.namespace, or the schema default for a base stack (its variants use it)."""
+    if stack.serving is not None:
+        return stack.serving.namespace
+    return ServingConfig.model_fields["namespace"].default

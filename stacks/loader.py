@@ -1,47 +1,45 @@
 """Read stack files and Pulumi config into a validated StackConfig (the edge of the system).
 
 Every validation failure becomes a `Problem` naming the config field (as the user writes it in
-the stack file) and the fix, so `stacks check` can list all of them at once.
+the stack file) and the fix, so `stacks check` can list all of them at once. The file itself
+is vetted first (stacks.stack_file: encoding, duplicate keys, namespaces, empty values).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from stacks import stack_file as files
+from stacks.errors import Problem, StackError
 from stacks.schema import CONFIG_KEYS, StackConfig
+from stacks.stack_file import PROJECT, SECRET_KEYS, StackFile
 
-PROJECT = "dynamo-bench"
+__all__ = ["PROJECT", "P", "SECRET_KEYS", "STACKS_DIR", "Problem", "StackError", "StackFile",
+           "all_stack_names", "base_candidates", "load_stack", "load_stack_file",
+           "parse_config", "problems_from_validation", "read_stack_file", "stack_file"]
+
 # Prefix of a stack-config field path in a Problem (`dynamo-bench:serving.workers[0]...`).
 P = f"{PROJECT}:"
 STACKS_DIR = Path(__file__).resolve().parent
-# Config keys that are not part of the schema but legitimately live in a stack file.
-SECRET_KEYS = ("hfToken",)
 
-
-@dataclass(frozen=True)
-class Problem:
-    field: str
-    message: str
-    fix: str = ""
-
-    def __str__(self) -> str:
-        fix = f" -> fix: {self.fix}" if self.fix else ""
-        return f"{self.field}: {self.message}{fix}"
-
-
-class StackError(Exception):
-    """A stack that must not be built or run; carries every problem found."""
-
-    def __init__(self, stack: str, problems: list[Problem]):
-        self.stack = stack
-        self.problems = problems
-        listing = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"stack '{stack}' has {len(problems)} problem(s):\n{listing}")
+# Each `pattern=` of the schema, said in words (a test checks every pattern has its words).
+PATTERN_RULES = {
+    r"^[a-z0-9][a-z0-9-]{0,38}$": "1-39 lowercase letters, digits and '-', starting with a "
+                                  "letter or digit",
+    r"^cr-[0-9a-f]{8,17}$": "'cr-' and 8-17 lowercase hex digits",
+    r"^vpc-[0-9a-f]{8,17}$": "'vpc-' and 8-17 lowercase hex digits",
+    r"^subnet-[0-9a-f]{8,17}$": "'subnet-' and 8-17 lowercase hex digits",
+    r"^[A-Za-z0-9_.-]+$": "letters, digits, '_', '.' and '-' (a stack name)",
+    r"^\d+[hdw]$": "a whole number and h, d or w (e.g. 15d)",
+    r"^[\w.-]+/[\w.-]+$": "<organisation>/<name> of letters, digits, '_', '.' and '-'",
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "lowercase letters, digits and '-', starting and "
+                                        "ending with a letter or digit (a DNS label)",
+    r"^\d+\.\d+\.\d+": "a MAJOR.MINOR.PATCH version such as 1.6.1",
+    r"^[0-9a-f]{40}$": "a 40-character lowercase hex commit id",
+}
 
 
 def stack_file(name: str, stacks_dir: Path = STACKS_DIR) -> Path:
@@ -80,66 +78,70 @@ def _fix_for(err: dict[str, Any]) -> str:
     if kind.endswith(("_type", "_parsing")):
         return "write a value of the expected type"
     if kind == "string_pattern_mismatch":
-        return f"match the pattern {err.get('ctx', {}).get('pattern', '')}"
+        return f"write {pattern_words(err.get('ctx', {}).get('pattern', ''))}"
+    if kind == "finite_number":
+        return "write a finite number (NaN and infinity are not values pre-flight can check)"
     return "correct the value"
+
+
+def pattern_words(pattern: str) -> str:
+    return PATTERN_RULES.get(pattern, f"a value matching {pattern}")
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if kind == "string_pattern_mismatch":
+        return f"'{err['input']}' breaks the rule: {pattern_words(err['ctx']['pattern'])}"
+    if kind == "finite_number":
+        return f"{err['input']} is not a finite number"
+    # model_validator errors carry the message; strip pydantic's "Value error, " prefix.
+    return str(err["msg"]).removeprefix("Value error, ")
 
 
 def problems_from_validation(exc: ValidationError) -> list[Problem]:
     problems = []
     for err in exc.errors():
-        # model_validator errors carry the message; strip pydantic's "Value error, " prefix.
-        msg = err["msg"].removeprefix("Value error, ")
         loc = tuple(p for p in err["loc"] if p not in ("function-after",))
-        problems.append(Problem(_field_path(loc), msg, _fix_for(err)))
+        problems.append(Problem(_field_path(loc), _message(err), _fix_for(err)))
     return problems
 
 
 def parse_config(name: str, raw: dict[str, Any]) -> StackConfig:
     """Validate raw `{key: value}` config (keys without the project prefix)."""
-    data = {k: v for k, v in raw.items() if v is not None}
     try:
-        return StackConfig.model_validate({"name": name, **data})
+        return StackConfig.model_validate({"name": name, **raw})
     except ValidationError as exc:
         raise StackError(name, problems_from_validation(exc)) from None
 
 
 def read_stack_file(path: Path) -> dict[str, Any]:
-    """The project's config keys from a Pulumi stack file (prefix stripped)."""
-    name = path.name[len("Pulumi."):-len(".yaml")]
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise StackError(name, [Problem(str(path), f"not valid YAML: {exc}",
-                                        "fix the YAML syntax")]) from None
-    config = (doc.get("config") if isinstance(doc, dict) else doc) or {}
-    if not isinstance(config, dict):
-        raise StackError(name, [Problem(f"{path.name}: config", "no `config:` mapping",
-                                        f"put the {PROJECT}:<key> entries under `config:`")])
-    raw: dict[str, Any] = {}
-    problems = []
-    for key, value in config.items():
-        ns, _, short = str(key).partition(":")
-        if ns != PROJECT:
-            if ns.lower().replace("_", "-") == PROJECT:
-                problems.append(Problem(str(key), f"namespace '{ns}' is not the project's",
-                                        f"write {PROJECT}:{short}"))
-            continue  # other namespaces (aws:region, kubernetes:...) belong to providers
-        if short in SECRET_KEYS:
-            continue
-        if short not in CONFIG_KEYS:
-            allowed = ", ".join(f"{PROJECT}:{k}" for k in CONFIG_KEYS)
-            problems.append(Problem(key, "unknown config key", f"use one of {allowed}"))
-            continue
-        raw[short] = value
-    if problems:
-        raise StackError(name, problems)
-    return raw
+    """The project's config keys from a Pulumi stack file (prefix stripped), vetted."""
+    return files.read(path, CONFIG_KEYS).config
 
 
-def load_stack(name: str, stacks_dir: Path = STACKS_DIR) -> StackConfig:
+def load_stack_file(name: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
+    """Stack file `name`, vetted (StackError when it is missing or says something it cannot)."""
     path = stack_file(name, stacks_dir)
     if not path.exists():
         known = ", ".join(all_stack_names(stacks_dir)) or "none"
         raise StackError(name, [Problem("stack", f"no stack file {path.name} in {stacks_dir}",
                                         f"create it or use one of: {known}")])
-    return parse_config(name, read_stack_file(path))
+    return files.read(path, CONFIG_KEYS)
+
+
+def load_stack(name: str, stacks_dir: Path = STACKS_DIR) -> StackConfig:
+    return parse_config(name, load_stack_file(name, stacks_dir).config)
+
+
+def base_candidates(stacks_dir: Path = STACKS_DIR) -> list[str]:
+    """Stacks a variant can attach to: valid files of aws stacks that own a cluster and serve
+    nothing."""
+    out = []
+    for name in all_stack_names(stacks_dir):
+        try:
+            stack = load_stack(name, stacks_dir)
+        except StackError:
+            continue
+        if stack.target == "aws" and stack.is_base and not stack.is_attached:
+            out.append(name)
+    return out

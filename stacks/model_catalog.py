@@ -7,7 +7,9 @@ runbooks; ESTIMATED ones are arithmetic on verified numbers, with the reasoning.
 /work/briefs/b200-models.md (research brief with file paths and commits).
 
 `SERVING_RULES` holds what a checkpoint and its runtime demand of a stack: pre-flight refuses a
-stack that breaks one (stacks.recipe_checks).
+stack that breaks one (stacks.recipe_checks); every catalogued model has an entry, so every
+model's speculative methods are checked. `CHECKPOINTS` holds each checkpoint's size on disk and
+weight precision: the model cache must hold it, and the precision label must be its own.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from stacks.model_arch import (
     SpecMethod,
 )
 
+QWEN3_30B_A3B_ID = "Qwen/Qwen3-30B-A3B"
+QWEN3_30B_A3B_FP8_ID = "Qwen/Qwen3-30B-A3B-FP8"
 AX_K2 = "skt/A.X-K2-NVFP4"
 K_EXAONE = "LGAI-EXAONE/K-EXAONE-2.0-750B-A37B-NVFP4"
 SOLAR_OPEN2 = "nota-ai/Solar-Open2-250B-Nota-NVFP4"
@@ -111,12 +115,42 @@ B200_MODELS: dict[str, ModelArchitecture] = {
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint as downloaded: decimal GB on disk and the precision of its weights."""
+
+    size_gb: float
+    precision: str
+    provenance: str
+
+
+_QWEN_FP8_SIZE = ("ESTIMATED 31.2 GB: 29.90B parameters of linear layers in FP8 e4m3 (1 byte) "
+                  "with 128x128-block float32 scales (+0.02 %), plus the BF16 embedding and "
+                  "untied lm_head (2 x 151,936 x 2,048), router gates and norms (1.27 GB); the "
+                  "FP8 checkpoint's own index was not found (reference/models notes its "
+                  "quantization_config as unconfirmed)")
+CHECKPOINTS: dict[str, Checkpoint] = {
+    QWEN3_30B_A3B_ID: Checkpoint(61.064245248, "bf16", (
+        "THIRD-PARTY model.safetensors.index.json total_size 61,064,245,248 bytes, 16 shards "
+        "(quoted in a public sglang weight-loading note); = 30.53B params x 2 bytes (BF16, "
+        "the config's torch_dtype)")),
+    QWEN3_30B_A3B_FP8_ID: Checkpoint(31.2, "fp8", _QWEN_FP8_SIZE),
+    **{model: Checkpoint(arch.checkpoint_gb or 0.0, arch.checkpoint_precision or "",
+                         arch.provenance.get("checkpoint_gb", ""))
+       for model, arch in B200_MODELS.items()},
+}
+
+
+@dataclass(frozen=True)
 class DraftModel:
     """An external draft checkpoint loaded beside the target (its weights take GPU memory)."""
 
     params_b: float
     bytes_per_param: float
     provenance: str
+
+    @property
+    def size_gb(self) -> float:
+        return self.params_b * self.bytes_per_param
 
 
 DRAFT_MODELS: dict[str, DraftModel] = {
@@ -135,23 +169,58 @@ class ServingRules:
     image_pinned: bool = False
     speculative_methods: tuple[SpecMethod, ...] = ()
     refused_attention_backends: dict[AttentionBackend, str] = field(default_factory=dict)
+    # The attention backend must be pinned to one of these (vLLM's auto choice is not enough).
+    required_attention_backends: tuple[AttentionBackend, ...] = ()
+    # With an FP8 KV cache only these attention backends may run (unset: vLLM's choice).
+    fp8_kv_attention_backends: tuple[AttentionBackend, ...] = ()
     required_moe_backend: MoeBackend | None = None
+    # Host memory each worker pod must request, per GPU of the pod.
+    host_memory_gib_per_gpu: int = 0
+    # serving.parsers fields the model's own responses need (snake_case field -> value).
+    required_parsers: dict[str, str] = field(default_factory=dict)
+    # Disaggregated: prefill and decode must run one pinned block size (serving.blockSize).
+    disagg_pins_block_size: bool = False
     # Model-cache storage the recipe asks for (checkpoint plus download headroom), GiB.
     storage_gib_min: int = 0
     provenance: dict[str, str] = field(default_factory=dict)
 
 
+_SEED = "VERIFIED seed article (design brief 'Second source', seeds/001)"
+_QWEN_RULES = ServingRules(provenance={
+    "speculative_methods": "VERIFIED config.json (reference/models/qwen3-30b-a3b.json) has no "
+                           "MTP layers; no EAGLE3 draft for it is catalogued (DRAFT_MODELS)"})
 SERVING_RULES: dict[str, ServingRules] = {
+    QWEN3_30B_A3B_ID: _QWEN_RULES,
+    QWEN3_30B_A3B_FP8_ID: _QWEN_RULES,
     AX_K2: ServingRules(
         recipe_images=("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.1-a.x-k2-post.1",),
         speculative_methods=(SpecMethod.EAGLE3,), storage_gib_min=600,
+        required_attention_backends=(AttentionBackend.FLASHINFER_MLA_SPARSE,
+                                     AttentionBackend.FLASHMLA_SPARSE),
+        host_memory_gib_per_gpu=100,
         provenance={"recipe_images": "VERIFIED Dynamo release v1.4.1-a.x-k2-post.1",
-                    "storage_gib_min": f"{_DYN}/ax-k2: model-cache PVC 600Gi"}),
+                    "storage_gib_min": f"{_DYN}/ax-k2: model-cache PVC 600Gi",
+                    "required_attention_backends": f"{_DYN}/ax-k2 agg-b200-chat deploy.yaml "
+                    f"--attention-backend FLASHINFER_MLA_SPARSE; {_SEED}: sparse MLA runs "
+                    "through FLASHINFER_MLA_SPARSE",
+                    "host_memory_gib_per_gpu": f"{_SEED}: 400 GiB host memory per TP4 worker; "
+                    f"{_DYN}/ax-k2 deploy.yaml requests memory: 400Gi per 4-GPU pod"}),
     K_EXAONE: ServingRules(
         recipe_images=("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.1-k-exaone-2.0-750b-post.1",),
         speculative_methods=(SpecMethod.EXAONE_MOE_MTP,),
         required_moe_backend=MoeBackend.FLASHINFER_CUTLASS, storage_gib_min=652,
+        required_parsers={"chat_processor": "dynamo", "tool_call": "qwen3_coder",
+                          "reasoning": "qwen3"},
+        disagg_pins_block_size=True,
         provenance={
+            "required_parsers": f"{_DYN}/k-exaone-2.0 disagg-b200-chat deploy.yaml: "
+                                "--dyn-reasoning-parser qwen3 --dyn-tool-call-parser "
+                                f"qwen3_coder; {_SEED}: plain vLLM parser flags alone do not "
+                                "give the same response handling",
+            "disagg_pins_block_size": f"{_DYN}/k-exaone-2.0 disagg deploy.yaml: prefill and "
+                                      "decode MUST carry identical spec-dec and block-size "
+                                      "settings (a mismatch gives silent garbage); both pin "
+                                      "--block-size 64",
             "recipe_images": "VERIFIED Dynamo release v1.4.1-k-exaone-2.0-750b-post.1",
             "required_moe_backend": "VERIFIED release notes: FLASHINFER_CUTLASS is required; "
                                     "vLLM auto picks FLASHINFER_TRTLLM, which can silently "
@@ -163,8 +232,11 @@ SERVING_RULES: dict[str, ServingRules] = {
         refused_attention_backends={
             AttentionBackend.FLASH_ATTN: "VERIFIED Dynamo solar-open2-250b docs: forcing "
                                          "FlashAttention fails at start-up"},
+        fp8_kv_attention_backends=(AttentionBackend.FLASHINFER,),
         storage_gib_min=1200,
-        provenance={"speculative_methods": "VERIFIED release notes: speculative decoding is not "
+        provenance={"fp8_kv_attention_backends": f"{_SEED}: the FP8 KV cache is used with the "
+                                                 "FlashInfer attention path",
+                    "speculative_methods": "VERIFIED release notes: speculative decoding is not "
                                            "supported on this checkpoint",
                     "storage_gib_min": f"{_DYN}/solar-open2-250b: 1200Gi model-cache PVC"}),
     MOTIF_3: ServingRules(

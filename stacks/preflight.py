@@ -1,37 +1,52 @@
 """Pre-flight checks: everything that can be known wrong before a resource or a request exists.
 
-`run_preflight(stack, base)` is pure: it returns every problem found (each naming the field and
-the fix), the per-worker memory table and the cost estimate. `check_stack(name)` loads a stack
-file (and its base, for an attached variant) and runs it. The checks of the workers themselves
-(memory, TP, GPUs, placement) live in `stacks.worker_checks`.
+`run_preflight(stack, base, on=..., facts=...)` is pure and is the ONE function both
+`python -m stacks check` and the Pulumi program (__main__.py) run: it returns every problem
+found (each naming the field and the fix), the per-worker memory table, the cost estimate and
+notes (the EKS version's support status). `check_stack(name)` loads a stack file (and its base,
+for an attached variant) and runs it. The checks themselves live by subject:
+stacks.deploy_checks (what Pulumi knows), stacks.aws_checks, stacks.serving_checks,
+stacks.worker_checks and stacks.pods (GPU memory, node packing), stacks.engine_flags,
+stacks.k8s_checks, stacks.workload_checks, stacks.recipe_checks, stacks.checkpoint_checks.
 """
 
 from __future__ import annotations
 
-import re
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic.alias_generators import to_camel
 
+from stacks.aws_checks import check_aws
 from stacks.catalog import INSTANCE_TYPES
-from stacks.estimate import HourlyCost, hourly_cost, planned_hours
-from stacks.loader import STACKS_DIR, P, Problem, StackError, load_stack
-from stacks.memory import WorkerMemory
-from stacks.recipe_checks import check_cluster_rdma, check_recipe
-from stacks.schema import (
-    ClusterConfig,
-    ComputeMode,
-    Role,
-    RouterMode,
-    ServingConfig,
-    StackConfig,
-    Topology,
-    TransferBackend,
+from stacks.checkpoint_checks import check_model_cache
+from stacks.deploy_checks import DeployFacts, deploy_problems
+from stacks.eks_versions import EKS_VERSIONS, today
+from stacks.engine_flags import check_engine_flags
+from stacks.estimate import HourlyCost, cluster_hourly_cost, planned_hours
+from stacks.k8s_checks import check_names
+from stacks.loader import (
+    PROJECT,
+    STACKS_DIR,
+    P,
+    Problem,
+    StackError,
+    StackFile,
+    base_candidates,
+    load_stack,
+    load_stack_file,
+    parse_config,
+    stack_file,
 )
+from stacks.memory import WorkerMemory
+from stacks.node_images import check_node_driver
+from stacks.recipe_checks import check_cluster_rdma, check_recipe
+from stacks.schema import ClusterConfig, ComputeMode, StackConfig
+from stacks.serving_checks import check_serving
 from stacks.trace_checks import check_trace_replay
 from stacks.worker_checks import check_workers
-from stacks.workload_config import WORKLOAD_NAMES, Workload
+from stacks.workload_checks import check_workloads
 
 
 @dataclass
@@ -41,6 +56,9 @@ class PreflightReport:
     memory: list[WorkerMemory] = field(default_factory=list)
     hourly: HourlyCost = field(default_factory=HourlyCost)
     planned_hours: float = 0.0
+    on: dt.date | None = None
+    # Facts worth knowing that are not problems (the EKS version's support status).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -128,79 +146,18 @@ def _check_cluster(stack: StackConfig, cluster: ClusterConfig, base: StackConfig
                                "generator", "add a group such as m7i.4xlarge x 2"))
 
 
-def _check_topology(s: ServingConfig, out: list[Problem]) -> None:
-    prefill, decode, agg = s.by_role(Role.PREFILL), s.by_role(Role.DECODE), s.by_role(Role.WORKER)
-    if s.topology == Topology.DISAGGREGATED:
-        if not prefill:
-            out.append(Problem(f"{P}serving.workers", "disaggregated needs a prefill worker",
-                               "add a worker with role: prefill"))
-        if not decode:
-            out.append(Problem(f"{P}serving.workers", "disaggregated needs a decode worker",
-                               "add a worker with role: decode"))
-        if agg:
-            out.append(Problem(f"{P}serving.workers", "disaggregated has aggregated "
-                               "(role: worker) workers", "use roles prefill and decode"))
-        if s.transfer == TransferBackend.NONE:
-            out.append(Problem(f"{P}serving.transfer", "disaggregated needs a KV transfer "
-                               "backend", "set transfer: nixl-ucx or nixl-libfabric"))
-    else:
-        if prefill or decode:
-            out.append(Problem(f"{P}serving.workers", "aggregated has prefill/decode workers",
-                               "use role: worker, or topology: disaggregated"))
-        if s.transfer != TransferBackend.NONE:
-            out.append(Problem(f"{P}serving.transfer", "aggregated moves no KV between "
-                               "workers", "set transfer: none"))
-    if s.router == RouterMode.KV and not s.prefix_caching:
-        out.append(Problem(f"{P}serving.prefixCaching", "the KV router needs prefix caching "
-                           "(and the workers' KV events) to route on cache hits",
-                           "set prefixCaching: true or router: round-robin"))
+def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
+                  on: dt.date | None = None,
+                  facts: DeployFacts | None = None) -> PreflightReport:
+    """Every check `stacks check` and the Pulumi program run, in one place.
 
-
-def _check_image(s: ServingConfig, out: list[Problem]) -> None:
-    """A version tag on the runtime (and frontend) image must be the pinned Dynamo version."""
-    for field_name, image in (("image", s.image), ("frontend.image", s.frontend.image)):
-        if image is None or "@sha256:" in image:
-            continue
-        tag = image.rsplit("/", 1)[-1].partition(":")[2]
-        version = re.match(r"\d+\.\d+\.\d+", tag)
-        if version and version.group() != s.dynamo_version:
-            out.append(Problem(f"{P}serving.{field_name}", f"image tag {tag} is not the pinned "
-                               f"dynamoVersion {s.dynamo_version}",
-                               "use the image of that version, or change dynamoVersion"))
-
-
-# The longest context (tokens) one request of a workload needs, and the field that sets it.
-_LONGEST_REQUEST = {
-    "concurrency_sweep": ("isl", lambda x: x.isl + x.osl),
-    "multi_turn": ("turns", lambda x: x.turns * (x.isl + x.osl)),  # history grows per turn
-    "sequence_distributions": ("islMax", lambda x: x.isl_max + x.osl_max),
-    "prefix_cache": ("isl", lambda x: x.isl + x.osl),
-    # a replayed trace brings its own lengths: rows over the limit are dropped and counted
-    "trace_replay": ("isl", lambda x: 0 if x.replays_trace else x.isl + x.osl),
-}
-assert set(_LONGEST_REQUEST) == set(WORKLOAD_NAMES)
-
-
-def _check_workload_lengths(stack: StackConfig, out: list[Problem]) -> None:
-    """Every planned request, at full and quick scale, must fit the smallest maxModelLen."""
-    assert stack.serving is not None
-    limit = min(w.max_model_len for w in stack.serving.workers)
-    for name, wl in stack.workloads.enabled().items():
-        field_name, longest = _LONGEST_REQUEST[name]
-        for scale, sub in (("full", ""), ("quick", ".quick")):
-            scaled: Workload = wl.at_scale(scale)
-            need = longest(scaled)
-            if need > limit:
-                out.append(Problem(f"{P}workloads.{to_camel(name)}{sub}.{field_name}",
-                                   f"longest request ({scale} scale) needs {need} tokens but the "
-                                   f"smallest worker maxModelLen is {limit}",
-                                   "shorten the workload or raise maxModelLen"))
-                break
-
-
-def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> PreflightReport:
-    report = PreflightReport(stack=stack)
+    `on`: the estimate date (EKS support status and control-plane rate; default today, UTC).
+    `facts`: what Pulumi or the stack file says beyond the typed config (stacks.deploy_checks).
+    """
+    on = on or today()
+    report = PreflightReport(stack=stack, on=on)
     out = report.problems
+    out += deploy_problems(stack, base, facts or DeployFacts())
     if stack.is_attached and base is None:
         out.append(Problem(f"{P}cluster.attachTo", f"base stack '{stack.cluster.attach_to}' "
                            "was not given", "load it with check_stack"))
@@ -208,21 +165,32 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> Prefli
     if base is not None and not _check_attachment(stack, base, out):
         return report
     cluster = effective_cluster(stack, base)
+    owner = base or stack
     _check_cluster(stack, cluster, base, out)
+    if stack.target == "aws":
+        out += check_aws(stack, owner.cluster.region, on=on, owns_cluster=base is None,
+                         provider_config=(facts or DeployFacts()).provider_config)
     if stack.serving is None:
         if stack.is_attached or stack.target == "local":
             out.append(Problem(f"{P}serving", "this stack serves nothing", "add serving"))
+        else:
+            check_model_cache(stack, None, out)  # a base downloads its model
     else:
-        _check_topology(stack.serving, out)
-        _check_image(stack.serving, out)
+        check_serving(stack.serving, cluster, out)
         report.memory = check_workers(stack, cluster, out)
-        _check_workload_lengths(stack, out)
+        check_engine_flags(stack, out)
+        if stack.target == "aws":  # the local engine creates no Kubernetes objects
+            check_names(stack, out)
+        check_workloads(stack, out)
         check_trace_replay(stack, out)
         check_recipe(stack, base, cluster, out)
+    check_node_driver(stack, base, out)
     if base is None:
         check_cluster_rdma(stack.cluster, out)
-    report.hourly = hourly_cost(stack, cluster.node_groups, cluster.compute_mode,
-                                (base or stack).storage.model_cache_gib)
+    eks = EKS_VERSIONS.get(owner.cluster.eks_version)
+    if eks is not None:
+        report.notes.append(eks.describe(on))
+    report.hourly = cluster_hourly_cost(stack, cluster, owner.storage.model_cache_gib, on=on)
     report.planned_hours = planned_hours(stack)
     if stack.target == "aws" and report.planned_cost > stack.cost.budget_usd:
         out.append(Problem(f"{P}cost.budgetUsd", f"estimated ${report.hourly.total:,.2f}/h x "
@@ -232,19 +200,39 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None) -> Prefli
     return report
 
 
-def check_stack(name: str, stacks_dir: Path = STACKS_DIR) -> PreflightReport:
+def load_base(stack: StackConfig, stacks_dir: Path = STACKS_DIR) -> StackConfig | None:
+    """The base stack file of an attached variant; a missing or broken base is a problem of
+    the variant's cluster.attachTo (a missing one lists the stacks that can be bases)."""
+    if not stack.is_attached:
+        return None
+    name, where = stack.cluster.attach_to, f"{P}cluster.attachTo"
+    assert name is not None
+    if not stack_file(name, stacks_dir).exists():
+        bases = ", ".join(base_candidates(stacks_dir)) or "none: create a base stack first"
+        raise StackError(stack.name, [Problem(where, f"there is no base stack '{name}' "
+                                              f"(no file Pulumi.{name}.yaml in {stacks_dir})",
+                                              f"attach to one of the bases: {bases}")])
+    try:
+        return load_stack(name, stacks_dir)
+    except StackError as exc:
+        raise StackError(stack.name, [Problem(where, f"base stack '{name}' cannot be loaded: "
+                                              f"{p}", f"fix it (python -m stacks check {name})")
+                                      for p in exc.problems]) from None
+
+
+def file_facts(file: StackFile) -> DeployFacts:
+    """What the stack file says beyond the typed config (the CLI's DeployFacts)."""
+    keys = tuple(f"{PROJECT}:{k}" for k in file.config) + tuple(file.provider_config)
+    return DeployFacts(hf_token=file.hf_token, provider_config=file.provider_config,
+                       config_keys=keys, api_access=file.api_access)
+
+
+def check_stack(name: str, stacks_dir: Path = STACKS_DIR, *,
+                on: dt.date | None = None) -> PreflightReport:
     """Load `name` (and its base) and run pre-flight; raises StackError on load failure."""
-    stack = load_stack(name, stacks_dir)
-    base = None
-    if stack.is_attached:
-        try:
-            base = load_stack(stack.cluster.attach_to, stacks_dir)
-        except StackError as exc:
-            raise StackError(name, [Problem(f"{P}cluster.attachTo", f"base stack "
-                                            f"'{stack.cluster.attach_to}' cannot be loaded: "
-                                            f"{p}", "fix or name another base")
-                                    for p in exc.problems]) from None
-    return run_preflight(stack, base)
+    file = load_stack_file(name, stacks_dir)
+    stack = parse_config(name, file.config)
+    return run_preflight(stack, load_base(stack, stacks_dir), on=on, facts=file_facts(file))
 
 
 def require_valid(name: str, stacks_dir: Path = STACKS_DIR) -> PreflightReport:

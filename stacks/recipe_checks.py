@@ -1,5 +1,6 @@
 """Pre-flight checks of model-specific settings (pure): what a checkpoint and its runtime
-demand (stacks.model_catalog.SERVING_RULES), RDMA wiring, storage and the start-up budget.
+demand (stacks.model_catalog.SERVING_RULES: images, speculative methods, kernels, parsers,
+host memory, the disaggregated block size), RDMA wiring and the start-up budget.
 
 Each check appends `Problem`s naming the stack field to change and how; nothing else.
 """
@@ -7,16 +8,17 @@ Each check appends `Problem`s naming the stack field to change and how; nothing 
 from __future__ import annotations
 
 from stacks.catalog import INSTANCE_TYPES, Fabric
+from stacks.checkpoint_checks import check_model_cache, check_precision
 from stacks.estimate import estimated_load_seconds
 from stacks.loader import P, Problem
 from stacks.model_arch import AttentionKind, ModelArchitecture
 from stacks.model_catalog import DRAFT_MODELS, SERVING_RULES, ServingRules
+from stacks.recipe_config import Parsers
 from stacks.schema import ClusterConfig, ServingConfig, StackConfig, Topology, TransferBackend
 
 # vLLM asserts at start-up without it when a disaggregated hybrid model moves its conv state
 # ("3-read Mamba conv transfer requires DS conv state layout").
 CONV_STATE_ENV = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS")
-GB_PER_GIB = 1024**3 / 1e9
 
 
 def check_cluster_rdma(cluster: ClusterConfig, out: list[Problem]) -> None:
@@ -49,8 +51,8 @@ def _check_speculative(s: ServingConfig, model: str, rules: ServingRules | None,
     spec = s.speculative
     if spec is None:
         return
-    if rules is not None and spec.method not in rules.speculative_methods:
-        supported = [m.value for m in rules.speculative_methods]
+    if rules is None or spec.method not in rules.speculative_methods:
+        supported = [m.value for m in rules.speculative_methods] if rules else []
         out.append(Problem(f"{P}serving.speculative.method", f"{model} does not support "
                            f"{spec.method.value} speculative decoding (supported: "
                            f"{supported or 'none'})",
@@ -64,6 +66,7 @@ def _check_speculative(s: ServingConfig, model: str, rules: ServingRules | None,
 def _check_kernels(s: ServingConfig, arch: ModelArchitecture, model: str,
                    rules: ServingRules | None, out: list[Problem]) -> None:
     backend, f = s.kernels.attention_backend, f"{P}serving.kernels"
+    found = len(out)
     if backend is not None:
         why = rules.refused_attention_backends.get(backend) if rules else None
         mla = arch.attention_kind == AttentionKind.MLA
@@ -80,6 +83,22 @@ def _check_kernels(s: ServingConfig, arch: ModelArchitecture, model: str,
                                f"{'sparse' if arch.sparse_mla else 'dense'} MLA backend, "
                                f"not {backend.value}", "use FLASHINFER_MLA_SPARSE or "
                                "FLASHMLA_SPARSE" if arch.sparse_mla else "use FLASHINFER_MLA"))
+    if rules is not None and rules.required_attention_backends and len(out) == found and (
+            backend not in rules.required_attention_backends):
+        names = " or ".join(b.value for b in rules.required_attention_backends)
+        why = rules.provenance.get("required_attention_backends", "")
+        said = backend.value if backend else "unset (vLLM's choice)"
+        out.append(Problem(f"{f}.attentionBackend", f"{model} needs its attention backend "
+                           f"pinned to {names}, not {said}: {why}",
+                           f"set kernels.attentionBackend: "
+                           f"{rules.required_attention_backends[0].value}"))
+    fp8_ok = rules.fp8_kv_attention_backends if rules else ()
+    if fp8_ok and s.kv_cache_dtype == "fp8" and backend is not None and backend not in fp8_ok \
+            and len(out) == found:
+        names = ", ".join(b.value for b in fp8_ok)
+        out.append(Problem(f"{f}.attentionBackend", f"{model} runs its FP8 KV cache on the "
+                           f"{names} attention path, not {backend.value}",
+                           f"remove it (vLLM picks {names}) or set kvCacheDtype: auto"))
     need = rules.required_moe_backend if rules else None
     if need is not None and s.kernels.moe_backend != need:
         out.append(Problem(f"{f}.moeBackend", f"{model} requires the MoE backend "
@@ -99,6 +118,42 @@ def _check_hybrid_disagg(s: ServingConfig, arch: ModelArchitecture, model: str,
                                f"linear-attention model: a disaggregated {w.role.value} worker "
                                f"without {key}={value} fails at start-up (conv-state transfer)",
                                f"set serving.env {key}: {value}"))
+
+
+def _check_parsers(s: ServingConfig, model: str, rules: ServingRules | None,
+                   out: list[Problem]) -> None:
+    need = rules.required_parsers if rules else {}
+    wrong = {k: v for k, v in need.items() if getattr(s.parsers, k) != v}
+    if wrong:
+        fields = Parsers.model_fields
+        said = ", ".join(f"{fields[k].alias}: {v}" for k, v in need.items())
+        first = next(iter(wrong))
+        out.append(Problem(f"{P}serving.parsers.{fields[first].alias}", f"{model} needs its own "
+                           f"parsers ({said}); {fields[first].alias} is "
+                           f"{getattr(s.parsers, first)}: "
+                           f"{rules.provenance.get('required_parsers', '') if rules else ''}",
+                           f"set serving.parsers {said}"))
+
+
+def _check_model_host_memory(s: ServingConfig, model: str, rules: ServingRules | None,
+                             out: list[Problem]) -> None:
+    per_gpu = rules.host_memory_gib_per_gpu if rules else 0
+    short = [(i, w, per_gpu * w.gpus_per_pod) for i, w in enumerate(s.workers)
+             if (w.host_memory_gib or 0) < per_gpu * w.gpus_per_pod]
+    out += [Problem(f"{P}serving.workers[{i}].hostMemoryGib", f"{model} workers need {per_gpu} "
+                    f"GiB of host memory per GPU, {need} GiB for this {w.gpus_per_pod}-GPU pod; "
+                    f"it asks {f'{w.host_memory_gib} GiB' if w.host_memory_gib else 'unset'}",
+                    f"set hostMemoryGib: {need}") for i, w, need in short]
+
+
+def _check_disagg_block_size(s: ServingConfig, model: str, rules: ServingRules | None,
+                             out: list[Problem]) -> None:
+    if rules and rules.disagg_pins_block_size and s.topology == Topology.DISAGGREGATED \
+            and s.block_size is None:
+        out.append(Problem(f"{P}serving.blockSize", f"{model}: prefill and decode must run one "
+                           "block size (and one speculative setting); unset, each engine picks "
+                           f"its own: {rules.provenance.get('disagg_pins_block_size', '')}",
+                           "set serving.blockSize (the recipe's 64)"))
 
 
 def _check_fabric(s: ServingConfig, cluster: ClusterConfig, out: list[Problem]) -> bool:
@@ -172,19 +227,6 @@ def _check_rdma(stack: StackConfig, cluster: ClusterConfig, out: list[Problem]) 
                                f"{plugin.per_node} a node advertises", "lower perWorker"))
 
 
-def _check_storage(stack: StackConfig, base: StackConfig | None, arch: ModelArchitecture,
-                   rules: ServingRules | None, out: list[Problem]) -> None:
-    owner = base or stack
-    have = owner.storage.model_cache_gib
-    need = max(rules.storage_gib_min if rules else 0,
-               int((arch.checkpoint_gb or 0) / GB_PER_GIB) + 1 if arch.checkpoint_gb else 0)
-    if have < need:
-        where = f"base '{owner.name}' " if base is not None else ""
-        out.append(Problem(f"{P}storage.modelCacheGib", f"{where}model cache {have} GiB is "
-                           f"smaller than {stack.model.id} needs ({need} GiB)",
-                           f"raise {where}storage.modelCacheGib to >= {need}"))
-
-
 def _check_startup(stack: StackConfig, out: list[Problem]) -> None:
     s = stack.serving
     assert s is not None
@@ -197,35 +239,21 @@ def _check_startup(stack: StackConfig, out: list[Problem]) -> None:
                            f"raise it to >= {need:.0f} (at most 120)"))
 
 
-def _check_host_memory(s: ServingConfig, cluster: ClusterConfig, out: list[Problem]) -> None:
-    for i, w in enumerate(s.workers):
-        group = cluster.group(w.node_group)
-        inst = INSTANCE_TYPES.get(group.instance_type) if group else None
-        if inst is None or not inst.gpus_per_node or w.host_memory_gib is None:
-            continue
-        per_node = w.pods_per_node(inst.gpus_per_node)
-        if per_node * w.host_memory_gib > 0.9 * inst.memory_gib:
-            out.append(Problem(f"{P}serving.workers[{i}].hostMemoryGib", f"{per_node} pods "
-                               f"of {w.host_memory_gib} GiB do not fit one {inst.name} "
-                               f"({inst.memory_gib} GiB, 90 % usable)", "lower it"))
-
-
 def check_recipe(stack: StackConfig, base: StackConfig | None, cluster: ClusterConfig,
                  out: list[Problem]) -> None:
     """Model-specific pre-flight of a serving stack."""
     s, model = stack.serving, stack.model
     assert s is not None
     arch, rules = model.arch, SERVING_RULES.get(model.id)
-    if arch.checkpoint_precision and model.precision.value != arch.checkpoint_precision:
-        out.append(Problem(f"{P}model.precision", f"{model.id} is a {arch.checkpoint_precision} "
-                           f"checkpoint, not {model.precision.value}",
-                           f"set model.precision: {arch.checkpoint_precision}"))
+    check_precision(stack, out)
     if rules is not None:
         _check_images(s, model.id, rules, out)
     _check_speculative(s, model.id, rules, out)
     _check_kernels(s, arch, model.id, rules, out)
     _check_hybrid_disagg(s, arch, model.id, out)
+    _check_parsers(s, model.id, rules, out)
+    _check_model_host_memory(s, model.id, rules, out)
+    _check_disagg_block_size(s, model.id, rules, out)
     _check_rdma(stack, cluster, out)
-    _check_storage(stack, base, arch, rules, out)
+    check_model_cache(stack, base, out)
     _check_startup(stack, out)
-    _check_host_memory(s, cluster, out)

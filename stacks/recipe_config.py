@@ -51,7 +51,7 @@ SPEC_CONFIG_SYNTHETIC_KEY = "speculative-config-synthetic"
 
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True)
+                              frozen=True, allow_inf_nan=False)
 
 
 class SpeculativeDecoding(_Model):

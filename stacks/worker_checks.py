@@ -1,8 +1,9 @@
-"""Pre-flight checks of the serving workers: placement, TP, precision, memory fit, GPU counts.
+"""Pre-flight checks of the serving workers: node groups, TP, precision, GPU memory fit.
 
 Pure: each check appends `Problem`s naming the worker's field (`dynamo-bench:serving.workers[i]
 .<field>`) and returns nothing else, except `check_workers`, which also returns the per-worker
-memory table the CLI prints even for a valid stack.
+memory table the CLI prints even for a valid stack. Packing the pods onto nodes (GPUs, host
+memory, CPU cache, disk, CPUs, all roles together) is stacks.pods.
 """
 
 from __future__ import annotations
@@ -10,22 +11,19 @@ from __future__ import annotations
 import math
 
 from stacks.catalog import INSTANCE_TYPES, InstanceType, ModelArchitecture
+from stacks.gpudirect import has_gpudirect_rdma
 from stacks.loader import P, Problem
 from stacks.memory import WorkerMemory, worker_memory
 from stacks.model_catalog import DRAFT_MODELS
+from stacks.pods import check_node_packing
 from stacks.schema import (
     ClusterConfig,
-    NodeGroup,
     Precision,
     ServingConfig,
     StackConfig,
     TransferBackend,
     WorkerGroup,
 )
-
-# A CPU (or disk) KV cache may take this share of a node's memory (or disk); the rest is for
-# the pods' own processes, page cache and the OS.
-HOST_SHARE = 0.8
 
 
 def _check_tp(arch: ModelArchitecture, w: WorkerGroup, inst: InstanceType, multinode: bool,
@@ -42,6 +40,10 @@ def _check_tp(arch: ModelArchitecture, w: WorkerGroup, inst: InstanceType, multi
     if w.node_count > 1 and not multinode:
         out.append(Problem(f"{f}.nodeCount", "multinode workers are off",
                            "set cluster.allowMultinode: true or nodeCount: 1"))
+    elif tp % w.node_count:
+        out.append(Problem(f"{f}.nodeCount", f"TP {tp} does not split evenly over "
+                           f"{w.node_count} nodes (one pod per node, TP / nodeCount GPUs each)",
+                           "use a nodeCount that divides tensorParallelSize"))
     if tp > inst.gpus_per_node * w.node_count:
         out.append(Problem(f"{f}.tensorParallelSize", f"TP {tp} does not fit one "
                            f"{inst.name} ({inst.gpus_per_node} GPUs) x nodeCount "
@@ -85,26 +87,6 @@ def _fixed(mem: WorkerMemory) -> str:
     return f" + its sliding-window/linear state {mem.sequence_fixed_gib:.2f}"
 
 
-def _check_host(serving: ServingConfig, w: WorkerGroup, i: int, group: NodeGroup,
-                inst: InstanceType, out: list[Problem]) -> None:
-    """CPU/disk KV offload of the replicas that share one node must fit that node."""
-    offload = serving.kv_offload
-    if offload.kind == "none":
-        return
-    per_node = w.pods_per_node(inst.gpus_per_node)
-    cpu = offload.cpu_gb * per_node
-    if cpu > inst.memory_gib * HOST_SHARE:
-        out.append(Problem(f"{P}serving.kvOffload.cpuGb", f"{per_node} replica(s) of worker {i} "
-                           f"on one {inst.name} need {cpu:.0f} GB of CPU cache, over "
-                           f"{HOST_SHARE:.0%} of its {inst.memory_gib} GiB", "lower cpuGb"))
-    disk = offload.disk_gb * per_node
-    if offload.kind == "disk" and disk > group.disk_gib * HOST_SHARE:
-        out.append(Problem(f"{P}serving.kvOffload.diskGb", f"{per_node} replica(s) of worker "
-                           f"{i} need {disk:.0f} GB of disk cache, over {HOST_SHARE:.0%} of "
-                           f"node group '{group.name}' diskGib {group.disk_gib}",
-                           "lower diskGb or raise the group's diskGib"))
-
-
 def peak_concurrency(stack: StackConfig) -> int:
     """The most requests any enabled workload keeps in flight (sequences the KV cache holds)."""
     w, peaks = stack.workloads, [1]
@@ -128,52 +110,6 @@ def draft_weights_bytes(serving: ServingConfig) -> float:
     spec = serving.speculative
     draft = DRAFT_MODELS.get(spec.draft_model or "") if spec else None
     return draft.params_b * 1e9 * draft.bytes_per_param if draft else 0.0
-
-
-def _gpus_taken(w: WorkerGroup, gpus_per_node: int) -> int:
-    # a multinode replica takes whole nodes
-    return w.replicas * (w.node_count * gpus_per_node if w.node_count > 1
-                         else w.tensor_parallel_size)
-
-
-def _first_unplaced(workers: list[tuple[int, WorkerGroup]], gpus_per_node: int,
-                    nodes: int) -> int | None:
-    """Place replicas on nodes (largest first); the index of the first worker that fails."""
-    free = [gpus_per_node] * nodes
-    for i, w in sorted(workers, key=lambda iw: -iw[1].tensor_parallel_size * iw[1].node_count):
-        for _ in range(w.replicas):
-            if w.node_count > 1:
-                whole = [n for n, left in enumerate(free) if left == gpus_per_node]
-                if len(whole) < w.node_count:
-                    return i
-                for n in whole[:w.node_count]:
-                    free[n] = 0
-                continue
-            slot = next((n for n, left in enumerate(free) if left >= w.tensor_parallel_size),
-                        None)
-            if slot is None:
-                return i
-            free[slot] -= w.tensor_parallel_size
-    return None
-
-
-def _check_packing(serving: ServingConfig, cluster: ClusterConfig, out: list[Problem]) -> None:
-    """Total GPUs asked must be there, in whole TP groups per node, on each group used."""
-    for group in cluster.node_groups:
-        inst = INSTANCE_TYPES.get(group.instance_type)
-        if inst is None or inst.gpu is None:
-            continue
-        # a TP group larger than its nodes is reported by _check_tp already
-        workers = [(i, w) for i, w in enumerate(serving.workers) if w.node_group == group.name
-                   and w.tensor_parallel_size <= inst.gpus_per_node * w.node_count]
-        unplaced = _first_unplaced(workers, inst.gpus_per_node, group.count)
-        if unplaced is not None:
-            asked = sum(_gpus_taken(w, inst.gpus_per_node) for _, w in workers)
-            out.append(Problem(f"{P}serving.workers[{unplaced}].replicas",
-                               f"workers on '{group.name}' take {asked} GPUs in whole TP groups; "
-                               f"{group.count} x {inst.name} provide "
-                               f"{group.count * inst.gpus_per_node}",
-                               "lower replicas/TP or add nodes"))
 
 
 def check_workers(stack: StackConfig, cluster: ClusterConfig,
@@ -218,9 +154,14 @@ def check_workers(stack: StackConfig, cluster: ClusterConfig,
                                                            / w.replicas))
         table.append(mem)
         _check_memory(mem, w, f, out)
-        _check_host(serving, w, i, group, inst, out)
         if serving.transfer == TransferBackend.NIXL_LIBFABRIC and inst.efa_interfaces == 0:
             out.append(Problem(f"{P}serving.transfer", f"nixl-libfabric needs EFA; {inst.name} "
                                f"(worker {i}) has none", "use nixl-ucx or an EFA instance type"))
-    _check_packing(serving, cluster, out)
+        elif serving.transfer == TransferBackend.NIXL_LIBFABRIC and not has_gpudirect_rdma(
+                inst.name):
+            out.append(Problem(f"{P}serving.transfer", f"nixl-libfabric moves KV GPU-to-GPU "
+                               f"with GPUDirect RDMA, which nothing confirms on {inst.name} "
+                               f"(worker {i}; stacks/gpudirect.py)", "use nixl-ucx (TCP, KV "
+                               "staged through host memory) or a type listed there"))
+    check_node_packing(serving, cluster, out)
     return table

@@ -37,7 +37,7 @@ def restart_count(policy: ColdRestart, cold_steps: int) -> int:
 
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True)
+                              frozen=True, allow_inf_nan=False)
 
 
 class Workload(_Model):

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tests.aws_target_fake import Component, FakeCluster, JobRun
+from tests.aws_target_fake_serving import engine_log
 from workloads import k8s_scripts
 from workloads.k8s_jobs import RESULTS_MOUNT
 
@@ -81,19 +82,42 @@ def step_id_of(artifact_dir: str) -> str:
     return "/".join(artifact_dir.split("/")[4:-2])
 
 
+def _dataset_text(cluster: FakeCluster, job: dict, input_file: str) -> str:
+    """The dataset the Job's AIPerf reads: from the results PVC or its ConfigMap."""
+    if input_file.startswith(RESULTS_MOUNT):
+        assert cluster.pvc_path(input_file).exists(), "dataset missing on the PVC"
+        return cluster.pvc_path(input_file).read_text()
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    cm = next(v["configMap"]["name"] for v in volumes if "configMap" in v)
+    assert (job["metadata"]["namespace"], cm) in cluster.configmaps, "dataset ConfigMap"
+    data = cluster.configmaps[(job["metadata"]["namespace"], cm)].get("data") or {}
+    return data.get(Path(input_file).name) or next(iter(data.values()), "")
+
+
+def _as_asked(rec: dict, asked: dict[str, int]) -> None:
+    """A finished record's server counts as the dataset this Job sent asked for: with
+    ignore_eos the server produces exactly the requested output (the fixture's own run asked
+    for other lengths; a record without a usage block stays without one)."""
+    want = asked.get(rec["metadata"].get("conversation_id"))
+    metrics = rec.get("metrics") or {}
+    if want is None or "usage_completion_tokens" not in metrics:
+        return
+    for name in ("usage_completion_tokens", "output_sequence_length"):
+        if name in metrics:
+            metrics[name]["value"] = want
+
+
 def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: int = 0,
                     cores: float = 1.5) -> JobRun:
     """Copy a real AIPerf run's exports into the Job's artifact dir on the fake PVC, with the
-    request timestamps moved to the fake clock (a Job makes its exports when it runs), and
-    the CPU samples the in-pod wrapper would write. Checks the dataset reached the pod."""
+    request timestamps moved to the fake clock (a Job makes its exports when it runs), the
+    output counts of the dataset the Job got, and the CPU samples the in-pod wrapper would
+    write. Checks the dataset reached the pod."""
     argv = aiperf_argv(job)
     input_file = flag(argv, "--input-file")
-    if input_file.startswith(RESULTS_MOUNT):
-        assert cluster.pvc_path(input_file).exists(), "dataset missing on the PVC"
-    else:
-        volumes = job["spec"]["template"]["spec"]["volumes"]
-        cm = next(v["configMap"]["name"] for v in volumes if "configMap" in v)
-        assert (job["metadata"]["namespace"], cm) in cluster.configmaps, "dataset ConfigMap"
+    asked = {r["session_id"]: r["output_length"]
+             for r in map(json.loads, _dataset_text(cluster, job, input_file).splitlines())
+             if r.get("session_id")}
     artifacts = flag(argv, "--artifact-dir")
     src = fixture_for(step_id_of(artifacts))
     dest = cluster.pvc_path(artifacts)
@@ -107,6 +131,7 @@ def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: in
             for k, v in list(rec["metadata"].items()):
                 if k.endswith("_ns") and isinstance(v, int):
                     rec["metadata"][k] = v + shift
+            _as_asked(rec, asked)
             out.write(json.dumps(rec) + "\n")
     shutil.copy(src / EXPORTS[1], dest / EXPORTS[1])
     server = (src / EXPORTS[2]).read_text()
@@ -161,10 +186,20 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
                                      ("cpu-c", "system", "us-east-1c", "m7i.2xlarge")):
         cluster.add_node(name, group, zone, itype)
     comps = []
+    serving = stack.serving
+    cluster.serving.disaggregated = serving.topology.value == "disaggregated"
+    cluster.serving.router_kv = serving.router.value == "kv"
+    cluster.serving.offload = serving.kv_offload.kind != "none"
+    quantization = {"bf16": None, "fp8": "fp8", "nvfp4": "modelopt_fp4"}[
+        stack.model.precision.value]
     for i, c in enumerate(dgd["spec"]["components"]):
         backend = "LIBFABRIC" if efa else "UCX"
-        log = ("INFO vllm starting\n" + (f"Backend {backend} was instantiated\n"
-                                         if c["type"] in ("prefill", "decode") else "")
+        worker = c["type"] != "frontend"
+        log = ("INFO vllm starting\n"
+               + (engine_log(stack.model.id, revision=stack.model.revision,
+                             quantization=quantization) if worker else "")
+               + (f"Backend {backend} was instantiated\n"
+                  if c["type"] in ("prefill", "decode") else "")
                + ("torch.OutOfMemoryError: CUDA out of memory\n" if c["name"] == crash else ""))
         comps.append(Component(c["name"], c["type"], c["replicas"],
                                 frontend_node if c["type"] == "frontend" else f"p4d-{i % 2}",
@@ -188,8 +223,18 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
     return Deployed(cluster, stack, outputs, graph)
 
 
-def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | None = None):
+def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | None = None,
+               kv_capacity_tokens: list[int] | None = None):
     from workloads.targets.aws import AwsTarget
     return AwsTarget(d.stack, tmp / "engine", run_id=run_id, outputs_file=d.outputs,
                      kube=d.cluster.kube(), clock=d.cluster.clock,
-                     report=(messages.append if messages is not None else None))
+                     report=(messages.append if messages is not None else None),
+                     kv_capacity_tokens=kv_capacity_tokens)
+
+
+def connect_runner(monkeypatch, d: Deployed) -> Deployed:
+    """The client boundary for `python -m workloads run`: the aws target connects to the fake
+    cluster (and its clock) instead of a real API server."""
+    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
+    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
+    return d

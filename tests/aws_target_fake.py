@@ -32,8 +32,10 @@ from typing import Any
 import httpx
 
 from tests.aws_target_fake_api import FakeBatchV1, FakeCoreV1, FakeCustomObjects, _not_found
+from tests.aws_target_fake_serving import FakeServing
 from tests.k8s_validation import validate_builtin
 from workloads import k8s_scripts
+from workloads.attest_scripts import GPU_PROBE, METRICS_GET
 from workloads.k8s_client import ExecResult, Kube
 from workloads.k8s_graph import OP_COMPONENT_LABEL, OP_GRAPH_LABEL
 from workloads.k8s_jobs import RESULTS_MOUNT
@@ -108,6 +110,7 @@ class FakeCluster:
         self.versions = {"ai-dynamo": "1.6.1", "ai-dynamo-runtime": "1.6.1", "vllm": "0.11.0",
                          "nixl": "0.7.1", "nixl-cu12": None, "nixl-cu13": None,
                          "torch": "2.8.0", "ucx-py": None}
+        self.serving = FakeServing()
         self.core, self.batch = FakeCoreV1(self), FakeBatchV1(self)
         self.custom = FakeCustomObjects(self)
 
@@ -150,6 +153,10 @@ class FakeCluster:
                "spec": {**tmpl["spec"], "nodeName": comp.node},
                "_fake": {"created": t0, "comp": comp, "ip": f"10.0.{self._uid // 250}."
                                                              f"{self._uid % 250 + 1}"}}
+        if comp.type != "frontend":   # scheduled where the device plugin has free GPUs
+            gpu_nodes = [comp.node, *sorted(n for n in self.nodes if n != comp.node
+                                            and n.startswith(comp.node.split("-")[0]))]
+            pod["spec"]["nodeName"] = self.serving.allocate(pod, gpu_nodes)
         self.pods[(ns, pod["metadata"]["name"])] = pod
         return pod
 
@@ -277,6 +284,16 @@ class FakeCluster:
             return ExecResult(done.stdout, done.stderr, done.returncode)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", k8s_scripts.VERSIONS]:
             return ExecResult(json.dumps(self.versions).encode(), b"", 0)
+        if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", GPU_PROBE]:
+            return ExecResult(self.serving.probe(obj), b"", 0)
+        if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", METRICS_GET]:
+            comp = obj["_fake"]["comp"]
+            first = min(n for (_, n), p in self.pods.items() if p["_fake"].get("comp") is comp)
+            kind_first = comp is next(c for c in self.components[next(iter(self.dgds))]
+                                      if c.type == comp.type)
+            return ExecResult(self.serving.metrics(comp.type, kind_first
+                                                   and obj["metadata"]["name"] == first),
+                              b"", 0)
         return ExecResult(b"", f"{argv[0]}: not found".encode(), 127)
 
     def handle_http(self, request: httpx.Request) -> httpx.Response:
@@ -293,6 +310,12 @@ class FakeCluster:
         if path == "/v1/models":
             data = [{"id": model, "object": "model"}] if self.workers_ready() else []
             return httpx.Response(200, json={"object": "list", "data": data})
+        if path == "/v1/chat/completions" and not json.loads(request.content).get("stream"):
+            body = json.loads(request.content)
+            usage = self.serving.chat(body["messages"][-1]["content"])
+            return httpx.Response(200, json={"object": "chat.completion", "usage": usage,
+                                             "choices": [{"index": 0, "message": {
+                                                 "role": "assistant", "content": "KV"}}]})
         if path == "/v1/chat/completions":
             assert graph
             chunks = [{"choices": [{"delta": {"content": w}}]} for w in ("KV ", "blocks ")]

@@ -90,6 +90,7 @@ class FakeCoreV1:
             raise ApiException(status=409, reason="Precondition failed: UID mismatch")
         del self.c.pods[(namespace, name)]
         self.c.deleted.append(("Pod", namespace, name))
+        self.c.serving.release(name)
         comp = pod["_fake"].get("comp")
         if comp is not None:   # the operator replaces it
             graph = pod["metadata"]["labels"][OP_GRAPH_LABEL]

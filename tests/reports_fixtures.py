@@ -10,6 +10,9 @@ from pathlib import Path
 import numpy as np
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
+# A real run of local-agg's sweep with worker-0 killed (SIGKILL) two seconds into c4's profiling:
+# the streams it served end without their usage block (tests/fixtures/make_fixtures.py --fault).
+FAULT_RUN = Path(__file__).parent / "fixtures" / "fault-runs" / "local-agg" / "killed-worker"
 STACKS = ("local-agg", "local-disagg", "local-agg-kv")
 
 
@@ -32,6 +35,12 @@ def built_fixture_run(fixture: Path, root: Path, name: str):
 def run_dir(root: Path, stack: str, run_id: str = "fixture") -> Path:
     """The stack's full fixture run (`fixture-repeats` holds two more sweeps of it)."""
     return root / stack / run_id
+
+
+def copy_fault_run(dest: Path) -> Path:
+    run = dest / "fault-runs" / "local-agg" / "killed-worker"
+    shutil.copytree(FAULT_RUN, run, ignore=shutil.ignore_patterns(".reports-cache"))
+    return run
 
 
 def all_run_dirs(root: Path) -> list[Path]:
@@ -78,3 +87,54 @@ def histogram_totals(step_dir: Path, name: str) -> tuple[float, float]:
     series = export["metrics"][name]["series"]
     return (sum(s["stats"].get("sum", 0.0) for s in series),
             sum(s["stats"].get("count", 0) for s in series))
+
+
+def cost_row(tmp_path: Path, edit, stack: str = "local-agg",
+             step: str = "concurrency_sweep/c4") -> tuple[dict, float, Path]:
+    """Build a report of the stack's fixture run after `edit(manifest dict)`; return the step's
+    cost_efficiency row, its AIPerf profiling window in hours and the report folder."""
+    from reports.build import build_report
+
+    rd = run_dir(copy_runs(tmp_path), stack)
+    doc = manifest(rd)
+    edit(doc)
+    (rd / "manifest.json").write_text(json.dumps(doc))
+    report = build_report([rd], tmp_path / "out", name="cost")
+    row = report.tables["cost_efficiency"].set_index("step").loc[step].to_dict()
+    recs = profiling_records(rd / step)
+    hours = (max(r["metadata"]["request_end_ns"] for r in recs)
+             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9 / 3600
+    return row, hours, report.out_dir
+
+
+# --- independent definitions (plain python, no reports or workloads code) -------------------
+
+def completed(rec: dict) -> bool:
+    """Completed: no error, not cancelled, and the server's usage block arrived (every request
+    of these runs fixed its length with ignore_eos; the engine test checks usage == asked)."""
+    return ("error" not in rec and not rec["metadata"].get("was_cancelled")
+            and "usage_completion_tokens" in rec["metrics"])
+
+
+def window_s(recs: list[dict]) -> float:
+    return (max(r["metadata"]["request_end_ns"] for r in recs)
+            - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9
+
+
+def achieved(recs: list[dict], c: int) -> float | None:
+    """Time-weighted requests in flight from the c-th request start to the last start."""
+    spans = [(r["metadata"]["request_start_ns"], r["metadata"]["request_end_ns"]) for r in recs]
+    starts = sorted(s for s, _ in spans)
+    if len(spans) <= c:
+        return None
+    lo, hi = starts[c - 1], starts[-1]
+    return sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans) / (hi - lo)
+
+
+def usable(step_dir: Path, c: int) -> bool:
+    """Complete, no truncated stream, and the client held at least 90 % of the concurrency."""
+    recs = profiling_records(step_dir)
+    step = json.loads((step_dir / "step.json").read_text())
+    cut = any("error" not in r and "usage_completion_tokens" not in r["metrics"] for r in recs)
+    a = achieved(recs, c)
+    return step["status"] == "complete" and not cut and (a is None or a >= 0.9 * c)

@@ -20,20 +20,23 @@ T0 = datetime(2026, 8, 1, 0, 0)
 
 
 
-def _run(ec2, monkeypatch, at_h: float, itype: str, stack: str) -> str:
+def _run(ec2, monkeypatch, at_h: float, itype: str, stack: str, group: str = "") -> str:
+    """An instance launched at T0 + at_h h; `group`: its node group, as EKS tags it."""
     monkeypatch.setattr(moto_instances, "utcnow", lambda: T0 + timedelta(hours=at_h))
+    tags = [{"Key": "stack", "Value": stack}]
+    tags += [{"Key": "eks:nodegroup-name", "Value": group}] if group else []
     return ec2.run_instances(
         ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType=itype,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [
-            {"Key": "stack", "Value": stack}]}])["Instances"][0]["InstanceId"]
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])["Instances"][0][
+        "InstanceId"]
 
 
 @pytest.mark.usefixtures("moto_server")
 def test_cost_shows_computed_beside_billed(monkeypatch, tmp_path):
     ec2 = clients_for("us-east-1")("ec2")
-    _run(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100-standalone")
-    gone = _run(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100-standalone")
-    _run(ec2, monkeypatch, 0, "m7i.4xlarge", "agg-a100-standalone")
+    _run(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100-standalone", "p4d")
+    gone = _run(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100-standalone", "p4d")
+    _run(ec2, monkeypatch, 0, "m7i.4xlarge", "agg-a100-standalone", "cpu")
     _run(ec2, monkeypatch, 0, "p4d.24xlarge", "agg-a100")          # another stack's
     monkeypatch.setattr(moto_instances, "utcnow", lambda: T0 + timedelta(hours=2))
     ec2.terminate_instances(InstanceIds=[gone])
@@ -54,8 +57,16 @@ def test_cost_shows_computed_beside_billed(monkeypatch, tmp_path):
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     # By hand, 00:00-04:00: p4d 4 h + 2 h (terminated 02:00) = 6 x 21.957642 = 131.75;
-    # m7i 4 x 0.8064 = 3.23; EKS 4 x 0.10 = 0.40; EFS 200 GiB x 0.30 / 730 x 4 = 0.33.
-    assert "agg-a100-standalone: computed $135.70 vs billed $133.10" in out
+    # m7i 4 x 0.8064 = 3.23; root volumes 6 node-h x 500 GiB + 4 x 200 GiB = 3,800 GiB-h x
+    # $0.08 / 730 = 0.42; EKS 1.33 is in extended support on 2026-08-01 (standard ended
+    # 2026-07-29): 4 x 0.60 = 2.40; EFS 200 GiB x 0.30 / 730 x 4 = 0.33; NAT gateway + its
+    # IPv4 address 4 x (0.045 + 0.005) = 0.20. Total 138.32.
+    assert "agg-a100-standalone: computed $138.32 vs billed $133.10" in out
+    assert "EKS control plane (EKS 1.33 in extended support on 2026-08-01)" in out
+    # GPU nodes 131.7459 + their root volumes 0.3288 = 132.07; shared: m7i 3.2256 + its root
+    # volume 0.0877 + EKS 2.40 + EFS 0.3288 + NAT 0.20 = 6.24
+    assert "│ GPU nodes │ │ 132.07 │" in out and "│ shared fixed costs │ │ 6.24 │" in out
+    assert "unverified prices: m7i.4xlarge (catalogue 2025-01-01)" in out
     assert "lags usage by up to 24 h" in out
     assert "price p4d.24xlarge: $21.9576/h (catalogue 2026-07-28" in out
     assert not (tmp_path / "prices.json").exists()   # nothing from the API to cache
@@ -65,11 +76,92 @@ def test_cost_shows_computed_beside_billed(monkeypatch, tmp_path):
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"nodes": [
         {"node": "ip-10-42-1-7.ec2.internal", "instanceType": "p4d.24xlarge",
-         "start": "2026-08-01T01:00:00Z", "end": "2026-08-01T02:00:00Z"}]}))
+         "nodeGroup": "p4d", "start": "2026-08-01T01:00:00Z", "end": "2026-08-01T02:00:00Z"}]}))
     res = CliRunner().invoke(aws_app, ["cost", "agg-a100", "--nodes", str(manifest),
                                        "--price-cache", str(tmp_path / "prices.json")])
     out = " ".join(res.output.split())
     assert res.exit_code == 0, res.output
-    # 1 node-h x 21.957642 + 1 h x 0.10 + 200 GiB x 0.30 / 730 x 1 h = 22.14
-    assert "agg-a100: computed $22.14 vs billed $88.00" in out
+    # 1 node-h x 21.957642 + its 500 GiB-h root volume 0.054795 + 1 h x (EKS 0.60, extended
+    # support + EFS 200 GiB x 0.30 / 730 + NAT 0.05) = 22.74
+    assert "agg-a100: computed $22.74 vs billed $88.00" in out
     assert "bill under the base's tag (base-a100)" in out
+
+
+def _table(output: str) -> dict[str, str]:
+    """{'what' or subtotal label: USD cell} of the computed-cost table."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if len(cells) == 3 and line.startswith("│"):
+            rows[cells[0]] = cells[2]
+    return rows
+
+
+@pytest.mark.usefixtures("moto_server")
+def test_base_and_variant_split_the_same_bill_without_counting_nodes_twice(monkeypatch,
+                                                                           tmp_path):
+    ec2 = clients_for("us-east-1")("ec2")
+    for itype, group in (("p4d.24xlarge", "p4d"), ("p4d.24xlarge", "p4d"),
+                         ("g6e.12xlarge", "g6e"), ("m7i.4xlarge", "cpu"),
+                         ("m7i.4xlarge", "cpu")):
+        _run(ec2, monkeypatch, 0, itype, "base-a100", group)
+    window = ["--start", "2026-08-01T01:00:00", "--end", "2026-08-01T02:00:00",
+              "--price-cache", str(tmp_path / "prices.json")]
+    base = CliRunner().invoke(aws_app, ["cost", "base-a100", *window])
+    assert base.exit_code == 0, base.output
+    b = _table(base.output)
+    # 1 h of the whole base: GPU nodes 2 x 21.957642 + 10.49264 + root volumes 1,500 GiB-h x
+    # 0.08 / 730 = 54.57; shared: 2 x 0.8064 + 400 GiB-h 0.0438 + EKS 0.60 (1.33 in extended
+    # support on 2026-08-01) + EFS 0.0822 + NAT 0.05 = 2.39; total 56.96 (the base's hourly
+    # estimate on that day: `stacks plan --as-of 2026-08-01` agrees)
+    assert (b["GPU nodes"], b["shared fixed costs"], b["total"]) == ("54.57", "2.39", "56.96")
+    assert "they are not additions to it" in " ".join(base.output.split())
+
+    # the variant's run record: one p4d for its workers, one CPU node for its frontend
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"nodes": [
+        {"node": "ip-10-42-1-7.ec2.internal", "instanceType": "p4d.24xlarge",
+         "nodeGroup": "p4d", "start": "2026-08-01T01:00:00Z", "end": "2026-08-01T02:00:00Z"},
+        {"node": "ip-10-42-9-3.ec2.internal", "instanceType": "m7i.4xlarge",
+         "nodeGroup": "cpu", "start": "2026-08-01T01:00:00Z", "end": "2026-08-01T02:00:00Z"}]}))
+    variant = CliRunner().invoke(aws_app, ["cost", "agg-a100", "--nodes", str(manifest),
+                                           *window])
+    assert variant.exit_code == 0, variant.output
+    v = _table(variant.output)
+    shared = "shared (base-a100's fixed costs)"
+    # its own part: the p4d node-hour 21.957642 + its 500 GiB-h root volume 0.0548 = 22.01;
+    # the base's fixed costs over its hour: CPU node 0.8064 + 0.0219 + EKS 0.60 + EFS 0.0822
+    # + NAT 0.05 = 1.56
+    assert (v["this variant"], v[shared], v["total"]) == ("22.01", "1.56", "23.57")
+    assert v["nodes p4d.24xlarge (1.00 node-h x $21.9576)"] == "21.96"
+    # a part of the base's bill, never more than it, and said so
+    assert float(v["this variant"]) <= float(b["GPU nodes"])
+    assert float(v[shared]) <= float(b["shared fixed costs"])
+    out = " ".join(variant.output.split())
+    assert "is inside `reports cost base-a100` for the same period" in out
+    assert "never add this figure to base-a100's or to another variant's" in out
+
+
+@pytest.mark.usefixtures("moto_server")
+def test_an_instance_type_missing_from_the_catalogue_never_crashes(tmp_path):
+    nodes = [{"node": "i-0new", "instanceType": "g7e.48xlarge", "nodeGroup": "p4d",
+              "start": "2026-08-01T01:00:00Z", "end": "2026-08-01T03:00:00Z"}]
+    manifest = tmp_path / "manifest.json"
+    args = ["cost", "agg-a100", "--nodes", str(manifest), "--price-cache",
+            str(tmp_path / "prices.json")]
+    manifest.write_text(json.dumps({"nodes": nodes}))
+    res = CliRunner().invoke(aws_app, args)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "nodes g7e.48xlarge (2.00 node-h, no price) │ this variant │ unknown" in out
+    assert "price unknown for g7e.48xlarge" in out and "the total is a lower bound" in out
+    assert "agg-a100: computed at least $" in out
+    # the price the run record carries is used (and flagged: nobody verified it)
+    manifest.write_text(json.dumps({"nodes": nodes, "prices": {
+        "g7e.48xlarge": {"usdPerHour": 40.0, "source": "stack cost.priceOverrides"}}}))
+    res = CliRunner().invoke(aws_app, args)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "nodes g7e.48xlarge (2.00 node-h x $40.0000) │ this variant │ 80.00" in out
+    assert "price g7e.48xlarge: $40.0000/h (recorded with the run" in out
+    assert "unverified prices: g7e.48xlarge (recorded with the run)" in out

@@ -24,10 +24,12 @@ PRICES = {"p4d.24xlarge": P4D, "m7i.4xlarge": M7I, "g6e.12xlarge": 10.49264}
 
 
 
-def _launch(ec2, monkeypatch, at_h: float, itype: str, stack: str | None) -> str:
+def _launch(ec2, monkeypatch, at_h: float, itype: str, stack: str | None,
+            group: str = "") -> str:
     """Run one instance whose launch time is T0 + at_h hours (moto's clock patched)."""
     monkeypatch.setattr(moto_instances, "utcnow", lambda: T0 + timedelta(hours=at_h))
-    tags = [{"ResourceType": "instance", "Tags": [{"Key": "stack", "Value": stack}]}] \
+    extra = [{"Key": "eks:nodegroup-name", "Value": group}] if group else []
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "stack", "Value": stack}, *extra]}] \
         if stack else []
     return ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
                              InstanceType=itype, TagSpecifications=tags)["Instances"][0][
@@ -92,8 +94,48 @@ def test_overlap_and_bad_periods():
     assert overlap_hours(t - 2 * h, t - h, t, t + h) == 0          # ended before
     assert overlap_hours(t + 2 * h, None, t, t + h) == 0           # started after
     assert overlap_hours(t - h, None, t, t + 2 * h) == 2           # running through
+    # a type nobody prices is counted as unknown, never dropped and never a crash
     n = NodeUsage(node="i-1", instance_type="p5.48xlarge", start=t)
-    with pytest.raises(ValueError, match="no price for \\['p5.48xlarge'\\]"):
-        period_cost([n], t, t + h, PRICES)
+    unknown = period_cost([n], t, t + h, PRICES)
+    assert unknown.unknown == {"p5.48xlarge": 1.0} and not unknown.complete
+    assert not any(k.startswith("nodes ") for k in unknown.lines)
     with pytest.raises(ValueError, match="not after its start"):
         period_cost([], t, t, PRICES)
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_root_volumes_nat_and_the_shared_part(monkeypatch):
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        _launch(ec2, monkeypatch, 0, "p4d.24xlarge", "base-a100", group="p4d")
+        _launch(ec2, monkeypatch, 0, "m7i.4xlarge", "base-a100", group="cpu")
+        _launch(ec2, monkeypatch, 0, "m7i.4xlarge", "base-a100")       # group not tagged
+        usage = list_stack_instances(ec2, "base-a100")
+    assert sorted(u.node_group for u in usage) == ["", "cpu", "p4d"]
+    start, end = T0, T0 + timedelta(hours=2)
+    cost = period_cost(usage, start, end, PRICES, efs_gib=200, nat_gateways=1,
+                       root_gib={"p4d": 500, "cpu": 200})
+    # By hand, 2 h: p4d 2 x 21.957642; 2 m7i 4 x 0.8064; root volumes p4d 500 GiB x 2 h and
+    # cpu 200 GiB x 2 h at $0.08 per GiB-month / 730; EKS 0.2; EFS 0.164384; NAT + IPv4 0.1
+    gpu = 2 * P4D + 1000 * 0.08 / 730                   # 43.915284 + 0.109589
+    shared = 4 * M7I + 400 * 0.08 / 730 + 0.2 + 200 * 0.30 / 730 * 2 + 2 * 0.05
+    assert cost.total == pytest.approx(gpu + shared)
+    assert cost.shared_total == pytest.approx(shared)   # 3.225600 + 0.043836 + 0.464384
+    assert cost.excluded == ["root volumes of 1 node(s) whose node group was not recorded",
+                             "network transfer and NAT data processing"]
+
+
+def test_control_plane_rate_follows_the_version_lifecycle_of_the_period():
+    """EKS 1.33: standard support until 2026-07-29, then $0.60/h (6x) in extended support.
+    A period is billed at its first day's rate; without a version, the standard rate."""
+    start = datetime(2026, 7, 28, 10, tzinfo=UTC)
+    before = period_cost([], start, start + timedelta(hours=2), {}, eks_version="1.33")
+    after = period_cost([], start + timedelta(days=1), start + timedelta(days=1, hours=2), {},
+                        eks_version="1.33")
+    unknown_version = period_cost([], start + timedelta(days=1),
+                                  start + timedelta(days=1, hours=2), {})
+    def eks(cost) -> dict[str, float]:
+        return {k: round(v, 9) for k, v in cost.lines.items() if k.startswith("EKS")}
+    assert eks(before) == {"EKS control plane": 0.20}
+    assert eks(after) == {"EKS control plane (EKS 1.33 in extended support on 2026-07-29)": 1.20}
+    assert eks(unknown_version) == {"EKS control plane": 0.20}

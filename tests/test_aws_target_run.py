@@ -11,7 +11,7 @@ import pytest
 
 from reports.build import build_report
 from reports.node_hours import usage_from_manifest
-from tests.aws_target_deploy import NAMESPACE, deploy
+from tests.aws_target_deploy import NAMESPACE, connect_runner, deploy
 from workloads import k8s_jobs
 from workloads.runner import RunOptions, run
 from workloads.steps import plan
@@ -19,11 +19,7 @@ from workloads.steps import plan
 
 @pytest.fixture
 def deployed(tmp_path, monkeypatch):
-    d = deploy(tmp_path, "agg-a100")
-    # The client boundary: the target connects to the fake instead of a real API server.
-    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
-    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
-    return d
+    return connect_runner(monkeypatch, deploy(tmp_path, "agg-a100"))
 
 
 def _opts(tmp_path, d, run_id="e2e") -> RunOptions:
@@ -39,6 +35,14 @@ def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
     assert set(result.steps) == {s.id for s in steps}
     m = json.loads((result.run_dir / "manifest.json").read_text())
     assert m["target"] == "aws" and m["attempts"][-1]["versions"]["dynamo"] == "1.6.1"
+    # the prices it was planned with travel with the record (base-a100's three groups)
+    assert m["prices"] == {
+        "g6e.12xlarge": {"usdPerHour": 10.49264, "source": "catalogue 2026-07-28",
+                         "verified": True},
+        "m7i.4xlarge": {"usdPerHour": 0.8064, "source": "catalogue 2025-01-01",
+                        "verified": False},
+        "p4d.24xlarge": {"usdPerHour": 21.957642, "source": "catalogue 2026-07-28",
+                         "verified": True}}
     startup = next(p for p in m["attempts"][-1]["phases"] if p["name"] == "startup")
     assert startup["target_startup"]["worker_model_load_s_max"] == 240.0
     for s in steps:
@@ -64,6 +68,7 @@ def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
     assert len(cost) == len(steps)
     assert cost["cost_basis"].str.startswith("measured").all(), cost["cost_basis"].tolist()
     assert (cost["period_cost_usd"] > 0).all()
+    assert (cost["unverified_prices"] == "m7i.4xlarge (catalogue 2025-01-01)").all()
     # the server series survive: the exports name the endpoints the step record names
     assert report.tables["fidelity"]["server_ttft_mean_ms"].notna().all()
     assert report.tables["prefix_cache"]["server_hit_rate"].notna().all()
@@ -97,5 +102,5 @@ def test_ctrl_c_mid_run_leaves_a_resumable_run_and_only_others_jobs(tmp_path, de
     assert len(m["steps"][first]["history"]) == 0
     assert len(m["attempts"]) == 2
     nodes = {n["node"]: n for n in m["nodes"]}     # one record per node over both attempts
-    assert set(nodes) == {"cpu-a", "p4d-1"}   # the frontend's and the workers' nodes
+    assert set(nodes) == {"cpu-a", "p4d-0", "p4d-1"}   # the frontend's and the workers' nodes
     assert all(n["end"] is not None and n["start"] < n["end"] for n in nodes.values())

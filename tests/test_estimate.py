@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from stacks.estimate import (
@@ -17,19 +19,34 @@ from stacks.schema import StackConfig
 
 P4D, M7I_4XL, G6E_12XL = 21.957642, 0.8064, 10.49264  # $/h on-demand, us-east-1
 EKS = 0.10
+# EKS 1.33 is in standard support that day (stacks.eks_versions): the $0.10/h rate.
+ON = dt.date(2026, 7, 1)
 EFS_200_GIB = 200 * 0.30 / 730  # $0.30 per GB-month, 730 h per month -> $0.0822/h
+GP3 = 0.08 / 730                # EBS gp3 $0.08 per GiB-month, per GiB-hour
+NAT = 0.045 + 0.005             # NAT gateway-hour + its public IPv4 address-hour
 
 
 def test_hourly_cost_lines_of_an_attached_variant() -> None:
-    report = check_stack("agg-a100")
-    # 4 workers x TP4 = 16 GPUs = both p4d nodes; plus the base's CPU group, EKS fee and EFS
-    assert report.hourly.lines == pytest.approx({
+    report = check_stack("agg-a100", on=ON)
+    # 4 workers x TP4 = 16 GPUs = both p4d nodes (500 GiB root volumes each); plus the base's
+    # CPU group (200 GiB root volumes), EKS fee, EFS and the NAT gateway with its address
+    h = report.hourly
+    assert h.lines == pytest.approx({
         "nodes p4d (2 x p4d.24xlarge)": 2 * P4D,          # 43.915284
+        "root volumes p4d (2 x 500 GiB gp3)": 1000 * GP3,  # 0.109589
         "nodes cpu (2 x m7i.4xlarge)": 2 * M7I_4XL,       # 1.6128
+        "root volumes cpu (2 x 200 GiB gp3)": 400 * GP3,   # 0.043836
         "EKS control plane": EKS,
         "EFS model cache storage": EFS_200_GIB,           # 0.082192
+        "NAT gateway + its public IPv4 address": NAT,     # 0.05
     })
-    assert report.hourly.total == pytest.approx(45.710276, abs=1e-6)
+    assert h.total == pytest.approx(45.913701, abs=1e-6)
+    # what the variant shares with its base vs the GPU nodes it occupies
+    assert h.shared == set(h.lines) - {"nodes p4d (2 x p4d.24xlarge)",
+                                       "root volumes p4d (2 x 500 GiB gp3)"}
+    assert h.total - h.shared_total == pytest.approx(2 * P4D + 1000 * GP3)
+    assert h.excluded == ["network transfer and NAT data processing"]
+    assert h.unverified_note() == "unverified prices: m7i.4xlarge (catalogue 2025-01-01)"
 
 
 def test_planned_hours_by_hand() -> None:
@@ -53,10 +70,10 @@ def test_planned_hours_by_hand() -> None:
     # on aws each restart is one model load: 61.0e9 B = 56.81 GiB at 0.5 GiB/s + 240 s
     load = 30.5e9 * 2 / 1024**3 / 0.5 + 240            # 353.62 s
     assert cold_restarts(stack) == 5 and restart_seconds(stack) == pytest.approx(load)
-    # setupHours 0.25 + (3645.6 + 5 x 353.62) / 3600 = 1.753807 h; x $45.710276/h = $80.17
-    report = check_stack("agg-a100")
+    # setupHours 0.25 + (3645.6 + 5 x 353.62) / 3600 = 1.753807 h; x $45.913701/h = $80.52
+    report = check_stack("agg-a100", on=ON)
     assert report.planned_hours == pytest.approx(0.25 + (total_s + 5 * load) / 3600)
-    assert report.planned_cost == pytest.approx(80.167, abs=1e-3)
+    assert report.planned_cost == pytest.approx(80.5237, abs=1e-3)
 
 
 def test_quick_scale_steps() -> None:
@@ -68,7 +85,7 @@ def test_quick_scale_steps() -> None:
 
 def test_variant_pays_only_the_base_nodes_it_fills() -> None:
     # prefill 2 x TP4 = 8 GPUs = 1 p4d; decode 1 x TP4 = 4 GPUs = 1 g6e.12xlarge
-    lines = check_stack("disagg-l40s-decode").hourly.lines
+    lines = check_stack("disagg-l40s-decode", on=ON).hourly.lines
     assert lines["nodes p4d (1 x p4d.24xlarge)"] == pytest.approx(P4D)
     assert lines["nodes g6e (1 x g6e.12xlarge)"] == pytest.approx(G6E_12XL)
 
@@ -78,7 +95,7 @@ def test_variant_pays_all_of_an_extra_group_it_creates() -> None:
     raw["cluster"] = {**raw["cluster"], "nodeGroups": [
         {"name": "l40s-extra", "instanceType": "g6e.12xlarge", "count": 3}]}
     raw["serving"]["workers"][0]["nodeGroup"] = "l40s-extra"
-    report = run_preflight(parse_config("extra", raw), load_stack("base-a100"))
+    report = run_preflight(parse_config("extra", raw), load_stack("base-a100"), on=ON)
     assert report.ok, report.problems
     # 2 x TP2 fills one node, but the variant created all three
     assert report.hourly.lines["nodes l40s-extra (3 x g6e.12xlarge)"] == \
@@ -88,7 +105,7 @@ def test_variant_pays_all_of_an_extra_group_it_creates() -> None:
 def test_auto_mode_adds_its_management_fee() -> None:
     raw = read_stack_file(stack_file("agg-a100-standalone"))
     raw["cluster"]["computeMode"] = "auto"
-    lines = run_preflight(parse_config("auto", raw)).hourly.lines
+    lines = run_preflight(parse_config("auto", raw), on=ON).hourly.lines
     assert lines["auto mode fee p4d"] == pytest.approx(2 * P4D * 0.12)
     assert lines["auto mode fee cpu"] == pytest.approx(2 * M7I_4XL * 0.12)
 
@@ -96,7 +113,7 @@ def test_auto_mode_adds_its_management_fee() -> None:
 def test_price_override_replaces_the_list_price() -> None:
     raw = read_stack_file(stack_file("agg-a100-standalone"))
     raw["cost"] = {**raw["cost"], "priceOverrides": {"p4d.24xlarge": 12.5}}
-    lines = run_preflight(parse_config("override", raw)).hourly.lines
+    lines = run_preflight(parse_config("override", raw), on=ON).hourly.lines
     assert lines["nodes p4d (2 x p4d.24xlarge)"] == pytest.approx(25.0)
 
 
@@ -129,3 +146,39 @@ def test_cold_restarts_follow_each_workloads_policy() -> None:
     local = load_stack("local-agg")
     assert cold_restarts(local) == 5 and restart_seconds(local) == 1.0
     assert model_load_seconds(local) > 1.0
+
+
+def test_existing_vpc_leaves_the_nat_out_and_says_so() -> None:
+    raw = read_stack_file(stack_file("agg-a100-standalone"))
+    raw["cluster"]["vpc"] = {"id": "vpc-0123456789abcdef0",
+                             "privateSubnetIds": ["subnet-0123456789abcdef0",
+                                                  "subnet-0123456789abcdef1"]}
+    h = run_preflight(parse_config("own-vpc", raw), on=ON).hourly
+    assert "NAT gateway + its public IPv4 address" not in h.lines
+    assert h.excluded[0].startswith("NAT gateway: the cluster uses an existing VPC")
+    own = run_preflight(load_stack("agg-a100-standalone"), on=ON).hourly
+    assert own.total - h.total == pytest.approx(NAT)
+
+
+def test_local_estimate_adds_the_cpu_group_aws_would_need_once() -> None:
+    local = check_stack("local-agg", on=ON).hourly
+    assert local.lines["nodes cpu (2 x m7i.4xlarge, assumed: the CPU group an AWS cluster "
+                       "needs)"] == pytest.approx(2 * M7I_4XL)
+    raw = read_stack_file(stack_file("local-agg"))
+    raw["cluster"]["nodeGroups"].append({"name": "sys", "instanceType": "m7i.2xlarge",
+                                         "count": 1})
+    with_cpu = run_preflight(parse_config("local-with-cpu", raw), on=ON).hourly
+    assert not any("assumed" in k for k in with_cpu.lines)
+    assert with_cpu.lines["nodes sys (1 x m7i.2xlarge)"] == pytest.approx(0.4032)
+
+
+def test_an_unknown_instance_type_is_unknown_not_dropped() -> None:
+    raw = read_stack_file(stack_file("agg-a100-standalone"))
+    raw["cluster"]["nodeGroups"][0]["instanceType"] = "g7e.48xlarge"
+    h = run_preflight(parse_config("new-type", raw), on=ON).hourly
+    assert not h.complete and h.unknown == [
+        "nodes p4d (2 x g7e.48xlarge): no price (not in the catalogue, no override, none "
+        "recorded)"]
+    # pre-flight refuses the stack anyway; a report of an old run prices it from its record
+    assert any(p.field.endswith("instanceType") for p in run_preflight(
+        parse_config("new-type", raw), on=ON).problems)

@@ -12,6 +12,8 @@ from stacks.loader import load_stack, parse_config
 # Inputs of the hand computation, asserted first so a changed stack file fails loudly here.
 P4D, G6E, M7I = 21.957642, 10.49264, 0.8064          # catalogue $/h
 EKS, EFS_200 = 0.10, 200 * 0.30 / 730                  # $/h
+NAT = 0.045 + 0.005                                    # NAT gateway + its IPv4 address, $/h
+GP3 = 0.08 / 730                                       # gp3 root volume, $ per GiB-hour
 # Default workloads at full scale, assumed ITL 25 ms, +10 s AIPerf per step:
 SWEEP = 7 * (120 + 512 * 0.025 + 10)                   # 7 x 142.8 = 999.6 s
 MULTI_TURN = 300 + 5 * 256 * 0.025 + 10                # 342 s
@@ -48,17 +50,19 @@ def test_base_campaign_by_hand(a100):
         assert run.wall_s == pytest.approx(VARIANT) == pytest.approx(6313.71, abs=0.01)
         assert run.gpus_loaded == 16  # 4 x TP4 and 2 + 2 x TP4
     wall_h = (3600 + 2 * VARIANT) / 3600               # 4.507615 h
-    base_per_h = 2 * P4D + G6E + 2 * M7I + EKS + EFS_200  # 56.202916 $/h: the g6e bills too
+    # the g6e bills too; root volumes: 2 x 500 (p4d) + 500 (g6e) + 2 x 200 (cpu) GiB
+    base_per_h = 2 * P4D + G6E + 2 * M7I + EKS + EFS_200 + NAT + 1900 * GP3   # 56.461135 $/h
     assert c.wall_s / 3600 == pytest.approx(wall_h)
-    assert c.hourly.total == pytest.approx(56.202916, abs=1e-6)
-    assert c.cost_usd == pytest.approx(base_per_h * wall_h) == pytest.approx(253.341, abs=1e-3)
+    assert c.hourly.total == pytest.approx(56.461135, abs=1e-6)
+    assert c.cost_usd == pytest.approx(base_per_h * wall_h) == pytest.approx(254.505, abs=1e-3)
     assert c.billed_gpu_hours == pytest.approx(20 * wall_h) == pytest.approx(90.1523, abs=1e-4)
     assert c.loaded_gpu_hours == pytest.approx(2 * 16 * STEPS / 3600)  # 32.4053
     assert c.billed_over_loaded == pytest.approx(2.78202, abs=1e-5)
     # What one variant is charged for its own turn: the 2 p4d it fills + CPU group + fees.
     agg = c.runs[0]
-    assert agg.hourly.total == pytest.approx(2 * P4D + 2 * M7I + EKS + EFS_200)
-    assert agg.attributed_usd == pytest.approx(45.7102758 * VARIANT / 3600)  # $80.17
+    assert agg.hourly.total == pytest.approx(2 * P4D + 2 * M7I + EKS + EFS_200 + NAT
+                                             + 1400 * GP3)
+    assert agg.attributed_usd == pytest.approx(45.913700 * VARIANT / 3600)  # $80.52
 
 
 def test_standalone_by_hand():
@@ -68,7 +72,8 @@ def test_standalone_by_hand():
     wall_h = (3600 + STEPS + RESTARTS) / 3600            # 2.503807 h
     assert c.wall_s / 3600 == pytest.approx(wall_h)
     assert c.runs[0].startup_s == pytest.approx(3600 - MODEL_LOAD)
-    assert c.cost_usd == pytest.approx((2 * P4D + 2 * M7I + EKS + EFS_200) * wall_h)  # $92.00
+    assert c.cost_usd == pytest.approx(
+        (2 * P4D + 2 * M7I + EKS + EFS_200 + NAT + 1400 * GP3) * wall_h)  # $114.96
     assert c.billed_gpu_hours == pytest.approx(16 * wall_h)          # 32.20
     assert c.loaded_gpu_hours == pytest.approx(16 * STEPS / 3600)    # 16.20
     assert c.billed_over_loaded == pytest.approx(wall_h / (STEPS / 3600))  # 1.99
@@ -94,9 +99,10 @@ def test_variant_extra_group_bills_on_top_and_half_node_counts_as_idle(a100):
     run = c.runs[0]
     step = 100 + 512 * 0.025 + 10                        # 122.8 s
     assert run.load_s == pytest.approx(step)
-    assert run.extra_gpus == 4 and run.extra_usd_per_hour == pytest.approx(G6E)
+    extra = G6E + 200 * GP3                              # the node and its 200 GiB root volume
+    assert run.extra_gpus == 4 and run.extra_usd_per_hour == pytest.approx(extra)
     wall_h = (3600 + 900 + step) / 3600
-    assert c.cost_usd == pytest.approx(c.hourly.total * wall_h + G6E * run.wall_s / 3600)
+    assert c.cost_usd == pytest.approx(c.hourly.total * wall_h + extra * run.wall_s / 3600)
     assert c.billed_gpu_hours == pytest.approx(20 * wall_h + 4 * run.wall_s / 3600)
     # One TP4 worker loads 4 of the 20 + 4 billed GPUs.
     assert c.loaded_gpu_hours == pytest.approx(4 * step / 3600)
@@ -125,10 +131,11 @@ def test_grouping_lone_base_brings_its_variants_and_standalones_stay_apart(a100)
 
 
 def test_plan_cli_prints_the_campaign_ratio():
-    res = CliRunner().invoke(app, ["plan", "agg-a100", "disagg-a100"])
+    # EKS 1.33 in standard support that day: the $0.10/h control plane
+    res = CliRunner().invoke(app, ["plan", "agg-a100", "disagg-a100", "--as-of", "2026-07-01"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
-    assert "campaign base-a100: wall 4.51 h, $253.34 billed" in out
+    assert "campaign base-a100: wall 4.51 h, $254.51 billed" in out
     assert "GPU-hours billed 90.15 / under load 32.41 = 2.78x" in out
     assert "cold restarts (5 x 5.9 min) │ 29.5 min" in out
     bad = CliRunner().invoke(app, ["plan", "no-such-stack"])

@@ -95,7 +95,7 @@ def test_auto_mode_pools_validate_and_cover_the_groups() -> None:
         {"id": "cr-0123456789abcdef0"}]
     assert "capacityReservationSelectorTerms" not in classes["dynamo-bench-g6e"]["spec"]
     # Auto Mode owns the NVIDIA/EFA device plugins and the EBS driver: none installed.
-    charts = {r.inputs["chart"] for r in result.of_type("kubernetes:helm.sh/v4:Chart")}
+    charts = set(result.helm_charts())
     assert not charts & {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"}
     addons = {r.inputs["addonName"] for r in result.of_type("aws:eks/addon:Addon")}
     assert addons == {"aws-efs-csi-driver"}

@@ -9,101 +9,35 @@ asserts exit 0, so a check that fires on everything cannot pass.
 
 from __future__ import annotations
 
-import copy
+import datetime as dt
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
-from typer.testing import CliRunner
+from stack_variants import (
+    F,
+    Mutation,
+    append,
+    both,
+    check,
+    copy_shipped,
+    drop,
+    edit,
+    read_config,
+    rename,
+    variant_config,
+    write_stack,
+)
 
-from stacks.__main__ import app
-from stacks.loader import PROJECT, STACKS_DIR, StackError, load_stack
+from stacks.loader import STACKS_DIR, StackError, load_stack
 from stacks.preflight import require_valid, run_preflight
-
-Mutation = Callable[[dict[str, Any]], None]
-F = f"{PROJECT}:"
-
-
-# --- building stack variants ---------------------------------------------------------------
-
-def _walk(config: dict[str, Any], dotted: str) -> tuple[Any, str | int]:
-    """The container of `dotted` (a.b.0.c) and the last key; list indexes are digits."""
-    keys: list[str | int] = [int(k) if k.isdigit() else k for k in dotted.split(".")]
-    node: Any = config
-    for key in keys[:-1]:
-        node = node[key]
-    return node, keys[-1]
-
-
-def edit(dotted: str, value: Any) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        node[key] = copy.deepcopy(value)
-    return mutate
-
-
-def drop(dotted: str) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        del node[key]
-    return mutate
-
-
-def rename(dotted: str, new_key: str) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        node[new_key] = node.pop(key)
-    return mutate
-
-
-def append(dotted: str, value: Any) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        node, key = _walk(config, dotted)
-        node[key].append(copy.deepcopy(value))
-    return mutate
-
-
-def both(*mutations: Mutation) -> Mutation:
-    def mutate(config: dict[str, Any]) -> None:
-        for m in mutations:
-            m(config)
-    return mutate
-
-
-def read_config(stacks_dir: Path, name: str) -> dict[str, Any]:
-    """A stack file's config with the project prefix stripped from its keys."""
-    doc = yaml.safe_load((stacks_dir / f"Pulumi.{name}.yaml").read_text())
-    return {k.removeprefix(F): v for k, v in doc["config"].items()}
-
-
-def write_stack(stacks_dir: Path, name: str, config: dict[str, Any]) -> None:
-    # a key that already holds a namespace (`ns:key`) is written as it is
-    doc = {"config": {(k if ":" in k else F + k): v for k, v in config.items()}}
-    (stacks_dir / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def variant_config(source: str, mutate: Mutation) -> dict[str, Any]:
-    config = read_config(STACKS_DIR, source)
-    mutate(config)
-    return config
 
 
 @pytest.fixture
 def stacks_dir(tmp_path: Path) -> Path:
-    for path in STACKS_DIR.glob("Pulumi.*.yaml"):
-        shutil.copy(path, tmp_path / path.name)
-    return tmp_path
-
-
-def check(stacks_dir: Path, *names: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["check", *names, "--stacks-dir", str(stacks_dir)])
-    # rich wraps long lines: compare on single-spaced text
-    return result.exit_code, " ".join(result.output.split())
+    return copy_shipped(tmp_path)
 
 
 # --- the invalid configurations ------------------------------------------------------------
@@ -241,7 +175,7 @@ CASES = [
          edit("cluster.attachTo", "agg-a100-standalone"),
          F + "cluster.attachTo", "'agg-a100-standalone' serves a model itself"),
     Case("missing_base_file", "agg-a100", edit("cluster.attachTo", "base-h100"),
-         F + "cluster.attachTo", "base stack 'base-h100' cannot be loaded"),
+         F + "cluster.attachTo", "there is no base stack 'base-h100'"),
     Case("variant_without_serving", "agg-a100", drop("serving"),
          F + "serving", "this stack serves nothing"),
     Case("variant_sets_the_base_region", "agg-a100", edit("cluster.region", "us-west-2"),
@@ -270,9 +204,9 @@ CASES = [
          edit("cluster.nodeGroups.0.capacityReservationId", "cr-0123456789abcdef0"),
          F + "cluster.nodeGroups[0].capacityType", "set capacityType: reservation"),
     Case("bad_region", "agg-a100-standalone", edit("cluster.region", "us-east"),
-         F + "cluster.region", "'us-east' is not an AWS region name"),
+         F + "cluster.region", "'us-east' is not an AWS region where EKS and EFS are offered"),
     Case("unsupported_eks_version", "agg-a100-standalone", edit("cluster.eksVersion", "1.20"),
-         F + "cluster.eksVersion", "String should match pattern"),
+         F + "cluster.eksVersion", "'1.20' is not an EKS version of the catalogue"),
     # KV offload
     Case("kv_offload_cpu_without_size", "disagg-a100-kv-offload",
          edit("serving.kvOffload", {"kind": "cpu"}),
@@ -284,14 +218,21 @@ CASES = [
          edit("serving.kvOffload.kind", "none"),
          F + "serving.kvOffload.kind", "sizes are set but kind is none"),
     Case("cpu_offload_over_host_memory", "disagg-a100-kv-offload",
-         edit("serving.kvOffload.cpuGb", 600),
-         F + "serving.kvOffload.cpuGb", "2 replica(s) of worker 0 on one p4d.24xlarge need "
-         "1200 GB of CPU cache"),
+         edit("serving.kvOffload.cpuGb", 1000),
+         F + "serving.kvOffload.cpuGb", "2 x p4d.24xlarge of node group 'p4d' hold 80% of "
+         "1152 GiB each for CPU cache (worker 0 (prefill): 2 pod(s) x 4 GPU, 1064 GiB, 1000 "
+         "GiB CPU cache", fix=edit("serving.kvOffload.cpuGb", 600)),
     Case("disk_offload_over_node_disk", "disagg-a100-kv-offload",
-         edit("serving.kvOffload", {"kind": "disk", "cpuGb": 50, "diskGb": 300}),
-         F + "serving.kvOffload.diskGb", "need 600 GB of disk cache, over 80% of node group "
-         "'p4d' diskGib 500",
+         both(edit("serving.kvOffload", {"kind": "disk", "cpuGb": 50, "diskGb": 450}),
+              edit("serving.dynamoVersion", "1.5.1"),
+              edit("serving.image", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.1")),
+         F + "serving.kvOffload.diskGb", "do not fit 80% of diskGib 500 GiB per node",
          fix=edit("serving.kvOffload.diskGb", 150)),
+    Case("disk_offload_on_dynamo_1_6", "disagg-a100-kv-offload",
+         edit("serving.kvOffload", {"kind": "disk", "cpuGb": 50, "diskGb": 100}),
+         F + "serving.kvOffload.kind", "disk offload needs KVBM, and dynamoVersion 1.6.1",
+         fix=both(edit("serving.dynamoVersion", "1.5.1"),
+                  edit("serving.image", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.1"))),
     # workloads
     Case("concurrency_zero", "agg-a100",
          edit("workloads", {"concurrencySweep": {"concurrencies": [0, 1]}}),
@@ -388,8 +329,20 @@ def test_require_valid_raises_with_every_problem(stacks_dir: Path) -> None:
 def test_problem_names_field_and_fix() -> None:
     report = run_preflight(load_stack("agg-a100").model_copy(
         update={"cost": load_stack("agg-a100").cost.model_copy(update={"budget_usd": 1.0})}),
-        load_stack("base-a100"))
+        load_stack("base-a100"), on=dt.date(2026, 7, 1))  # EKS 1.33 in standard support
     (problem,) = report.problems
-    assert str(problem).startswith(f"{F}cost.budgetUsd: estimated $45.71/h x 1.75 h = $80 "
+    assert str(problem).startswith(f"{F}cost.budgetUsd: estimated $45.91/h x 1.75 h = $81 "
                                    "exceeds the ceiling $1")
     assert str(problem).endswith("-> fix: raise the budget or plan fewer/shorter workloads")
+
+
+def test_libfabric_on_a_type_without_confirmed_gpudirect_rdma_is_refused():
+    # NIXL LIBFABRIC moves KV GPU-to-GPU over EFA with GPUDirect RDMA; nothing confirms it on
+    # g6e (stacks/gpudirect.py), so the L40S decode trial ships with nixl-ucx (TCP).
+    from graph_stacks import variant
+    stack = variant("disagg-l40s-decode", transfer="nixl-libfabric")
+    problems = run_preflight(stack, load_stack("base-a100")).problems
+    assert [p.field for p in problems] == ["dynamo-bench:serving.transfer"]
+    assert "g6e.12xlarge" in problems[0].message and "nixl-ucx" in problems[0].fix
+    assert run_preflight(load_stack("disagg-l40s-decode"), load_stack("base-a100")).ok
+    assert run_preflight(load_stack("disagg-a100"), load_stack("base-a100")).ok  # p4d: yes

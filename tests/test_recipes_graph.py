@@ -11,9 +11,11 @@ from graph_stacks import NAMESPACE, components, env_of, flag, graph_of, json_fla
 from k8s_validation import validate_builtin, validate_dgd, validate_pod_templates
 from recipe_stacks import IB_RECIPE_EDITS, RECIPES, changed, ib_base, ib_recipe, use_infiniband
 
+from components import efa
 from components.graph import build_graph_deployment, recipe_configmaps
 from components.recipe_specs import ACCEPTANCE_LABEL, checkpoints_to_download
 from stacks.loader import load_stack
+from stacks.model_catalog import SERVING_RULES
 from stacks.preflight import effective_cluster
 
 AXK2_REV = "9e2e804e80f8d1b3afba5d7938173cec1ed46b49"
@@ -147,7 +149,8 @@ def test_shipped_disagg_moves_kv_with_nixl_libfabric_over_efa(name: str) -> None
         assert nixl["kv_connector"] == "NixlConnector"
         assert nixl["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
         assert env_of(c)["FI_PROVIDER"] == "efa"
-        assert c["securityContext"] == {"privileged": True}
+        assert c["securityContext"] == efa.security_context()
+        assert c["command"] == efa.pinned_command()   # privileged: GPUs pinned to the plugin's
 
 
 def test_ax_k2_disagg_identical_speculation_on_both_roles() -> None:
@@ -313,4 +316,9 @@ def test_baselines_carry_no_speculation_and_no_pins(name: str) -> None:
     for comp in workers(graph):
         args = main(comp)["args"]
         assert not [a for a in args if a.startswith(("--speculative-config", "--spec-"))]
-        assert "--block-size" not in args and "--attention-backend" not in args
+        assert "--block-size" not in args
+        # only the attention backend a checkpoint cannot run without (A.X K2: sparse MLA)
+        required = SERVING_RULES[load_stack(name).model.id].required_attention_backends
+        backend = args[args.index("--attention-backend") + 1] if required else None
+        assert ("--attention-backend" in args) == bool(required)
+        assert backend is None or backend in {b.value for b in required}

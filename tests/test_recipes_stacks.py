@@ -13,6 +13,7 @@ from stacks.catalog import INSTANCE_TYPES, Fabric
 from stacks.estimate import model_load_seconds
 from stacks.forecast import base_campaign
 from stacks.loader import all_stack_names, load_stack
+from stacks.model_catalog import SERVING_RULES
 from stacks.preflight import check_stack
 from stacks.schema import RouterMode, Topology, TransferBackend
 
@@ -107,7 +108,11 @@ def test_baseline_is_the_checkpoint_at_minimum_tp_round_robin_replicas_matched(m
     s = baseline.serving
     assert baseline.model == agg.model and s.image == agg.serving.image
     assert s.router == RouterMode.ROUND_ROBIN and s.speculative is None
-    assert s.block_size is None and s.kernels.attention_backend is None
+    # no kernel pin, except the attention backend a checkpoint cannot run without (A.X K2)
+    required = SERVING_RULES[baseline.model.id].required_attention_backends
+    assert s.block_size is None
+    assert (s.kernels.attention_backend is None) == (not required)
+    assert s.kernels.attention_backend in (None, *required)
     assert not any(w.expert_parallel for w in s.workers)
     (worker,) = s.workers
     assert worker.gpus == BASELINE_MATCHES[model]

@@ -20,7 +20,8 @@ from reports.runs import CACHE_DIR, MANIFEST, load_run, resolve_run_dirs
 PLOTS = ("pareto", "latency_vs_concurrency", "ttft_per_turn", "prefix_share",
          "length_distributions")
 CSVS = ("concurrency_sweep", "multi_turn", "sequence_distribution", "prefix_cache", "goodput",
-        "cost_efficiency", "fidelity", "compare_concurrency", "compare_prefix_cache")
+        "cost_efficiency", "fidelity", "reconciliation", "compare_concurrency",
+        "compare_prefix_cache")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def test_report_md_cites_runs_and_embeds_plots(compared):
     for h in ("H1", "H2", "H3", "H4"):
         assert f"### {h}:" in md
     # what the cost covers and that local costs are estimates
-    assert "network transfer not included" in md and "estimate" in md
+    assert "not included: network transfer and NAT data processing" in md and "estimate" in md
     assert "mixed-GPU configuration: not measured" in md
 
 
@@ -105,7 +106,8 @@ def test_parquet_cache_is_reused_then_invalidated(tmp_path):
     os.utime(summary, ns=(1, 1))
     changed = load_run(rd)
     assert (cache / "fingerprint").read_text() != stamp
-    assert changed.steps.set_index("step").loc["concurrency_sweep/c4", "ttft_p50_ms"] == 12345.0
+    assert changed.steps.set_index("step").loc["concurrency_sweep/c4",
+                                               "aiperf_ttft_p50_ms"] == 12345.0
 
 
 def test_stack_name_resolves_to_its_latest_run(tmp_path):

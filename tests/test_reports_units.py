@@ -42,10 +42,12 @@ def test_parse_slo_forms_and_errors():
         parse_slo("ttft_ms=5")
 
 
-def test_failed_requests_never_meet_an_slo():
-    req = pd.DataFrame({"ok": [True, True, False, True], "ttft_ms": [10, 10, 1, 10],
-                        "tok_s_per_user": [60, 40, 99, None], "itl_ms": [5, 5, 5, 5]})
-    assert request_meets(req, Slo("s", 100, 50)).tolist() == [True, False, False, False]
+def test_only_completed_requests_meet_an_slo():
+    # completed, too slow, failed, no speed, truncated (fast as a cut stream looks)
+    req = pd.DataFrame({"completed": [True, True, False, True, False],
+                        "ttft_ms": [10, 10, 1, 10, 1], "tok_s_per_user": [60, 40, 99, None, 99],
+                        "itl_ms": [5, 5, 5, 5, 1]})
+    assert request_meets(req, Slo("s", 100, 50)).tolist() == [True, False, False, False, False]
 
 
 def test_pareto_front_keeps_only_undominated_points():
@@ -55,23 +57,35 @@ def test_pareto_front_keeps_only_undominated_points():
 
 
 def test_fold_repeats_mean_spread_and_counts():
-    # two repeats within run x, one in run y: three samples
-    steps = pd.DataFrame({"stack": ["a"] * 3, "concurrency": [1, 1, 1], "repeat": [1, 2, 1],
-                          "run_id": ["x", "x", "y"],
-                          "requests": [10, 12, 11], "errors": [0, 1, 0],
-                          "ttft_p50_ms": [10.0, 20.0, 30.0]})
-    row = fold_repeats(steps, ["stack", "concurrency"], ["ttft_p50_ms"],
-                       ["ttft_p50_ms"]).iloc[0]
+    # two repeats within run x, one in run y: three samples; a fourth failed in run z
+    steps = pd.DataFrame({"stack": ["a"] * 4, "concurrency": [1, 1, 1, 1],
+                          "repeat": [1, 2, 1, 1], "run_id": ["x", "x", "y", "z"],
+                          "attempted": [10, 12, 11, 9], "completed": [10, 11, 11, 5],
+                          "failed": [0, 1, 0, 0], "truncated": [0, 0, 0, 4],
+                          "cancelled": [0, 0, 0, 0], "percentile_samples": [10, 11, 11, 5],
+                          "ttft_p50_ms": [10.0, 20.0, 30.0, 1.0],
+                          "usable": [True, True, True, False],
+                          "step_flag": ["", "", "", "FAILED: 4 truncated"]})
+    out = fold_repeats(steps, ["stack", "concurrency"], ["ttft_p50_ms"], ["ttft_p50_ms"])
+    row, bad = out.iloc[0], out.iloc[1]
     assert (row["ttft_p50_ms"], row["ttft_p50_ms_min"], row["ttft_p50_ms_max"]) == (20, 10, 30)
-    assert (row["repeats"], row["requests"], row["errors"]) == (3, 33, 1)
+    assert (row["repeats"], row["attempted"], row["completed"], row["failed"]) == (3, 33, 32, 1)
+    assert row["percentile_samples"] == 10 and row["step_flag"] == "" and row["usable"]
+    # the failed step never enters the mean: a row of its own, marked
+    assert (bad["ttft_p50_ms"], bad["truncated"], bad["usable"]) == (1.0, 4, False)
+    assert bad["step_flag"] == "FAILED: 4 truncated"
 
 
-def test_summary_row_counts_missing_error_count_as_zero():
+def test_summary_row_keeps_aiperfs_figures_apart_and_reads_what_was_asked():
     row = summary_row({"request_count": {"avg": 5.0}, "time_to_first_token": {"p50": 3.0},
                        "input_config": {"phases": [{"kind": "warmup", "concurrency": 9},
-                                                   {"kind": "profiling", "concurrency": 4}]}})
-    assert (row["errors"], row["requests"], row["concurrency"], row["ttft_p50_ms"]) == \
-        (0, 5.0, 4, 3.0)
+                                                   {"kind": "profiling", "concurrency": 4}],
+                                        "endpoint": {"use_server_token_count": True,
+                                                     "extra": {"ignore_eos": True}}}})
+    assert (row["aiperf_error_count"], row["aiperf_request_count"], row["concurrency"],
+            row["aiperf_ttft_p50_ms"]) == (0, 5.0, 4, 3.0)
+    assert "ttft_p50_ms" not in row    # the project's own figure comes from the requests
+    assert row["fixed_length"] and row["server_usage"]
 
 
 def test_request_rows_keep_failures_and_drop_warmup():
@@ -84,16 +98,37 @@ def test_request_rows_keep_failures_and_drop_warmup():
     ])
     rows = request_rows(lines)
     assert [r["conversation_id"] for r in rows] == ["a", "b"]
-    assert rows[0]["ok"] and rows[0]["ttft_ms"] == 12.5
-    assert not rows[1]["ok"] and rows[1]["cancelled"] and rows[1]["error_code"] == 499
+    assert not rows[0]["has_error"] and rows[0]["ttft_ms"] == 12.5
+    assert rows[0]["completion_tokens"] is None     # no usage block on this record
+    assert rows[1]["has_error"] and rows[1]["cancelled"] and rows[1]["error_code"] == 499
 
 
 def test_sla_step_check_honours_every_bound_of_the_slo():
     slo = Slo("s", ttft_ms=5000, min_tok_s_per_user=50, itl_ms=20)
-    assert meets(100, 10, 60, "ok", slo)
-    assert not meets(100, 30, 60, "ok", slo)          # ITL p50 over its bound
-    assert not meets(6000, 10, 60, "ok", slo)         # TTFT p50 over its bound
-    assert not meets(100, 10, 40, "ok", slo)          # too slow per user
-    assert not meets(100, 10, 60, "failed", slo)      # a failed step never meets it
-    assert not meets(math.nan, 10, 60, "ok", slo)
-    assert not meets(100, 10, math.nan, "ok", Slo("t", ttft_ms=5000))
+    assert meets(100, 10, 60, True, slo)
+    assert not meets(100, 30, 60, True, slo)          # ITL p50 over its bound
+    assert not meets(6000, 10, 60, True, slo)         # TTFT p50 over its bound
+    assert not meets(100, 10, 40, True, slo)          # too slow per user
+    assert not meets(100, 10, 60, False, slo)         # a flagged step never meets it
+    assert not meets(math.nan, 10, 60, True, slo)
+    assert not meets(100, 10, math.nan, True, Slo("t", ttft_ms=5000))
+
+
+def test_summary_cost_warnings_name_what_the_cost_table_used():
+    """The summary's cost warnings come from the cost rows: each unverified price once per
+    stack, and a stack with an unpriced instance type is named; verified prices are not."""
+    from reports.summary import price_warnings
+
+    cost = pd.DataFrame([
+        {"stack": "a", "unverified_prices": "m7i.4xlarge (catalogue 2025-01-01)",
+         "cost_scope": "covers: nodes"},
+        {"stack": "a", "unverified_prices": "m7i.4xlarge (catalogue 2025-01-01)",
+         "cost_scope": "covers: nodes; PRICE UNKNOWN: 1.00 node-h of x9.large"},
+        {"stack": "b", "unverified_prices": "", "cost_scope": "covers: nodes"},
+    ])
+    warnings = price_warnings(cost)
+    assert warnings == [
+        "a: $ figures use unverified prices: m7i.4xlarge (catalogue 2025-01-01)",
+        "a: some instance prices are unknown: its cost and $/1M are left empty (see the cost "
+        "scope)"]
+    assert price_warnings(pd.DataFrame()) == []

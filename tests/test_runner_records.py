@@ -29,16 +29,16 @@ def test_errors_timeouts_and_cancellations_are_counted_apart():
     recs = [_rec(0, 1), _rec(0, 1), _rec(0, 1, error={"code": 503, "type": "Service Unavailable"}),
             _rec(0, 1, error={"code": None, "type": "TimeoutError", "message": "timed out"}),
             _rec(0, 1, cancelled=True, error={"type": "Cancelled"})]
-    c = results.count(recs)
-    assert (c.succeeded, c.errors, c.timeouts, c.cancelled) == (2, 1, 1, 1)
-    assert c.failed == 3 and c.error_rate == pytest.approx(0.6)
+    c = results.count(recs, results.outcomes(recs, [], None))
+    assert (c.completed, c.failed, c.timeouts, c.cancelled, c.truncated) == (2, 2, 1, 1, 0)
+    assert c.attempted == 5 and c.error_rate == pytest.approx(0.6)
 
 
 def test_only_profiling_records_count(tmp_path):
     lines = [_rec(0, 1, phase="warmup"), _rec(0, 1), _rec(0, 1, error={"code": 500})]
     (tmp_path / results.RECORDS).write_text("".join(json.dumps(r) + "\n" for r in lines))
     recs = results.read_records(tmp_path)
-    assert results.count(recs).requests == 2
+    assert results.count(recs, results.outcomes(recs, [], None)).attempted == 2
 
 
 def test_achieved_concurrency_from_timestamps():

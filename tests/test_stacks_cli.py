@@ -14,6 +14,9 @@ from stacks.__main__ import app
 from stacks.loader import STACKS_DIR, all_stack_names, load_stack
 
 REPO = STACKS_DIR.parent
+# Pinned estimate dates: EKS 1.33 (every shipped stack) is in standard support on the first and
+# in extended support on the second (stacks.eks_versions), so no test changes with the calendar.
+STANDARD_DAY, EXTENDED_DAY = "2026-07-01", "2026-12-01"
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -23,7 +26,8 @@ def run(*args: str) -> tuple[int, str]:
 
 def test_check_all_in_a_real_process_passes_and_prints_every_table() -> None:
     env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, "-m", "stacks", "check", "--all"], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "stacks", "check", "--all", "--as-of",
+                           EXTENDED_DAY], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     names = all_stack_names()
@@ -43,7 +47,7 @@ def table_row(out: str, role: str) -> list[str]:
 
 
 def test_memory_table_and_cost_of_one_stack() -> None:
-    code, out = run("check", "agg-a100")
+    code, out = run("check", "agg-a100", "--as-of", STANDARD_DAY)
     assert code == 0, out
     role, replicas, tp, gpu, budget, weights, overhead, kv_token, full_seq, capacity, fits = \
         table_row(out, "worker")
@@ -52,10 +56,14 @@ def test_memory_table_and_cost_of_one_stack() -> None:
     assert (budget, weights, overhead) == ("36.0", "14.20", "4.0")
     assert (kv_token, full_seq, capacity, fits) == ("24,576", "0.75 (32,768 tok)", "777,577",
                                                     "yes")
-    assert "cost estimate: $45.71/h (nodes p4d (2 x p4d.24xlarge) $43.92," in out
+    assert "cost estimate: $45.91/h (nodes p4d (2 x p4d.24xlarge) $43.92," in out
+    # shared: CPU group 1.6128 + its root volumes 0.0438 + EKS 0.10 + EFS 0.0822 + NAT 0.05
+    assert "of which shared with its base's other variants: $1.89/h; not included: network " \
+        "transfer and NAT data processing" in out
+    assert "unverified prices: m7i.4xlarge (catalogue 2025-01-01)" in out
     # 5 prefix-cache restarts x 353.62 s model load: 0.25 + (3645.6 + 1768.1) / 3600 = 1.75 h
     assert ("planned: 1.75 h (setup 0.25 h + workloads at full scale + 5 cold restart(s) x "
-            "5.9 min) = $80.17; budget $200") in out
+            "5.9 min) = $80.52; budget $200") in out
     assert "1/1 stack(s) valid" in out
 
 
@@ -67,9 +75,39 @@ def test_disaggregated_table_has_a_row_per_role() -> None:
 
 
 def test_local_stack_is_priced_as_its_aws_equivalent() -> None:
-    code, out = run("check", "local-agg")
+    code, out = run("check", "local-agg", "--as-of", STANDARD_DAY)
     assert code == 0, out
-    assert "cost AWS-equivalent estimate (local run costs nothing): $22.14/h" in out
+    # 1 x p4d 21.9576 + its 200 GiB root volume 0.0219 + the CPU group AWS would need
+    # (2 x m7i.4xlarge 1.6128 + 2 x 200 GiB 0.0438) + EKS 0.10 + EFS 0.0822 + NAT 0.05
+    assert "cost AWS-equivalent estimate (local run costs nothing): $23.87/h" in out
+    assert "nodes cpu (2 x m7i.4xlarge, assumed: the CPU group an AWS cluster needs) $1.61" \
+        in " ".join(out.split())
+
+
+def test_control_plane_is_priced_at_the_extended_rate_past_standard_support() -> None:
+    """EKS 1.33: standard support ends 2026-07-29 (AWS release calendar), $0.10 -> $0.60/h."""
+    code, before = run("check", "agg-a100", "--as-of", "2026-07-28")
+    assert code == 0, before
+    assert "EKS control plane $0.10" in " ".join(before.split())
+    code, after = run("check", "agg-a100", "--as-of", "2026-07-29")
+    assert code == 0, after
+    flat = " ".join(after.split())
+    assert "EKS control plane (EKS 1.33 in extended support on 2026-07-29) $0.60" in flat
+    assert "cost estimate: $46.41/h" in flat   # 45.91 + 0.50
+    assert "note: EKS 1.33: extended support since 2026-07-29, until 2027-07-29" in flat
+
+
+def test_a_version_eks_no_longer_offers_is_refused_listing_the_offered_ones() -> None:
+    code, out = run("check", "base-a100", "--as-of", "2027-07-29")
+    flat = " ".join(out.split())
+    assert code == 2, out
+    assert ("- dynamo-bench:cluster.eksVersion: EKS no longer offers 1.33: its extended support "
+            "ended 2027-07-29; on 2027-07-29 EKS offers 1.34, 1.35") in flat
+
+
+def test_as_of_must_be_a_date() -> None:
+    code, out = run("check", "agg-a100", "--as-of", "tomorrow")
+    assert code == 2 and "--as-of tomorrow: write a date as YYYY-MM-DD" in out
 
 
 def test_one_invalid_stack_fails_the_run_but_the_others_are_still_checked(

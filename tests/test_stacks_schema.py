@@ -149,10 +149,10 @@ def test_quick_scale_merges_overrides_and_keeps_full_values() -> None:
 
 def test_all_problems_of_a_stack_are_reported_together() -> None:
     with pytest.raises(StackError) as err:
-        parse_config("x", {"cluster": {"region": "nowhere"},
+        parse_config("x", {"cluster": {"vpc": {"cidr": 10}},
                            "serving": {"workers": [{"role": "boss", "nodeGroup": "p4d"}]}})
     assert [p.field for p in err.value.problems] == [
-        f"{PROJECT}:cluster.region", f"{PROJECT}:serving.workers[0].role"]
+        f"{PROJECT}:cluster.vpc.cidr", f"{PROJECT}:serving.workers[0].role"]
     assert "stack 'x' has 2 problem(s)" in str(err.value)
 
 
@@ -180,7 +180,7 @@ def test_loader_rejects_bad_yaml_and_a_config_that_is_not_a_mapping(tmp_path: Pa
         read_stack_file(write(tmp_path, "config: [unclosed\n"))
     with pytest.raises(StackError) as err:
         read_stack_file(write(tmp_path, "config:\n  - dynamo-bench:target\n"))
-    assert err.value.problems[0].message == "no `config:` mapping"
+    assert err.value.problems[0].message == "`config:` is a list, not a mapping of config keys"
 
 
 def test_missing_stack_file_lists_the_known_ones(tmp_path: Path) -> None:

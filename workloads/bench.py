@@ -107,7 +107,7 @@ def rows_for_table(run_dir: Path, manifest: dict, bare: dict) -> list[dict]:
         runner_s = _phase_seconds(manifest, step_id)
         bare_s = bare["steps"].get(step_id)
         rows.append({
-            "c": step["concurrency"], "requests": step["counts"]["requests"],
+            "c": step["concurrency"], "requests": step["counts"]["attempted"],
             "ttft_client_ms": ttft_c, "ttft_engine_ms": ttft_e,
             "ttft_ratio": ttft_c / ttft_e if ttft_c and ttft_e else None,
             "itl_client_ms": itl_c, "itl_engine_ms": itl_e,

@@ -1,9 +1,8 @@
 """What a finished AIPerf step says, read from its exports (pure: records in, numbers out).
 
 - `profile_export.jsonl`: one record per request; only `benchmark_phase == "profiling"` counts.
-  A record with `error` failed; `metadata.was_cancelled` marks a cancellation (AIPerf cancels
-  what is still running when the grace period ends); an error whose code/type says timeout is
-  a timeout. All three are kept and counted, never dropped.
+  Each request is classified completed / failed / truncated / cancelled by
+  workloads.outcomes (timeouts counted apart among the failed); all are kept and counted.
 - achieved concurrency: the time-weighted number of requests in flight once the first
   `concurrency` requests have started, until the last request start (while the client was
   issuing), from the per-request timestamps.
@@ -14,31 +13,20 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from workloads.outcomes import (
+    FAILED,
+    Expectations,
+    OutcomeCounts,
+    classify_record,
+    expectations,
+    expectations_from_args,
+    is_timeout,
+)
 
 RECORDS = "profile_export.jsonl"
 SUMMARY = "profile_export_aiperf.json"
-
-
-@dataclass(frozen=True)
-class StepCounts:
-    requests: int
-    succeeded: int
-    errors: int
-    timeouts: int
-    cancelled: int
-
-    @property
-    def failed(self) -> int:
-        return self.errors + self.timeouts + self.cancelled
-
-    @property
-    def error_rate(self) -> float:
-        return self.failed / self.requests if self.requests else 1.0
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "failed": self.failed, "error_rate": round(self.error_rate, 6)}
 
 
 def read_records(artifact_dir: Path) -> list[dict]:
@@ -55,26 +43,23 @@ def read_records(artifact_dir: Path) -> list[dict]:
     return out
 
 
-def _is_timeout(error: dict) -> bool:
-    text = f"{error.get('type', '')} {error.get('message', '')}".lower()
-    return error.get("code") in (408, 504) or "timeout" in text or "timed out" in text
+def outcomes(records: list[dict], rows: list[dict], expect: Expectations | None
+             ) -> list[dict]:
+    """Per request: requested vs server-counted lengths (`request_lengths`) and its outcome
+    class with the reason (workloads.outcomes, the one classifier)."""
+    out = []
+    for rec, lengths in zip(records, request_lengths(records, rows), strict=True):
+        outcome, why = classify_record(rec, lengths["requested_output_tokens"], expect)
+        out.append({**lengths, "outcome": outcome, "outcome_reason": why})
+    return out
 
 
-def count(records: list[dict]) -> StepCounts:
-    errors = timeouts = cancelled = ok = 0
-    for rec in records:
-        err = rec.get("error")
-        if rec.get("metadata", {}).get("was_cancelled"):
-            cancelled += 1
-        elif err:
-            if _is_timeout(err):
-                timeouts += 1
-            else:
-                errors += 1
-        else:
-            ok += 1
-    return StepCounts(requests=len(records), succeeded=ok, errors=errors, timeouts=timeouts,
-                      cancelled=cancelled)
+def count(records: list[dict], per_request: list[dict]) -> OutcomeCounts:
+    """The step's requests by outcome (`outcomes` of the same records), timeouts counted apart
+    among the failed."""
+    timeouts = sum(1 for rec, r in zip(records, per_request, strict=True)
+                   if r["outcome"] == FAILED and is_timeout(rec["error"]))
+    return OutcomeCounts.of([r["outcome"] for r in per_request], timeouts=timeouts)
 
 
 def error_summary(records: list[dict], limit: int = 5) -> list[dict]:
@@ -89,20 +74,30 @@ def error_summary(records: list[dict], limit: int = 5) -> list[dict]:
     return [{"code": c, "type": t, "message": m, "count": n} for (c, t, m), n in top]
 
 
-def achieved_concurrency(records: list[dict], requested: int) -> float | None:
-    """Mean requests in flight while the client was issuing, from request timestamps.
-
-    The window runs from the `requested`-th request start (the initial ramp is over) to the
-    last request start (after that the load only drains). None when there are too few
-    requests to have a steady state.
-    """
+def request_spans(records: list[dict]) -> list[tuple[int, int]]:
+    """(start, end) ns of every request with both timestamps."""
     spans = []
     for rec in records:
         md = rec.get("metadata", {})
         start, end = md.get("request_start_ns"), md.get("request_end_ns")
         if start is not None and end is not None and end >= start:
-            spans.append((start, end))
-    if len(spans) <= requested:
+            spans.append((int(start), int(end)))
+    return spans
+
+
+def achieved_concurrency(records: list[dict], requested: int) -> float | None:
+    return concurrency_of_spans(request_spans(records), requested)
+
+
+def concurrency_of_spans(spans: list[tuple[int, int]], requested: int) -> float | None:
+    """Mean requests in flight while the client was issuing, from request timestamps: the one
+    definition of achieved concurrency (the runner's client verdict and the reports use it).
+
+    The window runs from the `requested`-th request start (the initial ramp is over) to the
+    last request start (after that the load only drains). None when there are too few
+    requests to have a steady state.
+    """
+    if requested < 1 or len(spans) <= requested:
         return None
     starts = sorted(s for s, _ in spans)
     lo, hi = starts[requested - 1], starts[-1]
@@ -157,6 +152,17 @@ def request_lengths(records: list[dict], rows: list[dict]) -> list[dict]:
             "error": rec.get("error"),
         })
     return out
+
+
+def step_expectations(artifact_dir: Path, command: list[str]) -> Expectations:
+    """What the step's requests must show: from AIPerf's own record of its input config, else
+    from the command line the runner gave it."""
+    path = artifact_dir / SUMMARY
+    if path.exists():
+        found = expectations(json.loads(path.read_text()).get("input_config"))
+        if found is not None:
+            return found
+    return expectations_from_args(command)
 
 
 def summary_metric(artifact_dir: Path, name: str, stat: str = "avg") -> float | None:

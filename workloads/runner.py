@@ -26,8 +26,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from stacks.loader import STACKS_DIR
-from stacks.preflight import require_valid
+from stacks.estimate import instance_price
+from stacks.loader import STACKS_DIR, load_stack
+from stacks.preflight import effective_cluster, require_valid
+from stacks.schema import StackConfig
+from stacks.service_prices import price_record
 from stacks.workload_config import Scale
 from workloads import smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
@@ -87,6 +90,14 @@ def _progress(console: Console, enabled: bool) -> Progress:
                     disable=not enabled, transient=False)
 
 
+def planned_prices(stack: StackConfig, stacks_dir: Path) -> dict[str, dict[str, object]]:
+    """Price, source and verification of every instance type of the cluster it runs on."""
+    base = load_stack(stack.cluster.attach_to, stacks_dir) if stack.is_attached else None
+    prices = {g.instance_type: price for g in effective_cluster(stack, base).node_groups
+              if (price := instance_price(g.instance_type, stack)) is not None}
+    return price_record(prices, stack.cost.price_overrides)
+
+
 def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     console = console or Console(stderr=True)
     report = require_valid(opts.stack, opts.stacks_dir)   # refuse before any load
@@ -100,6 +111,9 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
                              scale=opts.scale)
     manifest.data.setdefault("repeats", repeats)
+    # The instance prices the run is planned with: a report prices it from these when the
+    # catalogue no longer knows a type (reports/stackinfo.py, reports/aws_cli.py).
+    manifest.data.setdefault("prices", planned_prices(stack, opts.stacks_dir))
     if manifest.data["repeats"] != repeats:
         raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "
                          f"resume with --repeat {manifest.data['repeats']} or use a new --run-id")
@@ -128,7 +142,9 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
             else:   # a deployed stack: AIPerf runs as a Kubernetes Job in its cluster
                 target = make_target(stack, workdir, run_id=run_id, stacks_dir=opts.stacks_dir,
                                      outputs_file=opts.outputs_file,
-                                     report=lambda msg: console.print(msg, markup=False))
+                                     report=lambda msg: console.print(msg, markup=False),
+                                     kv_capacity_tokens=[m.kv_capacity_tokens
+                                                         for m in report.memory])
                 executor = None   # the target's own, once it has started
             _serve_and_load(stack, target, executor, manifest, pending, run_dir, opts, console)
             status = _final_status(manifest, steps)
@@ -168,6 +184,11 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
         phase["endpoints"] = ep.metrics
         if info.get("startup"):   # a cluster's model load and start-up, apart from the load
             phase["target_startup"] = info["startup"]
+    # Before any load: is the deployment what the stack says? A failed check refuses the run
+    # with its evidence (workloads/attest_checks.py).
+    with manifest.phase("attestation") as phase:
+        phase["result"] = step_exec.attest(target, manifest, "before the smoke test")
+        console.print(f"attestation: {phase['result']}", markup=False)
     # How this machine reaches the frontend: directly (local), or through the cluster's API
     # server (aws); `None` means plain httpx.
     http = target.http_client() if hasattr(target, "http_client") else None
@@ -208,8 +229,11 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
             flag = " [yellow]client-bound[/yellow]" if rec["client"]["client_bound"] else ""
             colour = "green" if rec["status"] == COMPLETE else "red"
             progress.console.print(
-                f"  [{colour}]{rec['status']:>8}[/{colour}] {step.id}: {c['requests']} req, "
-                f"{c['failed']} failed ({c['error_rate']:.1%}){flag}")
+                f"  [{colour}]{rec['status']:>8}[/{colour}] {step.id}: {c['attempted']} req: "
+                f"{c['completed']} completed, {c['failed']} failed, {c['truncated']} "
+                f"truncated, {c['cancelled']} cancelled{flag}")
+            for why in rec.get("failure_reasons") or []:
+                progress.console.print(f"           {why}", markup=False)
             problems = target.problems()
             if problems:
                 raise TargetError("engine process died: " + "; ".join(problems) +

@@ -24,8 +24,10 @@ from typing import Any, Protocol
 
 from workloads import results
 from workloads.aiperf_args import AiperfInvocation, profile_args
+from workloads.attest_checks import AttestationRefused
 from workloads.datasets import block_reuse, fit_context, write_jsonl
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, RUNNING, now
+from workloads.outcomes import step_problems
 from workloads.saturation import CpuSampler, verdict
 from workloads.steps import Step
 from workloads.targets.processes import start_process
@@ -108,6 +110,17 @@ class StepContext:
     tokenizer_trust_remote_code: bool = False
 
 
+def attest(target: Any, manifest, when: str) -> str:
+    """Attest the target, keep the record in the manifest (`attestations`) and refuse with the
+    evidence when a check failed; returns the attestation's one-line verdict."""
+    attestation = target.attest(when)
+    manifest.data.setdefault("attestations", []).append({"at": now(), **attestation.record()})
+    manifest.save()
+    if not attestation.ok:
+        raise AttestationRefused(attestation.refusal())
+    return attestation.line()
+
+
 def step_dir(run_dir: Path, step: Step) -> Path:
     return run_dir / step.id
 
@@ -172,6 +185,9 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
         restart = ctx.target.restart_workers()
         manifest.update_step(step.id, cold_restart_s=round(time.monotonic() - t0, 3),
                              **({"cold_restart": restart} if restart else {}))
+        # New pods: attest them again before any load reaches them.
+        manifest.update_step(step.id, attestation=attest(ctx.target, manifest,
+                                                         f"after the cold restart of {step.id}"))
 
     endpoints = ctx.target.endpoints()   # after a restart: a cluster's pod IPs change
     rows, dataset = step_dataset(step)
@@ -203,14 +219,17 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
 
 def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
           error_rate_threshold: float) -> dict:
-    """The step's counts, client verdict and status, from AIPerf's exports in `work`."""
+    """The step's counts by request outcome, client verdict and status, from AIPerf's exports
+    in `work` (the request classes and the step rules are workloads.outcomes', which the
+    reports apply too)."""
     records = results.read_records(work)
     cpu = ex.cpu.summary(results.load_window_ns(records))
-    counts = results.count(records)
+    per_request = results.outcomes(records, rows,
+                                   results.step_expectations(work, ex.command))
+    counts = results.count(records, per_request)
     achieved = results.achieved_concurrency(records, step.concurrency)
-    lengths = results.request_lengths(records, rows)
     with (work / "requests.jsonl").open("w") as f:
-        for r in lengths:
+        for r in per_request:
             f.write(json.dumps(r) + "\n")
     client = {"cpu": cpu, "requested_concurrency": step.concurrency,
               "achieved_concurrency": round(achieved, 3) if achieved is not None else None,
@@ -226,11 +245,7 @@ def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
         reasons.append(ex.failure)
     if ex.exit_code != 0:
         reasons.append(f"aiperf exited with code {ex.exit_code}")
-    if counts.requests == 0:
-        reasons.append("no request records")
-    elif counts.error_rate > error_rate_threshold:
-        reasons.append(f"error rate {counts.error_rate:.2%} > threshold "
-                       f"{error_rate_threshold:.2%}")
+    reasons += step_problems(counts, error_rate_threshold)
     return {"status": FAILED if reasons else COMPLETE, "failure_reasons": reasons,
             "counts": counts.as_dict(), "errors": results.error_summary(records),
             "client": client}

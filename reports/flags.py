@@ -1,0 +1,104 @@
+"""Which steps count: status and client verdict re-judged with the runner's own rules, a flag
+every table and plot shows, and the note saying what was left out (pure).
+
+- status: the run record's (`recorded_status`) unless the exports show what the runner's rule
+  (workloads.outcomes.step_problems) calls a failure, e.g. truncated streams in a run recorded
+  before that rule: then `failed`, with the reasons;
+- client-bound: workloads.saturation.verdict on the achieved concurrency the reports compute
+  (the same definition as the runner's) and the client CPU the runner sampled;
+- `usable`: complete and not client-bound. Best points, Pareto fronts, SLA verdicts, folded
+  means and the hypotheses take usable steps only; the others stay in every table and plot,
+  marked with `step_flag`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from workloads.manifest import COMPLETE, FAILED
+from workloads.outcomes import OutcomeCounts, step_problems
+from workloads.saturation import verdict
+
+FLAG_COLUMNS = ["status", "status_reasons", "client_bound", "client_bound_reasons", "usable",
+                "step_flag"]
+DEFAULT_ERROR_RATE_THRESHOLD = 0.01   # stacks.workload_config's default, for old records
+
+
+def _counts(st: pd.Series) -> OutcomeCounts:
+    return OutcomeCounts(attempted=int(st["attempted"]), completed=int(st["completed"]),
+                         failed=int(st["failed"]), truncated=int(st["truncated"]),
+                         cancelled=int(st["cancelled"]))
+
+
+def _none(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
+
+
+def judge(st: pd.Series, error_rate_threshold: float) -> dict[str, Any]:
+    recorded = _none(st.get("recorded_status"))
+    problems = step_problems(_counts(st), error_rate_threshold)
+    if recorded not in (None, COMPLETE):
+        status = str(recorded)
+        reasons = _none(st.get("recorded_reasons")) or ""
+    elif problems:
+        status = FAILED
+        reasons = "; ".join(problems) + (
+            " (judged from the exports; the run record said complete)" if recorded else "")
+    else:
+        status, reasons = COMPLETE, ""
+    requested, cores = _none(st.get("concurrency")), _none(st.get("host_cores"))
+    # a replayed trace's concurrency is a cap, not a target (as the runner judges it)
+    achieved = None if st.get("schedule") == "fixed" else _none(st.get("achieved_concurrency"))
+    # without the host's core count the CPU half of the verdict cannot be judged
+    client = verdict(int(requested), achieved,
+                     _none(st.get("client_cpu_cores_mean")) if cores else None,
+                     int(cores or 1)) if requested else {"client_bound": False, "reasons": []}
+    bound = client["client_bound"]
+    flag = ""
+    if status != COMPLETE:
+        flag = f"{status.upper()}: {reasons}" if reasons else status.upper()
+    if bound:
+        flag = "; ".join(x for x in (flag, "CLIENT-BOUND: " + "; ".join(client["reasons"])) if x)
+    return {"status": status, "status_reasons": reasons, "client_bound": bound,
+            "client_bound_reasons": "; ".join(client["reasons"]),
+            "usable": status == COMPLETE and not bound, "step_flag": flag}
+
+
+def judge_steps(steps: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
+    """`steps` with FLAG_COLUMNS (thresholds: each stack's workloads.errorRateThreshold)."""
+    rows = [judge(st, thresholds.get(st["stack"], DEFAULT_ERROR_RATE_THRESHOLD))
+            for _, st in steps.iterrows()]
+    judged = pd.DataFrame(rows, index=steps.index, columns=FLAG_COLUMNS)
+    return pd.concat([steps.drop(columns=[c for c in FLAG_COLUMNS if c in steps]), judged],
+                     axis=1)
+
+
+# What names a row, after its stack, in the note of what was left out.
+_ROW_KEYS = ("step", "concurrency", "prefix_share", "distribution")
+
+
+def _row_label(r: pd.Series) -> str:
+    for key in _ROW_KEYS:
+        if key in r and not pd.isna(r[key]):
+            value = r[key]
+            if key == "concurrency":
+                return f"{r['stack']} c{int(value)}"
+            if key == "prefix_share":
+                return f"{r['stack']} share {value:.0%}"
+            return f"{r['stack']} {value}"
+    return str(r["stack"])
+
+
+def left_out(frame: pd.DataFrame | None, what: str) -> str:
+    """A note naming the flagged rows of a table and what they were left out of ('' if none).
+    `frame` needs `usable` and `step_flag`."""
+    if frame is None or frame.empty or "usable" not in frame:
+        return ""
+    bad = frame[frame["usable"].eq(False)]   # reference rows (published figures) have none
+    if bad.empty:
+        return ""
+    names = dict.fromkeys(f"{_row_label(r)} ({r['step_flag']})" for _, r in bad.iterrows())
+    return (f"Left out of {what}: " + "; ".join(names) + ". These rows stay in the table, "
+            "marked in `step_flag`.")

@@ -1,0 +1,142 @@
+"""The summary report.md opens with: where it ran, what was measured, the headline answers and
+every warning, before any table (pure: tables in, markdown out).
+
+`facts` gathers them; `render` writes them. Two inputs can come from elsewhere:
+`attestations` ({stack: one line}) says how a cluster run proved where it ran, and
+`cost_warnings` lists the caveats of the dollar figures; when not given, a run without
+attestation says so and the unverified or unknown prices the cost table used are named.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from reports.goodput import Slo
+from reports.measures import NEEDED_SAMPLES, too_few
+from reports.runs import RunRecord
+from reports.stackinfo import REHEARSAL, StackInfo
+from workloads.manifest import COMPLETE
+
+
+@dataclass
+class SummaryFacts:
+    where: list[str] = field(default_factory=list)
+    measured: list[str] = field(default_factory=list)
+    headlines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    rehearsal: bool = False
+
+
+def where_it_ran(info: StackInfo, attestation: str | None) -> str:
+    if info.rehearsal:
+        return (f"`{info.name}`: **{REHEARSAL}.** It imitates {info.workers} on "
+                f"{info.gpu_types or 'no GPUs'}; dollar figures price that layout as if it "
+                "ran on AWS")
+    proof = attestation or "no attestation recorded in the run record"
+    return f"`{info.name}`: real cluster ({info.gpu_types}, {info.workers}); {proof}"
+
+
+def price_warnings(cost: pd.DataFrame) -> list[str]:
+    """The caveats of the dollar figures, from what the cost table really used: prices nobody
+    verified (`unverified_prices`) and instance types without any price (PRICE UNKNOWN)."""
+    if cost.empty:
+        return []
+    out = []
+    for stack, rows in cost.groupby("stack", sort=True):
+        names = sorted({n.strip() for v in rows["unverified_prices"].dropna() if v
+                        for n in str(v).split(", ")})
+        if names:
+            out.append(f"{stack}: $ figures use unverified prices: {', '.join(names)}")
+        if rows["cost_scope"].astype(str).str.contains("PRICE UNKNOWN").any():
+            out.append(f"{stack}: some instance prices are unknown: its cost and $/1M are left "
+                       "empty (see the cost scope)")
+    return out
+
+
+def _steps_without_data(records: list[RunRecord], steps: pd.DataFrame) -> list[str]:
+    have = set(zip(steps["stack"], steps["run_id"], steps["step"], strict=True))
+    return [f"{r.stack} {step} (run {r.run_id}): {rec.get('status')}, no exports"
+            for r in records for step, rec in r.steps.items()
+            if rec.get("status") != COMPLETE and (r.stack, r.run_id, step) not in have]
+
+
+def _headlines(t: dict[str, pd.DataFrame], infos: dict[str, StackInfo], slo: Slo) -> list[str]:
+    out = []
+    g, cost = t.get("goodput", pd.DataFrame()), t.get("cost_efficiency", pd.DataFrame())
+    best = g[(g["slo"] == slo.name) & g["best_point"]] if not g.empty else g
+    for _, b in best.iterrows():
+        c = cost[(cost["stack"] == b["stack"]) & (cost["run_id"] == b["run_id"])
+                 & (cost["step"] == b["step"])] if not cost.empty else cost
+        usd = c["usd_per_1m_output_tokens"].iloc[0] if len(c) else math.nan
+        basis = c["cost_basis"].iloc[0] if len(c) else "no cost row"
+        out.append(f"{infos[b['stack']].label}: best step meeting `{slo.name}` is "
+                   f"{b['step']} at {b['output_tok_s_per_gpu']:.1f} output tok/s per GPU, "
+                   f"${usd:.3f} per 1M output tokens ({basis})")
+    for s in sorted(set(infos) - set(best["stack"] if len(best) else [])):
+        if not g.empty and s in set(g["stack"]):
+            out.append(f"{infos[s].label}: no usable step meets `{slo.name}`")
+    side = t.get("compare_concurrency")
+    if side is not None and not side.empty:
+        for (a, d), rows in side.groupby(["aggregated_stack", "disaggregated_stack"]):
+            r = rows.sort_values("concurrency").iloc[0]
+            out.append(f"TTFT p50 at c{int(r['concurrency'])}: {d} minus {a} = "
+                       f"{r['ttft_p50_delta_ms']:+.1f} ms")
+    sla = t.get("sla")
+    if sla is not None and not sla.empty:
+        for _, b in sla[sla["best_point"].astype(bool)].iterrows():
+            out.append(f"SLA best point of {b['stack']} ({b['cache']} cache): {b['step']}, "
+                       f"{b['output_tok_s_per_gpu']:.1f} tok/s per GPU ({b['row_kind']})")
+    return out
+
+
+def _small_samples(steps: pd.DataFrame) -> str | None:
+    small = {q: int(sum(too_few(n, q) for n in steps["percentile_samples"]))
+             for q in NEEDED_SAMPLES}
+    parts = [f"p{q} of {n} step(s) from fewer than {NEEDED_SAMPLES[q]} completed requests"
+             for q, n in small.items() if n]
+    return ("small samples: " + "; ".join(parts) + " (marked `*` in the tables)") \
+        if parts else None
+
+
+def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunRecord],
+          infos: dict[str, StackInfo], slo: Slo, attestations: dict[str, str] | None = None,
+          cost_warnings: list[str] | None = None) -> SummaryFacts:
+    f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()))
+    f.where = [where_it_ran(i, (attestations or {}).get(s)) for s, i in infos.items()]
+    n = {c: int(steps[c].sum()) for c in ("attempted", "completed", "failed", "truncated",
+                                          "cancelled")}
+    workloads = ", ".join(f"{w} ({k} step(s))" for w, k in
+                          steps["workload"].value_counts().sort_index().items())
+    f.measured = [f"{len(records)} run(s) of {len(infos)} stack(s): {workloads}",
+                  f"{n['attempted']} requests attempted: {n['completed']} completed, "
+                  f"{n['failed']} failed, {n['truncated']} truncated, {n['cancelled']} "
+                  "cancelled; only completed requests enter latency, throughput, goodput and "
+                  "cost"]
+    f.headlines = _headlines(t, infos, slo)
+    bad = steps[~steps["usable"].astype(bool)]
+    f.warnings = [f"left out of best points, Pareto fronts, SLA verdicts and hypotheses: "
+                  f"{r['stack']} {r['step']} (run {r['run_id']}): {r['step_flag']}"
+                  for _, r in bad.iterrows()]
+    f.warnings += [f"not measured: {x}" for x in _steps_without_data(records, steps)]
+    if n["truncated"]:
+        f.warnings.append(f"{n['truncated']} truncated stream(s): AIPerf counted them as "
+                          "successes; here they are excluded (see the reconciliation table)")
+    small = _small_samples(steps)
+    if small:
+        f.warnings.append(small)
+    f.warnings += cost_warnings if cost_warnings is not None else price_warnings(
+        t.get("cost_efficiency", pd.DataFrame()))
+    return f
+
+
+def render(f: SummaryFacts) -> str:
+    label = " — REHEARSAL (local mocker timings)" if f.rehearsal else ""
+    out = ["\n## Summary\n", "\n**Where it ran**\n\n", *[f"- {w}\n" for w in f.where],
+           "\n**What was measured**\n\n", *[f"- {m}\n" for m in f.measured],
+           f"\n**Headline answers{label}**\n\n",
+           *[f"- {h}\n" for h in f.headlines or ["none: no usable step answers them"]],
+           "\n**Warnings**\n\n", *[f"- {w}\n" for w in f.warnings or ["none"]]]
+    return "".join(out)
