@@ -91,7 +91,7 @@ class ClusterConfig(Schema):
     # Checked by pre-flight against botocore's region data (stacks.aws_checks).
     region: str = "us-east-1"
     # Checked by pre-flight against the EKS version lifecycle catalogue (stacks.eks_versions).
-    eks_version: str = "1.33"
+    eks_version: str = "1.35"
     compute_mode: ComputeMode = ComputeMode.NODEGROUPS
     node_groups: list[NodeGroup] = []
     vpc: VpcConfig = VpcConfig()

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-from k8s_validation import validate_builtin, validate_dgd
+from k8s_validation import K8S_VERSION, validate_builtin, validate_dgd
 from kubernetes_validate.utils import SchemaNotFoundError
 from pulumi_harness import aws_stacks, k8s_objects, raw_config, run, run_config
 
@@ -79,7 +79,7 @@ def test_auto_mode_pools_validate_and_cover_the_groups() -> None:
     pools = {o["metadata"]["name"]: o for o in objs if o["kind"] == "NodePool"}
     classes = {o["metadata"]["name"]: o for o in objs if o["kind"] == "NodeClass"}
     for obj in [*pools.values(), *classes.values()]:
-        validate_object(obj, "1.33.0")
+        validate_object(obj, K8S_VERSION)
     assert set(pools) == set(classes) == {"dynamo-bench-p4d", "dynamo-bench-g6e",
                                           "dynamo-bench-cpu"}
     p4d = pools["dynamo-bench-p4d"]["spec"]
@@ -106,7 +106,7 @@ def test_auto_mode_pools_validate_and_cover_the_groups() -> None:
 def test_unknown_custom_kind_fails() -> None:
     with pytest.raises(pytest.fail.Exception):
         validate_object({"apiVersion": "example.com/v1", "kind": "Widget",
-                         "metadata": {"name": "w"}}, "1.33.0")
+                         "metadata": {"name": "w"}}, K8S_VERSION)
     with pytest.raises(SchemaNotFoundError):
         validate_builtin({"apiVersion": "v1", "kind": "NoSuchKind", "metadata": {"name": "x"}})
 
@@ -117,4 +117,4 @@ def test_a_misspelt_node_pool_field_is_rejected() -> None:
     pool["spec"]["template"]["spec"]["nodeclassRef"] = pool["spec"]["template"]["spec"].pop(
         "nodeClassRef")
     with pytest.raises(jsonschema.ValidationError):
-        validate_object(pool, "1.33.0")
+        validate_object(pool, K8S_VERSION)
