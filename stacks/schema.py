@@ -47,6 +47,14 @@ class CapacityType(str, Enum):
     CAPACITY_BLOCK = "capacity-block"    # an EC2 Capacity Block for ML (also cr-...)
 
 
+class Provisioning(str, Enum):
+    """How an EKS Auto Mode NodePool gets its nodes (stacks.auto_mode): `static` keeps exactly
+    `count` nodes (NodePool spec.replicas), `dynamic` launches up to `count` for pending pods."""
+
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
 class NodeGroup(Schema):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,38}$")]
     instance_type: str
@@ -56,6 +64,8 @@ class NodeGroup(Schema):
     # Pin the group to one AZ (EFA and capacity reservations live in one AZ).
     availability_zone: str | None = None
     disk_gib: Annotated[int, Field(ge=20, le=16384)] = 200
+    # computeMode auto only; unset: static for CPU groups, dynamic for GPU groups.
+    provisioning: Provisioning | None = None
 
     @model_validator(mode="after")
     def _reservation_needs_id(self) -> NodeGroup:
@@ -99,6 +109,8 @@ class ClusterConfig(Schema):
     allow_multinode: bool = False
     # RDMA device plugin (InfiniBand for NIXL/UCX); its resource name is what workers request.
     rdma: RdmaDevicePlugin | None = None
+    # A base whose variants also run on this base (same group names), as `<variant>.<this>`.
+    variants_of: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]+$")] = None
 
     @model_validator(mode="after")
     def _unique_groups(self) -> ClusterConfig:
