@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.loader import STACKS_DIR, all_stack_names, load_stack
+from stacks.loader import STACKS_DIR, all_stack_names, derived_stack_names, load_stack
 
 REPO = STACKS_DIR.parent
 # Pinned estimate dates: EKS 1.35 (every shipped stack) is in standard support on both; the
@@ -30,7 +30,8 @@ def test_check_all_in_a_real_process_passes_and_prints_every_table() -> None:
                            CATALOGUE_DAY], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    names = all_stack_names()
+    names = [*all_stack_names(), *derived_stack_names()]   # `<variant>.<base>` pairs too
+    assert "agg-a100.base-a100-auto" in names
     for name in names:
         stack = load_stack(name)
         assert f"\n{name} (target {stack.target}," in proc.stdout
