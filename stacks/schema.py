@@ -48,9 +48,7 @@ class CapacityType(str, Enum):
 
 
 class Provisioning(str, Enum):
-    """How an EKS Auto Mode NodePool gets its nodes (stacks.auto_mode): `static` keeps exactly
-    `count` nodes (NodePool spec.replicas), `dynamic` launches up to `count` for pending pods."""
-
+    """EKS Auto Mode NodePool mode (stacks.auto_mode): `count` nodes kept, or up to `count`."""
     STATIC = "static"
     DYNAMIC = "dynamic"
 

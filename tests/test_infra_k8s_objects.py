@@ -12,6 +12,7 @@ Any other custom kind fails: nothing is waved through.
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import cache
 from pathlib import Path
@@ -84,7 +85,9 @@ def test_unknown_custom_kind_fails() -> None:
 
 
 def test_a_misspelt_node_pool_field_is_rejected() -> None:
-    pool = next(o for _, o in k8s_objects(run("base-a100-auto")) if o["kind"] == "NodePool")
+    # a copy: the session's cached run must stay as recorded (tests/test_infra_stability.py)
+    pool = copy.deepcopy(next(o for _, o in k8s_objects(run("base-a100-auto"))
+                              if o["kind"] == "NodePool"))
     pool["spec"]["template"]["spec"]["nodeclassRef"] = pool["spec"]["template"]["spec"].pop(
         "nodeClassRef")
     with pytest.raises(jsonschema.ValidationError):
