@@ -36,7 +36,8 @@ from workloads import smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
 from workloads.model_folder import build_model_folder
 from workloads.steps import Step, plan
-from workloads.targets import TargetError, make_target
+from workloads.targets import make_target
+from workloads.targets.base import TargetError
 
 REPO = Path(__file__).resolve().parents[1]
 

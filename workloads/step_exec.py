@@ -7,7 +7,8 @@ is moved to `.failed/` first. Ctrl-C stops AIPerf and re-raises.
 
 Where AIPerf runs is the target's business, through a StepExecutor: `LocalAiperf` runs it here
 as a subprocess (its whole process group is stopped on Ctrl-C); the aws target runs it as a
-Kubernetes Job (workloads/k8s_step.py) and copies its artifacts back into the same layout.
+Kubernetes Job (workloads/targets/aws/k8s_step.py) and copies its artifacts back into the same
+layout.
 Either way the judge below reads the same exports.
 """
 
