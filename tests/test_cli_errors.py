@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import click
 import pytest
@@ -200,3 +203,13 @@ def test_a_stack_without_a_complete_run_names_the_fix(capsys, runs, tmp_path):
                          str(runs), "--out", str(tmp_path / "out"))
     assert_one_line_error(code, out, err, "has no complete run",
                           "python -m workloads run local-agg --run-id")
+
+
+@pytest.mark.parametrize("path", ["outputs.json", "stacks/agg-a100.outputs.json", "kubeconfig",
+                                  "base-a100.kubeconfig"])
+def test_files_holding_secret_outputs_are_git_ignored(path):
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    done = subprocess.run(["git", "check-ignore", "-q", path], cwd=root)
+    assert done.returncode == 0, f"{path} is not git-ignored"
