@@ -80,6 +80,8 @@ def make_plots(t: dict[str, pd.DataFrame], requests: pd.DataFrame, slo: Slo,
         "pareto": plots.pareto(t["concurrency_sweep"], slo, out_dir / "pareto.png", tag),
         "latency_vs_concurrency": plots.latency_vs_concurrency(
             t["concurrency_sweep"], out_dir / "latency_vs_concurrency.png", tag),
+        "throughput_vs_concurrency": plots.throughput_vs_concurrency(
+            t["concurrency_sweep"], out_dir / "throughput_vs_concurrency.png", tag),
         "ttft_per_turn": plots.ttft_per_turn(t["multi_turn"], out_dir / "ttft_per_turn.png",
                                              tag),
         "prefix_share": plots.prefix_share(t["prefix_cache"], out_dir / "prefix_share.png",
