@@ -53,7 +53,8 @@ def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
             fail(exc)
     n_req = len(report.requests)
     console.print(f"report [bold]{report.name}[/bold]: {len(report.steps)} steps, {n_req:,} "
-                  f"requests, {time.perf_counter() - t0:.1f} s -> {report.out_dir / 'report.md'}")
+                  f"requests, {time.perf_counter() - t0:.1f} s -> {report.out_dir / 'report.md'}"
+                  f" and {report.out_dir / 'index.html'} (open it in a browser)")
     for key, table in report.tables.items():
         console.print(f"  {key}.csv: {len(table)} rows")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import compare, markdown, plots, summary, tables, tables_requests
+from reports import compare, html, markdown, plots, summary, tables, tables_requests
 from reports.cost_efficiency import cost_efficiency
 from reports.flags import judge_steps
 from reports.goodput import DEFAULT_SLOS, Slo, goodput
@@ -116,4 +116,5 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     head = summary.render(summary.facts(t, steps, records_used, infos, slos[0]))
     (out_dir / "report.md").write_text(markdown.render(
         name, head, t, figs, hyps, records_used, infos, slos))
+    html.write_html(out_dir)   # index.html: the same report, self-contained, for a browser
     return Report(name, out_dir, t, figs, steps, requests)
