@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from figure_capture import report_with_figures
 from reports_fixtures import (
     completed,
     copy_fault_run,
@@ -24,7 +25,6 @@ from reports_fixtures import (
     window_s,
 )
 
-from reports import plots
 from reports.build import build_report
 from reports.markdown import mark_small_samples
 
@@ -52,18 +52,9 @@ def combined(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("combined")
     root = copy_runs(tmp)
     fault_run = copy_fault_run(tmp)
-    figures: dict[str, object] = {}
-    real_save = plots._save
-
-    def keep(fig, path):
-        figures[Path(path).stem] = fig
-        fig.canvas.draw()
-        return real_save(fig, path)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plots, "_save", keep)
-        report = build_report([run_dir(root, "local-agg"), run_dir(root, "local-disagg"),
-                               fault_run], tmp / "out", name="combined", with_compare=True)
+    report, figures = report_with_figures([run_dir(root, "local-agg"),
+                                           run_dir(root, "local-disagg"), fault_run],
+                                          tmp / "out", "combined", with_compare=True)
     return fault_run, report, figures
 
 

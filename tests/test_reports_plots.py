@@ -7,16 +7,14 @@ client-bound steps and red labels)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from figure_capture import report_with_figures
 from reports_fixtures import copy_runs, run_dir
 
-from reports import plots
-from reports.build import build_report
 from reports.plot_labels import Label, overlapping_text, place, settle
 from reports.plots import pareto_front
 
@@ -31,18 +29,9 @@ UNIT = re.compile(r"\((ms|%|tokens|tokens/s|tokens/s/GPU|tokens/s/user|count|req
 def figures(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("plots")
     root = copy_runs(tmp)
-    drawn: dict[str, plt.Figure] = {}
-    real_save = plots._save
-
-    def keep(fig, path):
-        drawn[Path(path).stem] = fig
-        fig.canvas.draw()
-        return real_save(fig, path)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plots, "_save", keep)
-        build_report([run_dir(root, s) for s in ("local-agg", "local-disagg", "local-agg-kv")],
-                     tmp / "out", name="plots", with_compare=True)
+    _, drawn = report_with_figures([run_dir(root, s) for s in ("local-agg", "local-disagg",
+                                                               "local-agg-kv")],
+                                   tmp / "out", "plots", with_compare=True)
     assert set(MINE) <= set(drawn)
     return drawn
 
