@@ -50,9 +50,10 @@ SHORT = {
                 "goodput_req_s", "step_meets_slo", "best_point"],
     "sla": ["row_kind", "stack", "step", "cache", FLAG, REQUESTS, "ttft_p50_ms", "user_tok_s",
             "output_tok_s_per_gpu", SLA_VERDICT],
-    "trace_replay": ["stack", "step", FLAG, "cache", "reuse_upper_bound_tokens",
-                     "measured_hit_rate", "hit_rate_gap", "offered_rate_rps",
-                     "achieved_rate_rps", "ttft_p50_ms"],
+    # request counts of these steps: the SLA table's completed/attempted
+    "trace_replay": ["stack", "step", FLAG, "cache", "excluded_over_context",
+                     "reuse_upper_bound_blocks", "reuse_upper_bound_tokens",
+                     "measured_hit_rate", "hit_rate_gap", "in_flight_max"],
     "compare_sla_baseline": ["model", "cache", "optimized_stack", "optimized_tok_s_per_gpu",
                              "baseline_stack", "baseline_tok_s_per_gpu", "ratio",
                              "published_ratio", "note"],
