@@ -3,14 +3,12 @@ Kubernetes version), the node IAM role, the compute (managed node groups or Auto
 see components/nodegroups.py), the RDMA device plugin it declares (components/rdma.py) and a
 Kubernetes provider from the cluster's kubeconfig.
 
-`ClusterHandle` is what later components need from a cluster; an attached variant builds the
-same handle from its base stack's outputs, so its extra node groups and its graph are built by
-the same code on the base's cluster.
+`ClusterHandle` (components/cluster_handle.py) is what later components need from a cluster;
+an attached variant builds the same handle from its base stack's outputs, so its extra node
+groups and its graph are built by the same code on the base's cluster.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -18,6 +16,7 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components.api_access import eks_endpoint_args
+from components.cluster_handle import ClusterHandle
 from components.network import Network, StackOnAws
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
@@ -27,30 +26,6 @@ from stacks.schema import ComputeMode, StackConfig
 # Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
                  "AmazonEC2ContainerRegistryReadOnly")
-
-
-@dataclass
-class ClusterHandle:
-    """Everything built on top of a cluster needs: names, network, roles, providers."""
-
-    name: pulumi.Input[str]
-    compute_mode: ComputeMode
-    kubeconfig: pulumi.Output
-    k8s_provider: k8s.Provider
-    vpc_id: pulumi.Input[str]
-    vpc_cidr: pulumi.Input[str]
-    private_subnet_ids: pulumi.Input[list[str]]
-    # {zone: private subnet id}; an Output of the dict when read from a base's outputs.
-    subnets_by_zone: dict[str, pulumi.Input[str]] | pulumi.Output[dict[str, str]]
-    security_group_id: pulumi.Input[str]
-    node_role_arn: pulumi.Input[str] | None = None
-    auto_mode_role_name: pulumi.Input[str] | None = None
-    # The pulumi-eks cluster when this stack owns it (managed node groups attach to it).
-    eks_cluster: eks.Cluster | None = None
-    # Installed already on this cluster (a variant must not install them a second time).
-    efa_device_plugin: bool = False
-    # Resources whose readiness means "nodes exist" (add-ons and charts wait for them).
-    node_resources: list[pulumi.Resource] = field(default_factory=list)
 
 
 def cluster_name(stack: StackConfig) -> str:

@@ -13,7 +13,14 @@ from typing import Any
 
 from stacks import metrics as m
 
-DATASOURCE = {"type": "prometheus", "uid": "prometheus"}  # kube-prometheus-stack's default uid
+# Panels, targets and the namespace query name their data source through the dashboard's
+# `datasource` variable (a data-source-type variable listing Prometheus sources, "default"
+# selected), as kube-prometheus-stack's own dashboards do (prometheus-community/helm-charts,
+# charts/kube-prometheus-stack/templates/grafana/dashboards-1.14/pod-total.yaml, commit
+# 000811b3): the same JSON works with whatever uid the Grafana it is loaded into gave its
+# Prometheus, and the user can point it at another one.
+DATASOURCE_VARIABLE = "datasource"
+DATASOURCE = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
 RATE = "[$__rate_interval]"
 NS = 'namespace=~"$namespace"'
 
@@ -43,6 +50,12 @@ def _panel(title: str, targets: list[tuple[str, str]], unit: str = "short",
     }
 
 
+def _datasource_variable() -> dict[str, Any]:
+    return {"name": DATASOURCE_VARIABLE, "label": "Data source", "type": "datasource",
+            "query": "prometheus", "regex": "", "hide": 0,
+            "current": {"selected": True, "text": "default", "value": "default"}}
+
+
 def _namespace_variable() -> dict[str, Any]:
     return {"name": "namespace", "type": "query", "datasource": DATASOURCE,
             "query": f"label_values({m.FRONTEND_REQUESTS}, namespace)",
@@ -58,7 +71,8 @@ def _dashboard(uid: str, title: str, panels: list[dict[str, Any]],
     return {
         "uid": uid, "title": title, "tags": ["dynamo-bench"], "schemaVersion": 39,
         "editable": False, "refresh": "30s", "time": {"from": "now-3h", "to": "now"},
-        "templating": {"list": [_namespace_variable()] if namespaced else []},
+        "templating": {"list": [_datasource_variable(),
+                                *([_namespace_variable()] if namespaced else [])]},
         "panels": laid_out,
     }
 

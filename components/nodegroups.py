@@ -12,7 +12,6 @@ or toolkit part: the GPU AMI already carries them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
@@ -21,13 +20,11 @@ import pulumi_eks as eks
 from components import auto_mode_specs as auto
 from components import node_specs as ns
 from components.charts import ChartRef, install
+from components.cluster_handle import ClusterHandle
 from components.k8s import create_object
 from components.tags import launch_template_tag_specifications
 from stacks.node_images import NVIDIA_AMI
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
-
-if TYPE_CHECKING:
-    from components.cluster import ClusterHandle
 
 NVIDIA_DEVICE_PLUGIN = ChartRef("nvidia-device-plugin", "0.18.0",
                                 "https://nvidia.github.io/k8s-device-plugin")

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+import click
 import typer
 from rich.console import Console
 
@@ -13,6 +14,7 @@ from reports.build import build_report
 from reports.goodput import DEFAULT_SLOS, parse_slo
 from reports.runs import RunError, resolve_run_dirs
 from reports.sla import USER_SPEEDS
+from stacks.cli import fail, run_cli, writable_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Reports: tables, goodput, Pareto, cost and comparisons from run folders.")
@@ -22,8 +24,12 @@ SLO_HELP = ("SLO as name:ttft_ms=5000,tok_s_per_user=50[,itl_ms=25] (repeatable;
             + "; ".join(f"{s.name}: {s.definition}" for s in DEFAULT_SLOS) + ")")
 
 
-USER_SPEED_HELP = ("per-user speed sla.csv judges: mean, p50 or e2e (default: the definition "
-                   "each model's published figure used; p50 for other models)")
+USER_SPEED_HELP = ("per-user speed sla.csv judges: " + "; ".join(
+    f"{k} = {v}" for k, v in USER_SPEEDS.items()) + " (default: the definition each model's "
+                   "published figure used; p50 for other models)")
+NO_CACHE_HELP = "Re-parse the exports, ignore the parquet cache beside each run."
+_USER_SPEED = typer.Option(None, "--user-speed", click_type=click.Choice(list(USER_SPEEDS)),
+                           help=USER_SPEED_HELP)
 
 
 def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
@@ -31,49 +37,53 @@ def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
          user_speed: str | None = None) -> None:
     try:
         slos = tuple(parse_slo(s) for s in slo) if slo else DEFAULT_SLOS
-        if user_speed is not None and user_speed not in USER_SPEEDS:
-            raise ValueError(f"--user-speed {user_speed}: use one of {', '.join(USER_SPEEDS)}")
-        dirs = resolve_run_dirs(targets, runs_root)
+        writable_dir(out)
+        dirs = resolve_run_dirs(targets, runs_root, say=console.print)
     except (ValueError, RunError) as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from None
+        fail(exc)
+    if with_compare and len(dirs) < 2:
+        fail(f"compare needs two or more runs, got {len(dirs)} ({', '.join(targets)}): name "
+             "more stacks or run folders, or use `python -m reports build` for one run")
     t0 = time.perf_counter()
     with console.status(f"loading {len(dirs)} run(s) and building the report"):
         try:
             report = build_report(dirs, out, name=name, slos=slos, with_compare=with_compare,
                                   use_cache=not no_cache, user_speed=user_speed)
         except RunError as exc:
-            console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(2) from None
+            fail(exc)
     n_req = len(report.requests)
     console.print(f"report [bold]{report.name}[/bold]: {len(report.steps)} steps, {n_req:,} "
-                  f"requests, {time.perf_counter() - t0:.1f} s -> {report.out_dir / 'report.md'}")
+                  f"requests, {time.perf_counter() - t0:.1f} s -> {report.out_dir / 'report.md'}"
+                  f" and {report.out_dir / 'index.html'} (open it in a browser)")
     for key, table in report.tables.items():
         console.print(f"  {key}.csv: {len(table)} rows")
 
 
 @app.command()
-def build(run_dirs: list[str] = typer.Argument(..., help="Run folders runs/<stack>/<run-id>."),
+def build(run_dirs: list[str] = typer.Argument(..., help="Run folders runs/<stack>/<run-id>, "
+                                             "or stack names (each its newest complete run)."),
           out: Path = typer.Option(Path("reports/out"), help="Parent folder of the report."),
           name: str = typer.Option(None, help="Report folder name (default from the runs)."),
           slo: list[str] = typer.Option(None, help=SLO_HELP),
           runs_root: Path = typer.Option(Path("runs"), help="Where stack names are looked up."),
-          no_cache: bool = typer.Option(False, help="Re-parse the exports, ignore the parquet "
-                                                    "cache."),
-          user_speed: str = typer.Option(None, help=USER_SPEED_HELP)) -> None:
+          no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
+          user_speed: str = _USER_SPEED) -> None:
     """Tables, plots and report.md for one or more runs."""
     _run(run_dirs, out, name, slo, runs_root, False, no_cache, user_speed)
 
 
 @app.command("compare")
-def compare_cmd(targets: list[str] = typer.Argument(..., help="Stack names (latest run) or run "
-                                                             "folders."),
-                out: Path = typer.Option(Path("reports/out")),
-                name: str = typer.Option(None),
+def compare_cmd(targets: list[str] = typer.Argument(..., help="Two or more stack names (each "
+                                                 "its newest complete run) or run folders."),
+                out: Path = typer.Option(Path("reports/out"), help="Parent folder of the "
+                                         "report."),
+                name: str = typer.Option(None, help="Report folder name (default from the "
+                                         "stacks)."),
                 slo: list[str] = typer.Option(None, help=SLO_HELP),
-                runs_root: Path = typer.Option(Path("runs")),
-                no_cache: bool = typer.Option(False),
-                user_speed: str = typer.Option(None, help=USER_SPEED_HELP)) -> None:
+                runs_root: Path = typer.Option(Path("runs"), help="Where stack names are "
+                                               "looked up."),
+                no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
+                user_speed: str = _USER_SPEED) -> None:
     """Everything `build` writes, plus aggregated vs disaggregated side-by-side tables and,
     for recipe stacks, optimized/baseline and aggregated/disaggregated tok/s/GPU at the SLA."""
     _run(targets, out, name, slo, runs_root, True, no_cache, user_speed)
@@ -87,8 +97,8 @@ if _register_aws is not None:
     _register_aws(app)
 
 
-def main() -> None:
-    app(prog_name="python -m reports")
+def main() -> int:
+    return run_cli(app, "python -m reports")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from reports.node_hours import (
     usage_from_manifest,
 )
 from reports.pricing import DEFAULT_CACHE, PriceQuote, resolve_prices
+from stacks.cli import run_cli, stack_error
 from stacks.loader import StackError, load_stack
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
@@ -99,8 +100,7 @@ def cost(stack: str = typer.Argument(..., help="Stack to account for."),
     try:
         s, base = _load(stack)
     except StackError as exc:
-        console.print(str(exc), markup=False)
-        raise typer.Exit(2) from None
+        stack_error(exc)
     owner = base or s
     region = region or owner.cluster.region
     c = clients_for(region)
@@ -160,4 +160,4 @@ aws_app.command("audit")(audit_cmd)
 
 
 if __name__ == "__main__":
-    aws_app(prog_name="python -m reports.aws_cli")
+    sys.exit(run_cli(aws_app, "python -m reports.aws_cli"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import compare, markdown, plots, summary, tables, tables_requests
+from reports import compare, html, markdown, plots, summary, tables, tables_requests
 from reports.cost_efficiency import cost_efficiency
 from reports.flags import judge_steps
 from reports.goodput import DEFAULT_SLOS, Slo, goodput
@@ -86,6 +86,8 @@ def make_plots(t: dict[str, pd.DataFrame], requests: pd.DataFrame, slo: Slo,
         "pareto": plots.pareto(t["concurrency_sweep"], slo, out_dir / "pareto.png", tag),
         "latency_vs_concurrency": plots.latency_vs_concurrency(
             t["concurrency_sweep"], out_dir / "latency_vs_concurrency.png", tag),
+        "throughput_vs_concurrency": plots.throughput_vs_concurrency(
+            t["concurrency_sweep"], out_dir / "throughput_vs_concurrency.png", tag),
         "ttft_per_turn": plots.ttft_per_turn(t["multi_turn"], out_dir / "ttft_per_turn.png",
                                              tag),
         "prefix_share": plots.prefix_share(t["prefix_cache"], out_dir / "prefix_share.png",
@@ -120,4 +122,5 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     head = summary.render(summary.facts(t, steps, records_used, infos, slos[0]))
     (out_dir / "report.md").write_text(markdown.render(
         name, head, t, figs, hyps, records_used, infos, slos))
+    html.write_html(out_dir)   # index.html: the same report, self-contained, for a browser
     return Report(name, out_dir, t, figs, steps, requests)

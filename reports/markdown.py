@@ -16,6 +16,7 @@ import pandas as pd
 from reports.flags import left_out
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
+from reports.md_columns import short_columns, with_display_columns
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
@@ -97,10 +98,12 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
         ds = ", ".join(f"{Path(str(k)).name}={_sha(val)[:12]}" for k, val in r.datasets.items()
                        ) or "synthetic only (AIPerf seeds)"
         rows.append({"stack": r.stack, "run id": r.run_id, "layout": infos[r.stack].workers,
-                     "config sha256": r.config_hash[:16], "started": r.started_at or "?",
-                     "ended": r.ended_at or "?", "dynamo-bench": str(commit)[:12],
-                     "AIPerf": v.get("aiperf", "?"), "Dynamo": v.get("dynamo", "?"),
-                     "Python": v.get("python", "?"), "datasets (sha256)": ds,
+                     "config sha256": r.config_hash[:16],
+                     "window": f"{r.started_at or '?'} to {r.ended_at or '?'}",
+                     "versions": f"dynamo-bench {str(commit)[:12]}, AIPerf "
+                                 f"{v.get('aiperf', '?')}, Dynamo {v.get('dynamo', '?')}, "
+                                 f"Python {v.get('python', '?')}",
+                     "datasets (sha256)": ds,
                      # the deployment checked against the stack before any load
                      "attestation": summary_line(r.extra.get("attestations")),
                      "folder": str(r.path)})
@@ -174,7 +177,8 @@ SECTIONS = [
      "shows on the server side."),
 ]
 
-# Tables too wide for report.md show these columns; their CSV keeps every column.
+# The wide selection of each table; report.md shows at most ten of them (reports/md_columns.py)
+# and the CSV keeps every column.
 _COUNTS = ["attempted", "completed", "failed", "truncated", "cancelled"]
 MD_COLUMNS = {
     "concurrency_sweep": ["stack", "concurrency", "step_flag", *_COUNTS, "percentile_samples",
@@ -208,7 +212,7 @@ MD_COLUMNS = {
                        "server_requests_succeeded", "server_requests_failed",
                        "server_requests_unfinished", "gap_explanation"]}
 
-PLOTS = {"concurrency_sweep": ["latency_vs_concurrency", "pareto"],
+PLOTS = {"concurrency_sweep": ["pareto", "throughput_vs_concurrency", "latency_vs_concurrency"],
          "trace_replay": ["trace_replay_timeline"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
          "sequence_distribution": ["length_distributions"]}
@@ -265,8 +269,8 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"{note}\n\n")
         if key == "cost_efficiency" and not table.empty:
             out.append(_cost_note(table))
-        out.append(md_table(table.drop(columns=[c for c in ("cost_scope", "period")
-                                                if c in table.columns]), MD_COLUMNS.get(key)))
+        shown = short_columns(key, table, MD_COLUMNS.get(key))
+        out.append(md_table(with_display_columns(table), shown) + _csv_link(key, table, shown))
         source = tables.get(COMPARED_FROM.get(key, key))
         note = left_out(source, LEFT_OUT_OF.get(key, "this comparison")) \
             if source is not None else ""
@@ -282,6 +286,12 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
         out += [f"- {f}\n" for f in h.findings]
     out += ["\n## Run records used\n", _records(records, infos)]
     return "".join(out)
+
+
+def _csv_link(key: str, table: pd.DataFrame, shown: list[str]) -> str:
+    if table.empty or len(table.columns) <= len(shown):
+        return ""
+    return f"\nAll {len(table.columns)} columns: [{key}.csv]({key}.csv)\n"
 
 
 def _cost_note(cost: pd.DataFrame) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pandas as pd
 
 from reports import exports, measures, server
 from workloads import outcomes
+from workloads.manifest import COMPLETE
 
 CACHE_DIR = ".reports-cache"
 CACHE_VERSION = "5"  # 5: AIPerf's replay schedule lag columns
@@ -267,8 +269,17 @@ def load_run(run_dir: Path, use_cache: bool = True) -> RunFrames:
     return RunFrames(record, *frames)
 
 
-def resolve_run_dirs(targets: list[str], runs_root: Path) -> list[Path]:
-    """Run folders from arguments: a run folder, or a stack name (its latest run)."""
+def _status(run: Path) -> str:
+    try:
+        return str(json.loads((run / MANIFEST).read_text()).get("status") or "unknown")
+    except (OSError, ValueError):
+        return "unreadable"
+
+
+def resolve_run_dirs(targets: list[str], runs_root: Path,
+                     say: Callable[[str], None] | None = None) -> list[Path]:
+    """Run folders from arguments: a run folder as given, or a stack name: its newest complete
+    run (by the manifest's last write), said through `say` with any newer run left out."""
     out = []
     for t in targets:
         p = Path(t)
@@ -282,5 +293,17 @@ def resolve_run_dirs(targets: list[str], runs_root: Path) -> list[Path]:
             raise RunError(f"'{t}' is neither a run folder nor a stack with runs under "
                            f"{runs_root}: run `python -m workloads run {t}` first or give the "
                            "run folder's path")
-        out.append(runs[-1])
+        complete = [d for d in runs if _status(d) == COMPLETE]
+        if not complete:
+            last = runs[-1]
+            raise RunError(f"stack '{t}' has no complete run under {stack_dir} (newest: "
+                           f"{last.name}, {_status(last)}): resume it with `python -m workloads "
+                           f"run {t} --run-id {last.name}`, or give its folder ({last}) to "
+                           "report it as it is")
+        chosen = complete[-1]
+        newer = [f"{d.name} ({_status(d)})" for d in runs[runs.index(chosen) + 1:]]
+        if say is not None:
+            say(f"{t}: newest complete run {chosen}" + (
+                f"; newer, not complete, left out: {', '.join(newer)}" if newer else ""))
+        out.append(chosen)
     return out

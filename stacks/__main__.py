@@ -10,6 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stacks.cli import (
+    fail,
+    problem_line,
+    require_stack_names,
+    run_cli,
+    stack_error,
+    writable_dir,
+)
 from stacks.eks_versions import today
 from stacks.estimate import cold_restarts, restart_seconds
 from stacks.forecast import Campaign, plan_campaigns
@@ -21,6 +29,7 @@ from stacks.loader import (
     load_stack,
 )
 from stacks.preflight import PreflightReport, check_stack
+from stacks.workload_config import Scale
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What to test: check stack files before anything is created or run.")
@@ -98,8 +107,7 @@ def _as_of(value: str | None) -> dt.date | None:
     try:
         return dt.date.fromisoformat(value)
     except ValueError:
-        console.print(f"--as-of {value}: write a date as YYYY-MM-DD")
-        raise typer.Exit(2) from None
+        fail(f"--as-of {value}: write a date as YYYY-MM-DD")
 
 
 AS_OF_HELP = ("Estimate date YYYY-MM-DD (default today, UTC): EKS version support status and "
@@ -107,6 +115,9 @@ AS_OF_HELP = ("Estimate date YYYY-MM-DD (default today, UTC): EKS version suppor
 
 
 def _print_problems(name: str, problems: list) -> None:
+    if len(problems) == 1 and problems[0].field == "stack":   # no such stack: one line
+        print(f"error: {problem_line(name, problems[0])}", file=sys.stderr)
+        return
     console.print(f"\n[bold]{name}[/bold]\n[red]{len(problems)} problem(s):[/red]")
     for p in problems:
         console.print(f"  - {p}", markup=False)
@@ -118,6 +129,7 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
           all_: bool = typer.Option(False, "--all", help="Check every stack in the stacks dir "
                                     "and every <variant>.<base> the bases allow."),
           stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                          exists=True,
                                           help="Folder of Pulumi.<stack>.yaml files."),
           as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
     """Validate stacks: the file itself, schema, AWS and Kubernetes rules, memory fit, node
@@ -193,16 +205,16 @@ def _print_campaign(c: Campaign) -> None:
 def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants are grouped "
                                             "with their base, a lone base brings all its "
                                             "variants."),
-         scale: str = typer.Option("full", help="Workload scale: full or quick."),
+         scale: Scale = typer.Option("full", help="Workload scale: the plan's values (full) "
+                                     "or the local/CI sizes (quick)."),
          stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                         exists=True,
                                          help="Folder of Pulumi.<stack>.yaml files."),
          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
     """Forecast before `pulumi up`: wall time per phase and step, dollars, and the campaign's
     billed GPU-hours over GPU-hours under load. Exits 2 if a stack fails pre-flight."""
     on = _as_of(as_of) or today()
-    if scale not in ("full", "quick"):
-        console.print(f"--scale {scale}: use full or quick")
-        raise typer.Exit(2)
+    require_stack_names(stacks, stacks_dir)
     try:
         named = [load_stack(n, stacks_dir) for n in stacks]
         bases = {s.cluster.attach_to: load_stack(s.cluster.attach_to, stacks_dir)
@@ -239,13 +251,11 @@ def render(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<nam
     """
     from stacks.render import render_stack, type_counts  # pulumi is only needed here
 
+    require_stack_names([stack])
     try:
-        result = render_stack(stack, out)
+        result = render_stack(stack, writable_dir(out))
     except StackError as exc:
-        console.print(f"[red]{len(exc.problems)} problem(s):[/red]")
-        for p in exc.problems:
-            console.print(f"  - {p}", markup=False)
-        raise typer.Exit(2) from None
+        stack_error(exc)
     counts = type_counts(result.run)
     t = Table(title=f"{stack}: {sum(counts.values())} resources -> {result.folder}",
               title_justify="left")
@@ -256,8 +266,8 @@ def render(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<nam
     console.print(t)
 
 
-def main() -> None:
-    app(prog_name="python -m stacks")
+def main() -> int:
+    return run_cli(app, "python -m stacks")
 
 
 if __name__ == "__main__":

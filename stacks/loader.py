@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,18 @@ def load_stack_file(name: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
     if not path.exists() and (derived := _derived_stack_file(name, stacks_dir)) is not None:
         return derived
     if not path.exists():
-        known = ", ".join(all_stack_names(stacks_dir)) or "none"
         raise StackError(name, [Problem("stack", f"no stack file {path.name} in {stacks_dir}",
-                                        f"create it or use one of: {known}")])
+                                        _other_names(name, stacks_dir))])
     return files.read(path, CONFIG_KEYS)
+
+
+def _other_names(name: str, stacks_dir: Path) -> str:
+    """The fix for a missing stack name: the closest existing names, else all of them."""
+    known = all_stack_names(stacks_dir)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(close)}? (`python -m stacks check --all` lists all)"
+    return f"create it or use one of: {', '.join(known) or 'none'}"
 
 
 def load_stack(name: str, stacks_dir: Path = STACKS_DIR) -> StackConfig:

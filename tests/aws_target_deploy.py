@@ -219,6 +219,7 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
         "frontendService": f"{graph}-frontend", "prometheusService":
         "prometheus-kube-prometheus-prometheus", "prometheusUrl": PROMETHEUS,
         "region": "us-east-1", "clusterName": "base-a100"}))
+    outputs.chmod(0o600)   # the runner refuses credentials other users can read
     cluster.job_run = produce_exports
     return Deployed(cluster, stack, outputs, graph)
 

@@ -276,6 +276,9 @@ def test_outputs_from_a_file_and_their_refusals(tmp_path, monkeypatch):
     stack = load_stack("agg-a100")
     f = tmp_path / "o.json"
     f.write_text(json.dumps(_outputs()))
+    with pytest.raises(TargetError, match="chmod 600"):   # others could read the kubeconfig
+        read_outputs(stack, f.chmod(0o644) or f)
+    f.chmod(0o600)
     assert read_outputs(stack, f)["graphName"] == "agg-a100"
     for bad, match in ((_outputs(kubeconfig="[secret]"), "--show-secrets"),
                        (_outputs(dynamoNamespace="other"), "serving.namespace"),

@@ -15,6 +15,7 @@ from stacks.offline import (
     config_strings,
     run_program,
 )
+from workloads.k8s_outputs import SECRET_OUTPUTS, public_outputs
 
 OWNERS = ["base-a100", "base-b200", "agg-a100-standalone"]
 
@@ -78,6 +79,9 @@ def test_grafana_admin_password_is_a_generated_pulumi_secret(name: str) -> None:
     assert secret["stringData"][GRAFANA_PASSWORD_KEY].startswith("offline-")
     assert "stringData" in record.secret_inputs        # a Pulumi secret in the state
     assert "grafanaAdminPassword" in result.secret_outputs
+    # every secret output is one the runner keeps out of its run records
+    assert set(result.secret_outputs) <= set(SECRET_OUTPUTS)
+    assert not set(public_outputs(result.outputs)) & set(result.secret_outputs)
 
 
 @pytest.mark.parametrize("name", OWNERS)

@@ -137,3 +137,21 @@ def test_prometheus_volume_uses_the_tagged_ebs_class():
     spec = kube_prometheus_values(load_stack("base-a100"))["prometheus"]["prometheusSpec"]
     claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == EBS_STORAGE_CLASS
+
+
+def test_shipped_dashboards_take_the_datasource_as_a_variable():
+    """The JSON in the ConfigMaps names no data source uid of its own: a `datasource` variable
+    of type datasource (Prometheus sources) and every panel, target and query variable
+    pointing at `${datasource}`, as kube-prometheus-stack's own dashboards do."""
+    for cm in dashboard_configmaps("monitoring"):
+        (body,) = cm["data"].values()
+        dash = json.loads(body)
+        variables = {v["name"]: v for v in dash["templating"]["list"]}
+        ds = variables["datasource"]
+        assert (ds["type"], ds["query"]) == ("datasource", "prometheus"), cm["metadata"]["name"]
+        wanted = {"type": "prometheus", "uid": "${datasource}"}
+        refs = [v for path, v in _walk(dash) if path.endswith(".datasource")]
+        users = [*dash["panels"], *(t for p in dash["panels"] for t in p["targets"]),
+                 *(v for v in dash["templating"]["list"] if v["type"] == "query")]
+        assert all(u.get("datasource") == wanted for u in users), cm["metadata"]["name"]
+        assert len(refs) == len(users) and all(r == wanted for r in refs)

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from reports.__main__ import app
 from reports.runs import CACHE_DIR, MANIFEST, load_run, resolve_run_dirs
 
-PLOTS = ("pareto", "latency_vs_concurrency", "ttft_per_turn", "prefix_share",
-         "length_distributions")
+PLOTS = ("pareto", "throughput_vs_concurrency", "latency_vs_concurrency", "ttft_per_turn",
+         "prefix_share", "length_distributions")
 CSVS = ("concurrency_sweep", "multi_turn", "sequence_distribution", "prefix_cache", "goodput",
         "cost_efficiency", "fidelity", "reconciliation", "compare_concurrency",
         "compare_prefix_cache")

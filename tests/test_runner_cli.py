@@ -27,7 +27,7 @@ def test_unknown_workload_and_scale_are_refused(tmp_path):
     runs = tmp_path / "runs"
     bad_only = CliRunner().invoke(app, ["run", "ok", "--only", "sweep", "--stacks-dir",
                                         str(stacks), "--runs-dir", str(runs)])
-    assert bad_only.exit_code == 2 and "unknown workload" in bad_only.output
+    assert bad_only.exit_code == 2 and "'sweep' is not one of" in bad_only.output
     bad_scale = CliRunner().invoke(app, ["run", "ok", "--scale", "huge", "--stacks-dir",
                                          str(stacks), "--runs-dir", str(runs)])
     assert bad_scale.exit_code == 2 and not runs.exists()

@@ -128,7 +128,7 @@ def test_one_invalid_stack_fails_the_run_but_the_others_are_still_checked(
 def test_unknown_stack_and_no_stack_exit_2() -> None:
     code, out = run("check", "no-such-stack")
     assert code == 2
-    assert "- stack: no stack file Pulumi.no-such-stack.yaml" in " ".join(out.split())
+    assert "error: no stack file Pulumi.no-such-stack.yaml" in " ".join(out.split())
     code, out = run("check")
     assert code == 2
     assert "name one or more stacks, or pass --all" in out

@@ -5,19 +5,34 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from stacks.cli import fail, require_stack_names, run_cli, stack_error
 from stacks.loader import STACKS_DIR, StackError
+from stacks.workload_config import Scale
+from workloads.manifest import check_run_id
 from workloads.steps import WORKLOADS, plan
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Drive AIPerf workloads against a stack and record everything.")
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
-_ONLY = typer.Option(None, "--only", help=f"Run only these workloads ({', '.join(WORKLOADS)}).")
-_SCALE = typer.Option("quick", "--scale", help="quick (local/CI) or full (the plan's values).")
+_ONLY = typer.Option(None, "--only", click_type=click.Choice(WORKLOADS),
+                     help="Run only this workload (repeat the option for several).")
+_SCALE = typer.Option("quick", "--scale", click_type=click.Choice(["quick", "full"]),
+                      help="quick (local/CI sizes) or full (the plan's values).")
+_STACKS_DIR = typer.Option(STACKS_DIR, "--stacks-dir", exists=True, file_okay=False,
+                           help="Folder of Pulumi.<stack>.yaml files.")
+
+
+def _run_id(value: str | None) -> str | None:
+    try:
+        return None if value is None else check_run_id(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _check_scale(scale: str) -> None:
@@ -28,18 +43,22 @@ def _check_scale(scale: str) -> None:
 
 @app.command()
 def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.yaml)."),
-        scale: str = _SCALE,
+        scale: Scale = _SCALE,
         only: list[str] = _ONLY,
         repeat: int = typer.Option(None, "--repeat", min=1, max=20,
                                    help="Repeats per step (default: workloads.repeats)."),
-        run_id: str = typer.Option(None, "--run-id",
-                                   help="Resume this run (default: a new UTC timestamp)."),
-        runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
-        stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir"),
+        run_id: str = typer.Option(None, "--run-id", callback=_run_id,
+                                   help="Resume this run, a folder name under "
+                                   "runs/<stack>/ (default: a new UTC timestamp)."),
+        runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", file_okay=False,
+                                      help="Where runs/<stack>/<run-id>/ are written."),
+        stacks_dir: Path = _STACKS_DIR,
         outputs: Path = typer.Option(
-            None, "--outputs", help="aws stacks: `pulumi stack output --json --show-secrets` "
-            "saved to a file (default: $DYNAMO_BENCH_STACK_OUTPUTS, else the Pulumi CLI)."),
-        no_progress: bool = typer.Option(False, "--no-progress")) -> None:
+            None, "--outputs", exists=True, dir_okay=False,
+            help="aws stacks: `pulumi stack output --json --show-secrets` saved to a file "
+            "readable by you only (default: $DYNAMO_BENCH_STACK_OUTPUTS, else the Pulumi CLI)."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar or "
+                                         "progress lines.")) -> None:
     """Pre-flight, start the target, smoke test, warm up, run every step, stop.
 
     Exit codes: 0 all steps complete, 1 a step failed or the engine broke, 2 invalid stack or
@@ -56,8 +75,7 @@ def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.
     try:
         result = run_stack(opts, console)
     except StackError as exc:
-        console.print(str(exc), markup=False)
-        raise typer.Exit(2) from None
+        stack_error(exc)
     except (ValueError, TargetError) as exc:
         console.print(f"error: {exc}", markup=False)
         raise typer.Exit(2) from None
@@ -65,9 +83,10 @@ def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.
 
 
 @app.command("plan")
-def show_plan(stack: str = typer.Argument(...), scale: str = _SCALE, only: list[str] = _ONLY,
+def show_plan(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.yaml)."),
+              scale: Scale = _SCALE, only: list[str] = _ONLY,
               repeat: int = typer.Option(None, "--repeat", min=1, max=20),
-              stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir")) -> None:
+              stacks_dir: Path = _STACKS_DIR) -> None:
     """List the steps a run would make, with their sizes and estimated times."""
     from stacks.loader import load_stack
 
@@ -75,7 +94,9 @@ def show_plan(stack: str = typer.Argument(...), scale: str = _SCALE, only: list[
     try:
         cfg = load_stack(stack, stacks_dir)
         steps = plan(cfg, scale, only or None, repeat)
-    except (StackError, ValueError) as exc:
+    except StackError as exc:
+        stack_error(exc)
+    except ValueError as exc:
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
     t = Table(title=f"{stack} at {scale} scale")
@@ -90,15 +111,26 @@ def show_plan(stack: str = typer.Argument(...), scale: str = _SCALE, only: list[
 
 
 @app.command()
-def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies"),
+def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies",
+                                           help="Comma-separated concurrencies."),
           stack: str = typer.Option("local-agg", "--stack"),
           duration_s: float = typer.Option(15.0, "--duration"),
           out: Path = typer.Option(None, "--out", help="Also write the table (markdown).")) -> None:
     """Client vs engine timing on the local engine, c = 1..64 (a measurement, not a test)."""
     from workloads.bench import main as bench_main
 
-    bench_main([int(c) for c in concurrencies.split(",")], stack, duration_s, out, console)
+    try:
+        levels = [int(c) for c in concurrencies.split(",")]
+    except ValueError:
+        fail(f"--concurrencies {concurrencies}: give whole numbers separated by commas, "
+             "e.g. 1,2,4")
+    require_stack_names([stack])
+    bench_main(levels, stack, duration_s, out, console)
+
+
+def main() -> int:
+    return run_cli(app, "python -m workloads")
 
 
 if __name__ == "__main__":
-    app()
+    sys.exit(main())

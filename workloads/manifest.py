@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -28,6 +29,20 @@ COMPLETE = "complete"
 FAILED = "failed"
 RUNNING = "running"
 INTERRUPTED = "interrupted"
+
+
+# A run id names one folder under runs/<stack>/: a plain name, never a path (no separators,
+# no `..`, not absolute), so nothing a run writes lands outside runs/.
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it names one folder inside runs/<stack>/, else ValueError with the fix."""
+    if not RUN_ID.match(run_id) or ".." in run_id:
+        raise ValueError(f"run id '{run_id}' is not a plain folder name: use letters, digits, "
+                         "'.', '_' and '-' (up to 100, starting with a letter or digit, no "
+                         "'..'), e.g. 20261130T040514Z")
+    return run_id
 
 
 def now() -> str:
@@ -87,7 +102,9 @@ class Manifest:
 
     @classmethod
     def open(cls, path: Path, *, stack: StackConfig, run_id: str, scale: str) -> Manifest:
-        """Load the run's manifest (resume) or start a new one; refuses a changed stack."""
+        """Load the run's manifest (resume) or start a new one; refuses a changed stack and a
+        run id that is not a plain folder name."""
+        check_run_id(run_id)
         config, digest = stack_record(stack)
         if path.exists():
             data = json.loads(path.read_text())

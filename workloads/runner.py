@@ -18,13 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from stacks.estimate import instance_price
 from stacks.loader import STACKS_DIR, load_stack
@@ -35,6 +28,7 @@ from stacks.workload_config import Scale
 from workloads import smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
 from workloads.model_folder import build_model_folder
+from workloads.progress import StepProgress
 from workloads.steps import Step, plan
 from workloads.targets import make_target
 from workloads.targets.base import TargetError
@@ -82,13 +76,6 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
-
-
-def _progress(console: Console, enabled: bool) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                    TextColumn("{task.fields[step]}"), TimeElapsedColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console,
-                    disable=not enabled, transient=False)
 
 
 def planned_prices(stack: StackConfig, stacks_dir: Path) -> dict[str, dict[str, object]]:
@@ -210,22 +197,15 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
         request_timeout_s=stack.workloads.request_timeout_s,
         tokenizer_revision=stack.model.revision,
         tokenizer_trust_remote_code=stack.model.trust_remote_code)
-    total = sum(s.eta_s for s in pending)
-    with _progress(console, opts.show_progress) as progress:
-        task = progress.add_task(stack.name, total=total, step="")
-        done = 0.0
-        for i, step in enumerate(pending, 1):
-            label = f"{step.id} ({i}/{len(pending)})"
-            progress.update(task, step=label, completed=done)
-
-            def tick(elapsed: float, done=done, step=step) -> None:
-                progress.update(task, completed=done + min(elapsed, step.eta_s * 0.99))
-
+    # a bar in a terminal; in a log or CI one line per step start and end (k/N, elapsed, ETA)
+    with StepProgress(console, stack.name, [s.eta_s for s in pending],
+                      opts.show_progress) as progress:
+        for step in pending:
+            progress.start(step.id)
             with manifest.phase(f"step:{step.id}") as phase:
-                rec = step_exec.run_step(step, ctx, manifest, tick)
+                rec = step_exec.run_step(step, ctx, manifest, progress.tick)
                 manifest.end_phase(phase, rec["status"])
-            done += step.eta_s
-            progress.update(task, completed=done)
+            progress.end(rec["status"])
             c = rec["counts"]
             flag = " [yellow]client-bound[/yellow]" if rec["client"]["client_bound"] else ""
             colour = "green" if rec["status"] == COMPLETE else "red"

@@ -24,6 +24,9 @@ from workloads.targets.base import Endpoints, TargetError
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS_ENV = "DYNAMO_BENCH_STACK_OUTPUTS"
 REQUIRED = ("kubeconfig", "dynamoNamespace", "graphName", "frontendService")
+# The stack's secret outputs (components/program.py; tests/test_infra_security.py holds this
+# list against what the program marks secret): never written to a run record.
+SECRET_OUTPUTS = ("kubeconfig", "grafanaAdminPassword")
 
 
 def _save_hint(stack: str) -> str:
@@ -37,6 +40,7 @@ def read_outputs(stack: StackConfig, outputs_file: Path | None = None,
     path = outputs_file or os.environ.get(OUTPUTS_ENV)
     if path:
         try:
+            _private(Path(path))
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
             raise TargetError(f"stack outputs file {path}: {exc}; {_save_hint(stack.name)}"
@@ -53,6 +57,17 @@ def read_outputs(stack: StackConfig, outputs_file: Path | None = None,
                           f"installed here: {_save_hint(stack.name)}")
     check_outputs(data, stack)
     return data
+
+
+def _private(path: Path) -> None:
+    """The outputs file holds the cluster's kubeconfig and the Grafana password: refuse one
+    that other users can read, as ssh refuses an open private key."""
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise TargetError(f"stack outputs file {path} is readable by other users (mode "
+                          f"{mode:o}) and holds the cluster's credentials: `chmod 600 {path}` "
+                          "(write it as `(umask 077; pulumi stack output --json --show-secrets "
+                          "> outputs.json)`)")
 
 
 def check_outputs(outputs: dict, stack: StackConfig) -> None:
@@ -105,5 +120,5 @@ def prometheus_url(outputs: dict) -> str | None:
 
 
 def public_outputs(outputs: dict) -> dict:
-    """What the manifest may keep: everything but the credentials."""
-    return {k: v for k, v in outputs.items() if k != "kubeconfig"}
+    """What the manifest may keep: everything but the secret outputs."""
+    return {k: v for k, v in outputs.items() if k not in SECRET_OUTPUTS}

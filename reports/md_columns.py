@@ -1,0 +1,144 @@
+"""Which columns report.md shows of each table: at most MAX_COLUMNS, the ones that answer the
+table's question; the CSV beside report.md keeps every column (pure: frames in, frames out).
+
+Three display columns are made from others so the counts stay honest in fewer columns:
+- `completed/attempted`: "28/30 (1 failed, 1 truncated)" from the outcome counts (with the
+  `aggregated `/`disaggregated ` prefix in side-by-side tables);
+- `flag`: the first word of each of the step's flags (FAILED, CLIENT-BOUND, ...); the note under
+  the table gives the whole reason;
+- `sla_verdict`: best point / meets / misses, from meets_sla and best_point.
+A table without a list here shows the first MAX_COLUMNS of its wide selection, with the same
+columns folded and the secondary ones (p90s, AIPerf's own figures, spreads) left to the CSV.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from reports.measures import COUNT_COLUMNS
+
+MAX_COLUMNS = 10
+REQUESTS = "completed/attempted"
+FLAG = "flag"
+SLA_VERDICT = "sla_verdict"
+_SIDES = ("", "aggregated_", "disaggregated_")
+
+SHORT = {
+    "concurrency_sweep": ["stack", "concurrency", FLAG, REQUESTS, "ttft_p50_ms", "ttft_p99_ms",
+                          "itl_p50_ms", "itl_p99_ms", "request_latency_p50_ms",
+                          "output_tok_s_per_gpu"],
+    "compare_concurrency": ["concurrency", "aggregated_stack", "disaggregated_stack",
+                            "aggregated_ttft_p50_ms", "disaggregated_ttft_p50_ms",
+                            "ttft_p50_delta_ms", "aggregated_tps", "disaggregated_tps",
+                            f"aggregated {REQUESTS}", f"disaggregated {REQUESTS}"],
+    "multi_turn": ["stack", "turn", FLAG, REQUESTS, "ttft_p50_ms", "ttft_p99_ms",
+                   "usage_hit_rate", "server_hit_rate", "same_worker_share",
+                   "conversation_latency_p50_ms"],
+    "sequence_distribution": ["stack", "distribution", FLAG, REQUESTS, "requested_isl_mean",
+                              "actual_isl_mean", "requested_osl_mean", "actual_osl_mean",
+                              "ttft_p50_ms", "ttft_p99_over_p50"],
+    "prefix_cache": ["stack", "prefix_share", FLAG, REQUESTS, "server_hit_rate", "ttft_p50_ms",
+                     "ttft_p99_ms", "ttft_reduction_vs_0pct", "repeats"],
+    "compare_prefix_cache": ["prefix_share", "aggregated_stack", "disaggregated_stack",
+                             "aggregated_server_hit_rate", "disaggregated_server_hit_rate",
+                             "aggregated_ttft_p50_ms", "disaggregated_ttft_p50_ms",
+                             "improvement_pct", f"aggregated {REQUESTS}",
+                             f"disaggregated {REQUESTS}"],
+    "goodput": ["stack", "run_id", "step", "slo", FLAG, REQUESTS, "goodput_fraction",
+                "goodput_req_s", "step_meets_slo", "best_point"],
+    "sla": ["row_kind", "stack", "step", "cache", FLAG, REQUESTS, "ttft_p50_ms", "user_tok_s",
+            "output_tok_s_per_gpu", SLA_VERDICT],
+    # request counts of these steps: the SLA table's completed/attempted
+    "trace_replay": ["stack", "step", FLAG, "cache", "excluded_over_context",
+                     "reuse_upper_bound_blocks", "reuse_upper_bound_tokens",
+                     "measured_hit_rate", "hit_rate_gap", "in_flight_max"],
+    "compare_sla_baseline": ["model", "cache", "optimized_stack", "optimized_tok_s_per_gpu",
+                             "baseline_stack", "baseline_tok_s_per_gpu", "ratio",
+                             "published_ratio", "note"],
+    "compare_sla_topology": ["model", "cache", "aggregated_stack", "aggregated_tok_s_per_gpu",
+                             "disaggregated_stack", "disaggregated_tok_s_per_gpu",
+                             "disaggregated_over_aggregated", "published_aggregated",
+                             "published_disaggregated"],
+    "routing": ["stack", "step", FLAG, "worker", "prompts", "decodes", "hit_rate", "follow_ups",
+                "same_worker_follow_ups", "same_worker_share"],
+    "ablation": ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
+                 "changed", "delta", "verdict", "likely_cause"],
+    "cost_efficiency": ["stack", "run_id", "step", FLAG, REQUESTS, "gpus", "period_s",
+                        "period_cost_usd", "successful_output_tokens",
+                        "usd_per_1m_output_tokens"],
+    "fidelity": ["stack", "run_id", "step", FLAG, "requested_concurrency",
+                 "achieved_concurrency", "client_cpu_cores_mean", "client_bound", "ttft_ratio",
+                 "itl_ratio"],
+    "reconciliation": ["stack", "run_id", "step", FLAG, REQUESTS, "client_output_tokens",
+                       "server_output_tokens", "output_token_gap", "server_requests_unfinished",
+                       "gap_explanation"],
+}
+# Left to the CSV when a table has no list above.
+_SECONDARY = re.compile(r"(_p90|^aiperf_|_min$|_max$|^percentile_samples$|^usable$|"
+                        r"^cost_scope$|^period$)")
+
+
+def _requests_cell(row: pd.Series, side: str) -> str:
+    done, tried = row[f"{side}completed"], row[f"{side}attempted"]
+    if pd.isna(done) or pd.isna(tried):
+        return "n/a"
+    others = [f"{int(row[f'{side}{k}'])} {k}" for k in ("failed", "truncated", "cancelled")
+              if f"{side}{k}" in row and not pd.isna(row[f"{side}{k}"])
+              and int(row[f"{side}{k}"])]
+    return f"{int(done)}/{int(tried)}" + (f" ({', '.join(others)})" if others else "")
+
+
+def _flag_cell(flag: object) -> str:
+    if not isinstance(flag, str) or not flag:
+        return ""
+    return "; ".join(dict.fromkeys(part.split(":")[0].strip() for part in flag.split("; ")))
+
+
+def _verdict_cell(row: pd.Series) -> str:
+    if bool(row.get("best_point")) is True and not pd.isna(row.get("best_point")):
+        return "best point"
+    meets = row.get("meets_sla")
+    if meets is None or pd.isna(meets):
+        return "n/a"
+    return "meets" if bool(meets) else "misses"
+
+
+def with_display_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` plus the display columns its own columns allow (never changes the others)."""
+    out = table.copy()
+    for side in _SIDES:
+        if {f"{side}completed", f"{side}attempted"} <= set(out.columns):
+            name = f"{side.rstrip('_').replace('_', ' ')} {REQUESTS}".strip()
+            out[name] = [_requests_cell(r, side) for _, r in out.iterrows()]
+    if "step_flag" in out:
+        out[FLAG] = out["step_flag"].map(_flag_cell)
+    if "meets_sla" in out and "best_point" in out:
+        out[SLA_VERDICT] = [_verdict_cell(r) for _, r in out.iterrows()]
+    return out
+
+
+def _folded(columns: list[str]) -> list[str]:
+    """A wide selection with the counts and the flag folded and secondary columns left out."""
+    out: list[str] = []
+    for c in columns:
+        side = next((s for s in reversed(_SIDES) if c.startswith(s)), "")
+        base = c[len(side):]
+        if base in COUNT_COLUMNS:
+            c = f"{side.rstrip('_').replace('_', ' ')} {REQUESTS}".strip()
+        elif c == "step_flag":
+            c = FLAG
+        elif _SECONDARY.search(c):
+            continue
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def short_columns(key: str, table: pd.DataFrame, wide: list[str] | None = None) -> list[str]:
+    """The columns report.md shows of table `key` (display columns included), at most
+    MAX_COLUMNS, only those the table has."""
+    shown = with_display_columns(table.iloc[0:0]).columns
+    chosen = SHORT.get(key) or _folded(wide or list(table.columns))
+    return [c for c in chosen if c in shown][:MAX_COLUMNS]

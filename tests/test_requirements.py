@@ -1,0 +1,37 @@
+"""Every requirements file pins every package to one version (`==`), so a clean clone installs
+what the tests passed with; the engine file lists ai-dynamo's whole closure except ai-dynamo
+itself, which the Makefile installs without dependencies at the same version as its runtime."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ("requirements.txt", "requirements-test.txt", "requirements-engine.txt")
+PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
+
+
+def requirement_lines(name: str) -> list[str]:
+    lines = [line.split(" #")[0].strip() for line in (ROOT / name).read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_line_is_pinned(name):
+    lines = requirement_lines(name)
+    assert lines, name
+    loose = [line for line in lines if not PINNED.match(line)]
+    assert not loose, f"{name}: not pinned with ==: {loose}"
+    names = [re.split(r"[\[=]", line)[0].lower().replace("_", "-") for line in lines]
+    assert len(names) == len(set(names)), f"{name}: a package listed twice"
+
+
+def test_engine_pins_ai_dynamo_apart_at_its_runtime_version():
+    pins = dict(line.split("==") for line in requirement_lines("requirements-engine.txt"))
+    assert "ai-dynamo" not in pins   # its build dependency is unreachable: --no-deps
+    makefile = (ROOT / "Makefile").read_text()
+    (version,) = set(re.findall(r"--no-deps ai-dynamo==(\S+)", makefile))
+    assert pins["ai-dynamo-runtime"] == version
