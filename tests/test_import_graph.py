@@ -8,7 +8,6 @@ still ties the two modules' layers together.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,12 +15,6 @@ PACKAGES = ("stacks", "components", "workloads", "reports")
 # What each layer may import besides itself.
 LAYERS = {"stacks": set(), "components": {"stacks"}, "workloads": {"stacks"},
           "reports": {"workloads", "stacks"}}
-# KNOWN EXCEPTION, to be removed by issue 16's second phase: the aws target's modules
-# (workloads/targets/aws.py, workloads/k8s_*.py) and the shared workloads.targets package
-# import each other (the package imports its targets lazily, they import its Endpoints and
-# TargetError); moving the aws target into its own package under workloads/targets/ breaks it.
-# Any cycle with a module outside this set fails the test.
-KNOWN_CYCLE = re.compile(r"^workloads\.(targets(\..+)?|k8s_\w+|attest_\w+|step_exec)$")
 
 
 def project_modules(root: Path = ROOT) -> dict[str, Path]:
@@ -99,14 +92,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles_among_project_modules():
     found = cycles(import_graph(project_modules()))
-    new = [c for c in found if not all(KNOWN_CYCLE.match(m) for m in c)]
-    assert not new, f"import cycles: {new}"
-
-
-def test_the_known_workloads_cycle_is_still_there_to_remove():
-    """When the aws target's move breaks it, this fails: delete KNOWN_CYCLE then."""
-    found = cycles(import_graph(project_modules()))
-    assert any(all(KNOWN_CYCLE.match(m) for m in c) for c in found)
+    assert not found, f"import cycles: {found}"
 
 
 def test_dependencies_point_one_way():

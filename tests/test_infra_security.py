@@ -15,7 +15,7 @@ from stacks.offline import (
     config_strings,
     run_program,
 )
-from workloads.k8s_outputs import SECRET_OUTPUTS, public_outputs
+from workloads.targets.aws.k8s_outputs import SECRET_OUTPUTS, public_outputs
 
 OWNERS = ["base-a100", "base-b200", "agg-a100-standalone"]
 
