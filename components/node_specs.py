@@ -23,6 +23,7 @@ from components.conventions import (
 )
 from components.placement import INSTANCE_TYPE_LABEL, catalogue_gpu_types, gpu_instance_type_term
 from stacks.catalog import INSTANCE_TYPES, InstanceType
+from stacks.k8s_names import AUTO_MODE_CONSOLIDATE_AFTER_S
 from stacks.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
 
 # EKS managed node group AMI types (AL2023; the NVIDIA variant ships driver + container toolkit).
@@ -127,9 +128,12 @@ def managed_capacity_type(group: NodeGroup) -> str:
     return _MNG_CAPACITY[group.capacity_type]
 
 
-def scaling(group: NodeGroup) -> dict[str, int]:
-    # Fixed size: a benchmark must not have nodes come and go under it. EKS needs max >= 1.
-    return {"min_size": group.count, "desired_size": group.count, "max_size": max(1, group.count)}
+def scaling(group: NodeGroup, nodes: int | None = None) -> dict[str, int]:
+    """Fixed size: a benchmark must not have nodes come and go under it (min = desired). A
+    campaign sets `nodes` below the group's count (0 when no scheduled variant uses it); the
+    count stays the maximum. EKS needs max >= 1."""
+    nodes = group.count if nodes is None else nodes
+    return {"min_size": nodes, "desired_size": nodes, "max_size": max(1, group.count)}
 
 
 def efa_network_interfaces(inst: InstanceType, security_group_id: object) -> list[dict]:
@@ -194,8 +198,12 @@ def node_class(group: NodeGroup, *, role: object, subnet_terms: object,
             "metadata": {"name": auto_mode_name(group)}, "spec": spec}
 
 
-def node_pool(group: NodeGroup, zone: str | None) -> dict:
+def node_pool(group: NodeGroup, zone: str | None, nodes: int | None = None) -> dict:
+    """`nodes`: what the pool may run now (a campaign lowers it, to 0 when no scheduled variant
+    uses the group); the limits follow it. Karpenter never provisions past a limit, and removes
+    the nodes left empty after `consolidateAfter` (WhenEmpty)."""
     inst = instance_of(group)
+    nodes = group.count if nodes is None else nodes
     requirements = [
         {"key": "eks.amazonaws.com/instance-family", "operator": "In", "values": [inst.family]},
         {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [inst.name]},
@@ -214,9 +222,9 @@ def node_pool(group: NodeGroup, zone: str | None) -> dict:
     if inst.gpu is not None:
         template_spec["taints"] = [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE,
                                     "effect": GPU_TAINT_EFFECT}]
-        limits = {GPU_RESOURCE: str(inst.gpus_per_node * group.count)}
+        limits = {GPU_RESOURCE: str(inst.gpus_per_node * nodes)}
     else:
-        limits = {"cpu": str(inst.vcpus * group.count)}
+        limits = {"cpu": str(inst.vcpus * nodes)}
     return {
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": {"name": auto_mode_name(group)},
@@ -225,7 +233,8 @@ def node_pool(group: NodeGroup, zone: str | None) -> dict:
             # The pool never grows past the stack's node count: cost stays what pre-flight said.
             "limits": limits,
             # Only empty nodes go; a node under a running benchmark is never consolidated.
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"},
+            "disruption": {"consolidationPolicy": "WhenEmpty",
+                           "consolidateAfter": f"{AUTO_MODE_CONSOLIDATE_AFTER_S // 60}m"},
         },
     }
 
