@@ -115,6 +115,9 @@ class ScaleEvent:
     group: str
     nodes: int            # the group's size from t_s on
     reason: str
+    # The slot it serves: scaled up `node_ready_s` before `slot` starts, or down when it ends.
+    slot: str = ""
+    when: str = ""        # "before" or "after"
 
 
 @dataclass
@@ -192,7 +195,7 @@ class _Timeline:
     def __init__(self, groups: list[NodeGroup], base_ready_s: float, a: Assumptions,
                  mode: ComputeMode):
         self.a, self.ready, self.release = a, base_ready_s, a.release_s(mode)
-        self.uses: dict[str, list[list[tuple[float, float]]]] = {
+        self.uses: dict[str, list[list[tuple[float, float, str]]]] = {
             g.name: [[] for _ in range(g.count)] for g in groups}
         self.free: dict[str, float] = {}
 
@@ -204,41 +207,53 @@ class _Timeline:
                     start = max(start, self.ready + self.a.node_ready_s)
         return start
 
-    def occupy(self, nodes: dict[str, int], start: float, end: float) -> None:
+    def occupy(self, nodes: dict[str, int], start: float, end: float, slot: str) -> None:
         for g, n in nodes.items():
             for k in range(n):
-                self.uses[g][k].append((start, end))
+                self.uses[g][k].append((start, end, slot))
             self.free[g] = end
 
-    def intervals(self, g: str) -> list[list[tuple[float, float]]]:
-        """Billed intervals per node: merged uses from `ready` before to `release` after."""
+    def merged(self, g: str) -> list[list[tuple[float, float, str, str]]]:
+        """Per node: its uses merged where keeping it is no dearer than asking for it again:
+        (first start, last end, the slot it comes up for, the slot it goes after)."""
         out = []
         for uses in self.uses[g]:
-            merged: list[tuple[float, float]] = []
-            for a, b in sorted(uses):
+            merged: list[tuple[float, float, str, str]] = []
+            for a, b, slot in sorted(uses):
                 if merged and a - self.a.node_ready_s <= merged[-1][1] + self.release:
-                    merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+                    first = merged[-1]
+                    merged[-1] = (first[0], max(first[1], b), first[2],
+                                  slot if b >= first[1] else first[3])
                 else:
-                    merged.append((a, b))
-            out.append([(a - self.a.node_ready_s, b + self.release) for a, b in merged])
+                    merged.append((a, b, slot, slot))
+            out.append(merged)
         return out
 
+    def intervals(self, g: str) -> list[list[tuple[float, float]]]:
+        """Billed intervals per node: from `node_ready_s` before its first use to `release`
+        after its last."""
+        return [[(a - self.a.node_ready_s, b + self.release) for a, b, _, _ in node]
+                for node in self.merged(g)]
 
-def _events(groups: dict[str, GroupPlan], release: float) -> list[ScaleEvent]:
-    """Size changes of each group: up when a node is asked for, down when it is let go."""
+
+def _events(line: _Timeline, groups: list[NodeGroup]) -> list[ScaleEvent]:
+    """Size changes of each group: up `node_ready_s` before the slot a node comes up for, down
+    when the slot it goes after ends."""
     out = []
-    for name, plan in groups.items():
-        changes: dict[float, int] = {}
-        for node in plan.intervals:
-            for a, b in node:
-                changes[a] = changes.get(a, 0) + 1
-                changes[b - release] = changes.get(b - release, 0) - 1
+    for g in groups:
+        changes: dict[tuple[float, str, str], int] = {}
+        for node in line.merged(g.name):
+            for a, b, up_for, down_after in node:
+                up = (a - line.a.node_ready_s, up_for, "before")
+                down = (b, down_after, "after")
+                changes[up] = changes.get(up, 0) + 1
+                changes[down] = changes.get(down, 0) - 1
         size = 0
-        for t in sorted(changes):
-            if changes[t]:
-                size += changes[t]
-                out.append(ScaleEvent(t, name, size, "ahead of need" if changes[t] > 0
-                                      else "no scheduled variant needs it"))
+        for (t, slot, when), n in sorted(changes.items()):
+            if n:
+                size += n
+                out.append(ScaleEvent(t, g.name, size, "ahead of need" if n > 0 else
+                                      "no scheduled variant needs it", slot, when))
     return sorted(out, key=lambda e: (e.t_s, e.group))
 
 
@@ -281,9 +296,8 @@ def schedule_campaign(base: StackConfig, variants: list[StackConfig], same: Same
                         prompt_epoch=i, kept_from=chain[i - 1].name if i else None,
                         hands_over_to=chain[i + 1].name if i + 1 < len(chain) else None,
                         skipped_restarts=cold_restarts(v, scale), warning=warning)
-            line.occupy(nodes, start, slot.end_s)
+            line.occupy(nodes, start, slot.end_s, v.name)
             slots.append(slot)
     plans = {g.name: GroupPlan(g, line.intervals(g.name)) for g in groups}
-    return Schedule(base=base, slots=slots, groups=plans,
-                    events=_events(plans, a.release_s(mode)), base_ready_s=ready,
-                    assumptions=a)
+    return Schedule(base=base, slots=slots, groups=plans, events=_events(line, groups),
+                    base_ready_s=ready, assumptions=a)

@@ -59,7 +59,8 @@ def _worker_fields(stack: StackConfig, cluster: ClusterConfig) -> dict[str, Any]
     serving = s.model_dump(mode="json", exclude=set(FRONTEND_ONLY))
     # The router reaches the workers only through their KV events (and, with the KV router,
     # the block size the frontend must share, which is already a worker field).
-    serving["kv_events_by_role"] = {r.value: publishes_kv_events(s, r) for r in Role}
+    if stack.target == "aws":   # the local mockers publish KV events whatever the router
+        serving["kv_events_by_role"] = {r.value: publishes_kv_events(s, r) for r in Role}
     groups = {w.node_group: cluster.group(w.node_group) for w in s.workers}
     return {
         "target": stack.target,
@@ -77,12 +78,13 @@ def workers_fingerprint(stack: StackConfig, cluster: ClusterConfig) -> str:
 
 def same_workers(a: StackConfig, b: StackConfig, cluster_a: ClusterConfig,
                  cluster_b: ClusterConfig) -> bool:
-    """Can `b` run on the workers `a` left running (both attached to one base, neither with
-    node groups of its own, the same worker fingerprint)?"""
-    if a.serving is None or b.serving is None:
+    """Can `b` run on the workers `a` left running (the same worker fingerprint; on AWS both
+    attached to one base and neither with node groups of its own; a local stack's node groups
+    only name the hardware its mockers imitate)?"""
+    if a.serving is None or b.serving is None or a.target != b.target:
         return False
-    if a.cluster.attach_to != b.cluster.attach_to or a.cluster.node_groups \
-            or b.cluster.node_groups:
+    if a.target == "aws" and (a.cluster.attach_to != b.cluster.attach_to
+                              or a.cluster.node_groups or b.cluster.node_groups):
         return False
     return workers_fingerprint(a, cluster_a) == workers_fingerprint(b, cluster_b)
 

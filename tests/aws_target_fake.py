@@ -205,7 +205,9 @@ class FakeCluster:
 
     def graph_view(self, ns: str, name: str) -> dict:
         dgd = copy.deepcopy(self.dgds[(ns, name)])
-        status: dict[str, Any] = {"observedGeneration": 1, "components": {}}
+        # the operator has seen the current spec (a campaign's adoption bumps the generation)
+        status: dict[str, Any] = {"observedGeneration": dgd["metadata"].get("generation", 1),
+                                  "components": {}}
         all_ready = True
         for comp in self.components[(ns, name)]:
             pods = [self.pod_view(p) for p in self.pods.values()
