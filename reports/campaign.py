@@ -85,11 +85,14 @@ def write(data: dict, out_dir: Path) -> Path:
              "plan` of the same schedule, made before anything ran." + (
                  " A local campaign has no GPU forecast: the estimates are for GPUs, not for "
                  "the mocker." if local else ""), "",
-             f"Total: forecast {f.get('billed_over_loaded', 'n/a')}x "
-             f"(${f.get('cost_usd', 'n/a')}), measured "
-             f"{total.get('billed_over_loaded', 'n/a')}x "
-             f"({total.get('billed_gpu_hours', 'n/a')} / {total.get('loaded_gpu_hours', 'n/a')}"
-             " GPU-hours).", "", "## Node groups", "", md_table(groups), "",
+             "Total: forecast " + (f"{f['billed_over_loaded']}x (${f['cost_usd']:,.2f}, "
+                                   f"{f['billed_gpu_hours']} / {f['loaded_gpu_hours']} "
+                                   "GPU-hours)" if f else "n/a (local)")
+             + ", measured " + (f"{total['billed_over_loaded']}x "
+                                f"({total['billed_gpu_hours']:.4f} / "
+                                f"{total['loaded_gpu_hours']:.4f} GPU-hours)."
+                                if total.get("billed_over_loaded") else "n/a."),
+             "", "## Node groups", "", md_table(groups), "",
              "## Variants, in the order they ran", "", md_table(slots), ""]
     path = out_dir / "campaign.md"
     path.write_text("\n".join(lines))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 from rich.console import Console
 
+from reports.campaign import write
 from tests.campaign_fake import FakeWorkspace, fake_cluster
 from workloads.campaign.run import CampaignOptions, run_campaign
 from workloads.campaign.state import DEPLOYED, DONE, HANDED_OVER
@@ -85,10 +87,22 @@ def test_campaign_keeps_workers_scales_groups_and_records_it(tmp_path, world):
         assert rec["dataset"]["sha256"] == kv["steps"][step]["dataset"]["sha256"]
         assert rec["cold"] is False
     assert agg["steps"]["prefix_cache/share000"]["params"]["restart_skipped"]
-    # the timeline measured billed and loaded GPU-hours of the p4d group
+    # the timeline measured billed and loaded GPU-hours of the p4d group, and the report
+    # puts them beside the forecast
     m = state["measured"]["groups"]["p4d"]
     assert m["billed_gpu_hours"] > m["loaded_gpu_hours"] > 0
-    assert state["plan"]["groups"]["p4d"]["billed_gpu_hours"] > 0
+    write(state, tmp_path / "out")
+    groups = pd.read_csv(tmp_path / "out" / "campaign_groups.csv").set_index("group")
+    assert groups.loc["p4d", "forecast_billed_gpu_h"] == \
+        state["plan"]["groups"]["p4d"]["billed_gpu_hours"] > 0
+    assert groups.loc["p4d", "measured_ratio"] == m["billed_over_loaded"]
+    assert groups.loc["g6e", "measured_billed_gpu_h"] == 0      # never up, never billed
+    rows = pd.read_csv(tmp_path / "out" / "campaign_slots.csv").set_index("stack")
+    assert rows.loc["agg-a100", "workers_really_kept"] and \
+        rows.loc["agg-a100", "workers"] == "kept from agg-a100-kv"
+    assert (rows["cold_restarts_skipped"] == 5).all()
+    assert "Campaign base-a100 (quick scale): complete" in (
+        tmp_path / "out" / "campaign.md").read_text()
 
 
 def test_an_interrupted_campaign_resumes_without_redoing_finished_variants(tmp_path, world):

@@ -14,7 +14,7 @@ import pytest
 from stacks.campaign_cost import base_campaign
 from stacks.loader import all_stack_names, load_stack
 from workloads.campaign.engine import Campaign
-from workloads.campaign.plan import aws_plan
+from workloads.campaign.plan import aws_plan, local_plan
 from workloads.campaign.state import DONE, FAILED, CampaignState
 from workloads.campaign.timeline import measure
 
@@ -51,6 +51,9 @@ class Recorder:
     def is_deployed(self, slot):
         return True
 
+    def can_adopt(self, slot):
+        return True
+
     def deploy(self, slot, adopt):
         self.calls.append(("deploy", slot["name"], adopt))
         return {}
@@ -64,7 +67,7 @@ class Recorder:
             self.barrier.wait()
         if slot["name"] == self.fail:
             raise RuntimeError("pulumi up failed (test)")
-        clock.sleep(slot["forecast"]["load_window_s"])
+        clock.sleep(slot["forecast"].get("load_window_s", 60.0))
         return SimpleNamespace(status="complete", run_dir="runs/x")
 
     def teardown(self, slot, hand_over):
@@ -162,3 +165,78 @@ def test_timeline_by_hand():
                                   "loaded_gpu_hours": pytest.approx(16 * 600 / 3600),
                                   "billed_over_loaded": round(1900 * 2 * 8 / (16 * 600), 3)}
     assert m["slots"]["a"]["wall_s"] == 1200 and m["slots"]["a"]["load_window_s"] == 600
+
+
+class LocalRecorder(Recorder):
+    """A local platform's contract: its workers live only while this platform does."""
+
+    kind = "local"
+
+    def __init__(self, clock: Clock, interrupt: str | None = None):
+        super().__init__(clock, meet=set())
+        self.interrupt, self.alive = interrupt, None
+
+    def is_deployed(self, slot):
+        return self.alive == slot["name"]
+
+    def can_adopt(self, slot):
+        return self.alive == slot["kept_from"]
+
+    def deploy(self, slot, adopt):
+        self.alive = slot["name"]
+        return super().deploy(slot, adopt)
+
+    def run(self, slot, epoch, info, clock):
+        if slot["name"] == self.interrupt:
+            self.interrupt = None
+            raise KeyboardInterrupt("Ctrl-C (test)")
+        return super().run(slot, epoch, info, clock)
+
+    def teardown(self, slot, hand_over):
+        self.alive = self.alive if hand_over else None
+        return super().teardown(slot, hand_over)
+
+    def close(self):
+        self.alive = None
+
+
+def _billing_level(state) -> list[int]:
+    level, out = 0, []
+    for e in state.data["events"]:
+        if e["kind"] == "billing":
+            level += e["delta"]
+            out.append(level)
+    return out
+
+
+@pytest.mark.parametrize("interrupt", ["local-agg", "local-agg-kv"])
+def test_a_local_campaign_resumed_after_ctrl_c_bills_each_mocker_set_once(tmp_path, interrupt):
+    """Ctrl-C stops the mockers: the record stops billing them then, and the resumed campaign
+    bills the new ones from their start (never two sets at once), deploying fresh workers
+    where the kept ones are gone."""
+    stacks = [load_stack(n) for n in ("local-agg-kv", "local-agg")]
+    plan = local_plan(stacks, lambda a, b: True, "quick")
+    assert [(s["name"], s["kept_from"]) for s in plan["slots"]] == [
+        ("local-agg-kv", None), ("local-agg", "local-agg-kv")]
+    clock = Clock()
+    state = CampaignState.open(tmp_path / "campaign.json", plan)
+    first = Campaign(plan, state, LocalRecorder(clock, interrupt), clock,
+                     report=lambda *a: None, parallel=False)
+    with pytest.raises(KeyboardInterrupt):
+        first.execute()
+    first.close()
+    assert _billing_level(state)[-1] == 0           # stopped with its processes
+    state = CampaignState.open(tmp_path / "campaign.json", plan)
+    rec = LocalRecorder(clock)
+    again = Campaign(plan, state, rec, clock, report=lambda *a: None, parallel=False)
+    assert again.execute() == "complete"
+    again.close()
+    levels = _billing_level(state)
+    assert max(levels) == 1 and levels[-1] == 0     # one mocker set at a time, none left
+    done = [c for c in rec.calls if c[0] in ("deploy", "run")]
+    if interrupt == "local-agg":   # its kept workers were gone: new ones, epoch 0 again
+        assert done == [("deploy", "local-agg", False), ("run", "local-agg", 0)]
+        assert state.slot("local-agg")["adopted"] is False
+    else:                          # nothing had finished: all again, keeping as planned
+        assert done == [("deploy", "local-agg-kv", False), ("run", "local-agg-kv", 0),
+                        ("deploy", "local-agg", True), ("run", "local-agg", 1)]

@@ -48,6 +48,7 @@ class Platform(Protocol):
     def prepare(self, sizes: dict[str, int]) -> None: ...
     def scale(self, sizes: dict[str, int]) -> None: ...
     def is_deployed(self, slot: dict) -> bool: ...
+    def can_adopt(self, slot: dict) -> bool: ...
     def deploy(self, slot: dict, adopt: bool) -> dict: ...
     def workers(self, slot: dict) -> dict[str, str]: ...
     def run(self, slot: dict, epoch: int, info: dict, clock: Any) -> Any: ...
@@ -162,9 +163,33 @@ class Campaign:
             for g, n in s["nodes"].items():
                 self.state.event("billing", self.clock.now(), group=g, delta=sign * n)
 
+    def _billing_open(self) -> dict[str, int]:
+        """Per group, the nodes billing now (the sum of the record's billing changes)."""
+        out: dict[str, int] = {}
+        for e in self.state.data["events"]:
+            if e["kind"] == "billing":
+                out[e["group"]] = out.get(e["group"], 0) + e["delta"]
+        return out
+
+    def close(self) -> None:
+        """Close the platform. Locally that stops every process, so whatever mocker set still
+        bills (an interrupted slot's, or workers kept for a successor) stops billing now: a
+        resumed campaign starts new ones and bills them from their start. On a cluster nothing
+        stops: nodes and deployments bill on until the campaign resumes or is destroyed."""
+        self.platform.close()
+        if self.platform.kind == "local":
+            for g, n in self._billing_open().items():
+                if n:
+                    self.state.event("billing", self.clock.now(), group=g, delta=-n)
+
     def _deploy(self, s: dict, clock: Any) -> bool:
-        name, adopt = s["name"], self._adopts(s)
-        before = self.platform.workers(self._slot(s["kept_from"])) if adopt else {}
+        name, handed = s["name"], self._adopts(s)
+        adopt = handed and self.platform.can_adopt(s)
+        if handed and not adopt:
+            # the workers it was to keep are gone (a local campaign resumed after Ctrl-C: they
+            # stopped, and stopped billing, when the interrupted attempt closed)
+            self.report(f"{name}: the workers of {s['kept_from']} are gone; deploying new ones")
+        before = self.state.slot(s["kept_from"]).get("handed_workers", {}) if adopt else {}
         if not adopt:
             self._billing(s, +1)
         with self.state.action("deploy", clock, slot=name, adopt=adopt) as entry:
@@ -206,6 +231,8 @@ class Campaign:
         successor = s["hands_over_to"]
         hand_over = successor is not None and st.get("run_status") == "complete" \
             and self.state.status(successor) == PENDING
+        if hand_over:   # what the successor must find running (its kept-workers evidence)
+            self.state.update_slot(name, handed_workers=self.platform.workers(s))
         with self.state.action("teardown", clock, slot=name, hand_over=hand_over) as entry:
             entry.update(self.platform.teardown(s, hand_over))
         if not hand_over:

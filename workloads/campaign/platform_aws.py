@@ -70,6 +70,11 @@ class AwsPlatform:
                                               for k, v in outputs.items()}
         return bool(self.outputs.get(slot["name"], {}).get("graphName"))
 
+    def can_adopt(self, slot: dict) -> bool:
+        # the handed-over graph stays in the cluster until adopted; were it gone, the upsert
+        # would create it anew, and the workers' uids would show it
+        return True
+
     def deploy(self, slot: dict, adopt: bool) -> dict:
         stack = self.stacks.select(slot["name"])
         hand_over = slot["hands_over_to"] is not None

@@ -58,9 +58,13 @@ class LocalPlatform:
         t = self.target
         return t is not None and t.stack.name == slot["name"] and not t.problems()
 
+    def can_adopt(self, slot: dict) -> bool:
+        t = self.target
+        return t is not None and t.stack.name == slot["kept_from"] and not t.problems()
+
     def deploy(self, slot: dict, adopt: bool) -> dict:
         stack = self.reports[slot["name"]].stack
-        if adopt and self.target is not None and not self.target.problems():
+        if adopt:
             return {"swap": self.target.swap_frontend(stack)}
         if self.target is not None:
             self.target.stop()

@@ -41,17 +41,20 @@ class CampaignRefused(ValueError):
 
 @dataclass
 class CampaignOptions:
+    """`base` (a base stack, or `local`) and its `variants` (default: all), at `scale`; the
+    run id is the campaign's and every run's; the rest as `workloads run` takes them."""
+
     base: str
     variants: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    destroy_base: bool = False
+    backend_url: str | None = None          # Pulumi's state backend (default: a local one)
     scale: Scale = "quick"
     run_id: str | None = None
-    runs_dir: Path = REPO / "runs"
-    stacks_dir: Path = STACKS_DIR
-    hf_home: Path = field(default_factory=default_hf_home)
     show_progress: bool = True
-    backend_url: str | None = None
-    destroy_base: bool = False
-    dry_run: bool = False
+    stacks_dir: Path = STACKS_DIR
+    runs_dir: Path = REPO / "runs"
+    hf_home: Path = field(default_factory=default_hf_home)
 
 
 @dataclass
@@ -169,6 +172,8 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
         platform = AwsPlatform(opts.base, stacks, run_id=run_id, runs_dir=opts.runs_dir,
                                stacks_dir=opts.stacks_dir, scale=opts.scale,
                                show_progress=opts.show_progress, console=console)
+    campaign = Campaign(plan, state, platform, clock, report=console.print,
+                        parallel=not local)
     status = "failed"
     try:
         if not local:
@@ -177,8 +182,7 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
             with state.action("prepare", clock, sizes=sizes):
                 platform.prepare(sizes)
             state.set_sizes(sizes)
-        status = Campaign(plan, state, platform, clock, report=console.print,
-                          parallel=not local).execute()
+        status = campaign.execute()
         if status == "complete" and opts.destroy_base and not local:
             with state.action("destroy base", clock):
                 platform.destroy_base()
@@ -186,7 +190,7 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
         status = "interrupted"
         console.print(f"[yellow]campaign interrupted: resume with --run-id {run_id}[/yellow]")
     finally:
-        platform.close()
+        campaign.close()
         measured = measure(state.data, _manifests(plan, opts.runs_dir, run_id))
         state.finish(status, measured)
     print_measured(plan, measured, console)
