@@ -20,7 +20,7 @@ from components.program import build
 from stacks.api_access import CONFIG_KEY as API_ACCESS_KEY
 from stacks.campaign_config import parse_campaign, parse_node_group_sizes
 from stacks.deploy_checks import DeployFacts
-from stacks.loader import PROJECT, StackError, parse_config
+from stacks.loader import PROJECT, StackError, load_stack_file, parse_config
 from stacks.preflight import load_base, run_preflight
 from stacks.schema import CONFIG_KEYS
 from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROVIDER_NAMESPACES
@@ -64,7 +64,15 @@ def deploy_facts(cfg: pulumi.Config) -> DeployFacts:
 
 def main() -> None:
     cfg = pulumi.Config(PROJECT)
-    stack = parse_config(pulumi.get_stack(), read_config(cfg))
+    raw = read_config(cfg)
+    if not raw:
+        # A derived stack `<variant>.<base>` has no config of its own: its variant's file,
+        # attached to <base> (stacks/loader.py); any other stack without config fails below.
+        try:
+            raw = load_stack_file(pulumi.get_stack()).config
+        except StackError:
+            raw = {}
+    stack = parse_config(pulumi.get_stack(), raw)
     base = load_base(stack)
     report = run_preflight(stack, base, facts=deploy_facts(cfg))
     if report.problems:

@@ -1,12 +1,6 @@
-"""Pure builders for the cluster's compute: subnet plan, AZ choice, launch-template pieces,
-EKS Auto Mode NodeClass/NodePool objects and device-plugin chart values.
-
-Field names of the Auto Mode objects follow the EKS user guide (awsdocs/amazon-eks-user-guide,
-latest/ug/automode/create-node-class.adoc, create-node-pool.adoc, auto-odcr.adoc and
-auto-accelerated.adoc): NodeClass `eks.amazonaws.com/v1` spec.role / subnetSelectorTerms /
-securityGroupSelectorTerms / ephemeralStorage / tags / capacityReservationSelectorTerms, and
-NodePool `karpenter.sh/v1` spec.template.{metadata.labels, spec.nodeClassRef, requirements,
-taints}, spec.limits, spec.disruption.
+"""Pure builders for the cluster's compute: subnet plan, AZ choice, launch-template pieces
+and device-plugin chart values (EKS Auto Mode NodeClass/NodePool objects:
+components/auto_mode_specs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +9,6 @@ import ipaddress
 from dataclasses import dataclass
 
 from components.conventions import (
-    GPU_RESOURCE,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
@@ -23,7 +16,6 @@ from components.conventions import (
 )
 from components.placement import INSTANCE_TYPE_LABEL, catalogue_gpu_types, gpu_instance_type_term
 from stacks.catalog import INSTANCE_TYPES, InstanceType
-from stacks.k8s_names import AUTO_MODE_CONSOLIDATE_AFTER_S
 from stacks.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
 
 # EKS managed node group AMI types (AL2023; the NVIDIA variant ships driver + container toolkit).
@@ -37,10 +29,6 @@ _MNG_CAPACITY = {CapacityType.ON_DEMAND: "ON_DEMAND", CapacityType.SPOT: "SPOT",
                  CapacityType.CAPACITY_BLOCK: "CAPACITY_BLOCK"}
 _EKS_TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
                      "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-# Karpenter's capacity-type label values (reservations and capacity blocks are "reserved").
-_KARPENTER_CAPACITY = {CapacityType.ON_DEMAND: "on-demand", CapacityType.SPOT: "spot",
-                       CapacityType.RESERVATION: "reserved",
-                       CapacityType.CAPACITY_BLOCK: "reserved"}
 
 
 def instance_of(group: NodeGroup) -> InstanceType:
@@ -168,75 +156,6 @@ def root_volume(group: NodeGroup) -> list[dict]:
 # the EKS-optimized launch template default of 2 is meant for IRSA-less pods).
 IMDSV2_REQUIRED = {"http_endpoint": "enabled", "http_tokens": "required",
                    "http_put_response_hop_limit": 1}
-
-
-# --- EKS Auto Mode -------------------------------------------------------------------------
-
-def auto_mode_name(group: NodeGroup) -> str:
-    # "default" is reserved for the built-in NodeClass.
-    return f"dynamo-bench-{group.name}"
-
-
-def subnet_selector_terms(subnet_ids: list[str]) -> list[dict[str, str]]:
-    return [{"id": s} for s in subnet_ids]
-
-
-def node_class(group: NodeGroup, *, role: object, subnet_terms: object,
-               security_group_id: object, tags: dict[str, str]) -> dict:
-    """`role`, `subnet_terms` and `security_group_id` may be Pulumi Outputs (they come from the
-    cluster, or from the base stack's outputs)."""
-    spec: dict = {
-        "role": role,
-        "subnetSelectorTerms": subnet_terms,
-        "securityGroupSelectorTerms": [{"id": security_group_id}],
-        "ephemeralStorage": {"size": f"{group.disk_gib}Gi"},
-        "tags": dict(tags),
-    }
-    if group.capacity_reservation_id:
-        spec["capacityReservationSelectorTerms"] = [{"id": group.capacity_reservation_id}]
-    return {"apiVersion": "eks.amazonaws.com/v1", "kind": "NodeClass",
-            "metadata": {"name": auto_mode_name(group)}, "spec": spec}
-
-
-def node_pool(group: NodeGroup, zone: str | None, nodes: int | None = None) -> dict:
-    """`nodes`: what the pool may run now (a campaign lowers it, to 0 when no scheduled variant
-    uses the group); the limits follow it. Karpenter never provisions past a limit, and removes
-    the nodes left empty after `consolidateAfter` (WhenEmpty)."""
-    inst = instance_of(group)
-    nodes = group.count if nodes is None else nodes
-    requirements = [
-        {"key": "eks.amazonaws.com/instance-family", "operator": "In", "values": [inst.family]},
-        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [inst.name]},
-        {"key": "karpenter.sh/capacity-type", "operator": "In",
-         "values": [_KARPENTER_CAPACITY[group.capacity_type]]},
-        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-    ]
-    if zone:
-        requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In",
-                             "values": [zone]})
-    template_spec: dict = {
-        "nodeClassRef": {"group": "eks.amazonaws.com", "kind": "NodeClass",
-                         "name": auto_mode_name(group)},
-        "requirements": requirements,
-    }
-    if inst.gpu is not None:
-        template_spec["taints"] = [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE,
-                                    "effect": GPU_TAINT_EFFECT}]
-        limits = {GPU_RESOURCE: str(inst.gpus_per_node * nodes)}
-    else:
-        limits = {"cpu": str(inst.vcpus * nodes)}
-    return {
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": auto_mode_name(group)},
-        "spec": {
-            "template": {"metadata": {"labels": node_labels(group)}, "spec": template_spec},
-            # The pool never grows past the stack's node count: cost stays what pre-flight said.
-            "limits": limits,
-            # Only empty nodes go; a node under a running benchmark is never consolidated.
-            "disruption": {"consolidationPolicy": "WhenEmpty",
-                           "consolidateAfter": f"{AUTO_MODE_CONSOLIDATE_AFTER_S // 60}m"},
-        },
-    }
 
 
 # --- device plugins (node group mode only: Auto Mode ships both) ---------------------------

@@ -4,8 +4,9 @@ placement group when KV moves over LIBFABRIC), or EKS Auto Mode NodeClass/NodePo
 
 Used by the cluster (its own groups) and by an attached variant (its extra groups, on the base
 cluster). Device plugins are installed only in node-group mode (Auto Mode ships the NVIDIA and
-EFA plugins): the NVIDIA plugin once per cluster, the EFA plugin where EFA is used. Never any
-GPU Operator driver or toolkit part: the GPU AMI already carries them.
+EFA plugins in its node AMIs, stacks/auto_mode.py: a second one must never run there): the
+NVIDIA plugin once per cluster, the EFA plugin where EFA is used. Never any GPU Operator driver
+or toolkit part: the GPU AMI already carries them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from components import auto_mode_specs as auto
 from components import node_specs as ns
 from components.charts import ChartRef, install
 from components.k8s import create_object
@@ -155,14 +157,14 @@ class NodeGroups(pulumi.ComponentResource):
                          subnets: pulumi.Output[list[str]]) -> None:
         cluster = self._args.cluster
         opts = pulumi.ResourceOptions(parent=self)
-        node_class = create_object(ns.node_class(
+        node_class = create_object(auto.node_class(
             group, role=cluster.auto_mode_role_name,
-            subnet_terms=subnets.apply(ns.subnet_selector_terms),
+            subnet_terms=subnets.apply(auto.subnet_selector_terms),
             security_group_id=cluster.security_group_id, tags=self._args.tags), opts)
         # The pool's name and kind are fixed; only its requirements depend on the zone.
         nodes = self._args.nodes(group)
-        pool = {**ns.node_pool(group, None, nodes),
-                "spec": zone.apply(lambda z: ns.node_pool(group, z, nodes)["spec"])}
+        pool = {**auto.node_pool(group, None, nodes),
+                "spec": zone.apply(lambda z: auto.node_pool(group, z, nodes)["spec"])}
         pool_resource = create_object(pool, pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(depends_on=[node_class])))
         self.resources += [node_class, pool_resource]

@@ -30,11 +30,12 @@ from components.dynamo import (
 )
 from components.monitoring import Monitoring, MonitoringArgs, prometheus_url
 from components.network import StackOnAws
-from components.node_specs import instance_of, uses_efa
+from components.node_specs import uses_efa
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
 from stacks.api_access import ApiAccess, parse_api_access
+from stacks.auto_mode import has_efa as auto_mode_has_efa
 from stacks.campaign_config import CampaignDeploy
 from stacks.loader import PROJECT
 from stacks.node_images import NVIDIA_AMI
@@ -58,7 +59,7 @@ def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode)
         if group is None:
             return False
         if mode == ComputeMode.AUTO:
-            has = instance_of(group).efa_interfaces > 0  # Auto Mode attaches EFA itself
+            has = auto_mode_has_efa(group)  # dynamic pools only (stacks/auto_mode.py)
         else:
             has = uses_efa(group, stack if group.name in own or base is None else base)
         if not has:

@@ -14,7 +14,13 @@ from stacks.campaign_cost import BaseCampaign, base_campaign, budget_problems
 from stacks.eks_versions import today
 from stacks.estimate import cold_restarts, restart_seconds
 from stacks.forecast import plan_campaigns
-from stacks.loader import STACKS_DIR, StackError, all_stack_names, load_stack
+from stacks.loader import (
+    STACKS_DIR,
+    StackError,
+    all_stack_names,
+    derived_stack_names,
+    load_stack,
+)
 from stacks.plan_view import hours, print_base, print_standalone
 from stacks.preflight import PreflightReport, check_stack
 from stacks.schema import StackConfig
@@ -110,8 +116,10 @@ def _print_problems(name: str, problems: list) -> None:
 
 
 @app.command()
-def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pulumi.<name>.yaml)."),
-          all_: bool = typer.Option(False, "--all", help="Check every stack in the stacks dir."),
+def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pulumi.<name>.yaml), "
+                                         "or <variant>.<base>: a variant on another base."),
+          all_: bool = typer.Option(False, "--all", help="Check every stack in the stacks dir "
+                                    "and every <variant>.<base> the bases allow."),
           stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
                                           help="Folder of Pulumi.<stack>.yaml files."),
           as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
@@ -123,7 +131,8 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
     and the others are still checked.
     """
     on = _as_of(as_of)
-    names = all_stack_names(stacks_dir) if all_ else list(stacks or [])
+    names = ([*all_stack_names(stacks_dir), *derived_stack_names(stacks_dir)] if all_
+             else list(stacks or []))
     if not names:
         console.print("name one or more stacks, or pass --all")
         raise typer.Exit(2)
@@ -199,7 +208,7 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
 def _known(stacks_dir: Path) -> list[StackConfig]:
     """Every stack file that loads (`stacks check` reports the others)."""
     known = []
-    for n in all_stack_names(stacks_dir):
+    for n in [*all_stack_names(stacks_dir), *derived_stack_names(stacks_dir)]:
         try:
             known.append(load_stack(n, stacks_dir))
         except StackError:

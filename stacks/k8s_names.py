@@ -28,9 +28,6 @@ GRAPH_LABEL = "dynamo-bench.io/graph"
 MODEL_CACHE_PVC = "model-cache"
 RESULTS_PVC = "benchmark-results"
 MODEL_CACHE_MOUNT = "/models"
-# An Auto Mode NodePool removes a node left empty this long after (disruption.consolidateAfter,
-# components/node_specs.py): the campaign forecast bills a released GPU node until then.
-AUTO_MODE_CONSOLIDATE_AFTER_S = 1800
 HF_HOME = f"{MODEL_CACHE_MOUNT}/hf"
 LOADGEN_SERVICE_ACCOUNT = "dynamo-bench-loadgen"
 

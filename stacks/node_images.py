@@ -4,7 +4,9 @@ Node image: managed node groups run the EKS-optimized AL2023 NVIDIA AMI, pinned 
 release per Kubernetes minor (`release_version` of the node group), so a node replaced during a
 campaign comes back with the same driver. Release v20260714 of awslabs/amazon-eks-ami
 (CHANGELOG.md "AMI Release v20260714", commit 81fec2e8): AL2023_x86_64_NVIDIA ships
-kmod-nvidia-latest-dkms 580.159.03 for every Kubernetes minor it builds (1.30-1.36). Older
+kmod-nvidia-latest-dkms 580.159.03 for every Kubernetes minor it builds (1.30-1.36; for the
+shipped stacks' 1.35: amazon-eks-node-al2023-x86_64-nvidia-1.35-v20260714, release
+1.35.6-20260714, nvidia-container-toolkit 1.19.1, efa 3.1.0, kernel 6.12). Older
 releases shipped 570.x (e.g. 1.33.5-20251023: 570.195.03), too old for CUDA 13.
 EKS Auto Mode owns its node AMIs: nothing to pin; the run records the driver the pods report.
 

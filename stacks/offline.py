@@ -32,7 +32,7 @@ from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _sync_await
 
-from stacks.loader import PROJECT, load_stack, read_stack_file, stack_file
+from stacks.loader import PROJECT, load_stack, load_stack_file
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT_DIR / "__main__.py"
@@ -310,7 +310,7 @@ def run_stack(name: str, *, hf_token: str | None = PLACEHOLDER_TOKEN,
     cache = {} if cache is None else cache
     if name in cache:
         return cache[name]
-    raw = read_stack_file(stack_file(name))
+    raw = load_stack_file(name).config   # a derived `<variant>.<base>` too
     attach = (raw.get("cluster") or {}).get("attachTo")
     outputs: dict[str, tuple[dict[str, Any], set[str]]] = {}
     region = (raw.get("cluster") or {}).get("region", "us-east-1")

@@ -36,6 +36,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stacks.auto_mode import EMPTY_NODE_GRACE_S
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import (
     cold_restarts,
@@ -43,7 +44,7 @@ from stacks.estimate import (
     repeat_load_seconds,
     workload_steps_seconds,
 )
-from stacks.k8s_names import AUTO_MODE_CONSOLIDATE_AFTER_S, deployment_name
+from stacks.k8s_names import deployment_name
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
 from stacks.worker_identity import compile_cache_key
@@ -65,7 +66,7 @@ class Assumptions:
 
     def release_s(self, mode: ComputeMode) -> float:
         # Auto Mode removes an empty node only after the NodePool's consolidateAfter.
-        extra = AUTO_MODE_CONSOLIDATE_AFTER_S if mode == ComputeMode.AUTO else 0.0
+        extra = EMPTY_NODE_GRACE_S if mode == ComputeMode.AUTO else 0.0
         return self.node_release_s + extra
 
 

@@ -13,7 +13,7 @@ in-cluster HTTP the aws target uses, with small simulated controllers:
   would;
 - the frontend and Prometheus answer through an httpx.MockTransport.
 Time is a FakeClock: every wait advances it, so no test waits on a real clock. Every object
-the runner creates is validated with kubernetes_validate strict (1.33) on creation.
+the runner creates is validated with kubernetes_validate strict (K8S_VERSION) on creation.
 The API methods themselves are in tests/aws_target_fake_api.py; a stack deployed on this
 cluster (and the exports its Jobs leave) in tests/aws_target_deploy.py.
 """
@@ -335,5 +335,5 @@ class FakeCluster:
                     transport=httpx.MockTransport(self.handle_http))
 
     def record_create(self, obj: dict) -> None:
-        validate_builtin(obj)   # strict 1.33: unknown fields or kinds fail the test
+        validate_builtin(obj)   # strict (K8S_VERSION): unknown fields or kinds fail the test
         self.created.append(copy.deepcopy(obj))

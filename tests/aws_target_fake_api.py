@@ -1,6 +1,6 @@
 """The client-boundary calls of the fake cluster (tests/aws_target_fake.py): the CoreV1Api,
 BatchV1Api and CustomObjectsApi methods the aws target uses, with the real client's names and
-arguments, over the cluster's in-memory objects. Creations are validated strictly (1.33)."""
+arguments, over the cluster's in-memory objects. Creations are validated strictly (K8S_VERSION)."""
 
 from __future__ import annotations
 

@@ -184,6 +184,10 @@ def test_the_runner_attests_before_the_smoke_test_and_after_each_cold_restart(tm
     text = (report.out_dir / "report.md").read_text()
     assert "attestation" in text.split("## Run records used")[1]
     assert f"[{len(whens)} attestation(s)]" in text and "passed (after the cold restart" in text
+    # ... and the summary that opens it says where the run ran and what proved it
+    where = text.split("**Where it ran**")[1].split("**What was measured**")[0]
+    assert "real cluster" in where and "attestation: " in where \
+        and f"[{len(whens)} attestation(s)]" in where
 
 
 def test_a_refused_attestation_sends_no_load(tmp_path, deployed):

@@ -1,6 +1,6 @@
-"""The aws target's pure parts: Job / ConfigMap / pod / RBAC objects (strict 1.33 schema), the
-in-pod scripts (run for real), graph readiness and evidence from API objects, stack outputs
-(file, Pulumi CLI, refusals, the prometheusUrl output)."""
+"""The aws target's pure parts: Job / ConfigMap / pod / RBAC objects (strict K8S_VERSION
+schema), the in-pod scripts (run for real), graph readiness and evidence from API objects,
+stack outputs (file, Pulumi CLI, refusals, the prometheusUrl output)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@
   when handed over, the provider upserting and forcing fields when adopting; a variant that
   asks for neither is exactly what `pulumi up` builds without a campaign.
 - `dynamo-bench:nodeGroupSizes`: a managed node group's desired (and minimum) size, its
-  maximum staying the group's count; an Auto Mode NodePool's limits.
+  maximum staying the group's count; an Auto Mode NodePool's limits (components/
+  auto_mode_specs.pool_capacity).
 """
 
 from __future__ import annotations
@@ -94,13 +95,30 @@ def test_node_group_sizes_set_desired_size_under_the_groups_count():
                        "cpu": {"minSize": 2, "desiredSize": 2, "maxSize": 2}}
 
 
-def test_auto_mode_node_pool_limits_follow_the_size():
-    from components.node_specs import node_pool
+def test_node_group_sizes_set_auto_mode_node_pool_capacity():
+    """On Auto Mode the same key sizes the NodePools through their limits (issue 17's
+    pool_capacity): a parked GPU pool holds nothing and lets its empty nodes go at once, a
+    sized one holds that many nodes (empty ones go after the grace), a group the key does not
+    name keeps its count; every pool still valid against Karpenter's CRD."""
+    from test_infra_k8s_objects import validate_object
 
-    group = load_stack("base-a100").cluster.group("p4d")
-    assert node_pool(group, None, 0)["spec"]["limits"] == {"nvidia.com/gpu": "0"}
-    assert node_pool(group, None, 1)["spec"]["limits"] == {"nvidia.com/gpu": "8"}
-    assert node_pool(group, None)["spec"]["limits"] == {"nvidia.com/gpu": "16"}
+    from components.auto_mode_specs import pool_capacity
+
+    base = load_stack("base-a100-auto")
+    run = _program("base-a100-auto", nodeGroupSizes={"p4d": 0, "g6e": 1})
+    pools = {r.inputs["metadata"]["name"]: r.inputs for r in run.resources
+             if r.type == "kubernetes:karpenter.sh/v1:NodePool"}
+    assert set(pools) == {"dynamo-bench-p4d", "dynamo-bench-g6e", "dynamo-bench-cpu"}
+    for name, nodes in (("p4d", 0), ("g6e", 1), ("cpu", 2)):
+        spec = pools[f"dynamo-bench-{name}"]["spec"]
+        want = pool_capacity(base.cluster.group(name), nodes)
+        assert {k: spec.get(k) for k in want} == want, name
+        validate_object(pools[f"dynamo-bench-{name}"], "1.35.0")
+    assert pools["dynamo-bench-p4d"]["spec"]["limits"] == {"nodes": "0", "nvidia.com/gpu": "0"}
+    assert pools["dynamo-bench-p4d"]["spec"]["disruption"]["consolidateAfter"] == "0s"
+    assert pools["dynamo-bench-g6e"]["spec"]["limits"] == {"nodes": "1", "nvidia.com/gpu": "4"}
+    assert pools["dynamo-bench-cpu"]["spec"]["replicas"] == 2
+    assert not run.of_type("eks:index:ManagedNodeGroup")
 
 
 @pytest.mark.parametrize(("keys", "field"), [

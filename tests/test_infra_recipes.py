@@ -281,14 +281,13 @@ def test_no_plugin_where_none_is_declared() -> None:
         assert not objects(run(name), "DaemonSet"), name
 
 
-def test_auto_mode_base_still_installs_the_rdma_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_mode_refuses_the_infiniband_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The InfiniBand B200 twin is no AWS instance type, so no Auto Mode NodePool can launch it:
+    # pre-flight refuses the pair before anything is created (stacks/auto_mode.py).
     use_infiniband(monkeypatch)
     result = run_config("base-b200-ib-auto", ib_base_raw({"cluster.computeMode": "auto"}))
-    assert result.error is None, result.error
-    _, config, _, ds = rdma_plugin(result)
-    assert config["configList"][0]["resourceName"] == "shared_ib"
-    charts = set(result.helm_charts())
-    assert "nvidia-device-plugin" not in charts  # Auto Mode ships it; it ships no RDMA plugin
+    assert result.resources == []
+    assert "EKS Auto Mode does not list the" in str(result.error)
 
 
 @pytest.mark.parametrize("name", sorted(IB_RECIPE_EDITS))

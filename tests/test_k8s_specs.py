@@ -1,5 +1,6 @@
 """Every object the spec builders produce is valid: graphs against the CRD (unknown fields
-rejected), built-in kinds against the Kubernetes 1.33 schema (unknown kinds are failures)."""
+rejected), built-in kinds against the Kubernetes schema of K8S_VERSION (unknown kinds are
+failures)."""
 
 from __future__ import annotations
 

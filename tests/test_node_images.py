@@ -39,14 +39,16 @@ def test_every_managed_node_group_runs_the_pinned_ami_release() -> None:
     assert len(groups) == len(base.cluster.node_groups)
     for g in groups:
         assert g.inputs["releaseVersion"] == NVIDIA_AMI[base.cluster.eks_version] \
-            .release_version == "1.33.13-20260714"
+            .release_version == "1.35.6-20260714"
     assert run("base-a100").outputs["nodeNvidiaDriver"] == "580.159.03"
 
 
 def test_a_stack_whose_ami_driver_is_too_old_for_its_image_is_refused(monkeypatch) -> None:
-    # 1.33.5-20251023 shipped kmod-nvidia-latest-dkms 570.195.03 (amazon-eks-ami CHANGELOG).
-    monkeypatch.setitem(node_images.NVIDIA_AMI, "1.33", NodeImage("1.33.5-20251023",
-                                                                  "570.195.03"))
+    # An AMI release of the 570 driver line, e.g. 1.33.5-20251023 with kmod-nvidia-latest-dkms
+    # 570.195.03 (amazon-eks-ami CHANGELOG), pinned for the base's Kubernetes version.
+    version = load_stack("base-a100").cluster.eks_version
+    monkeypatch.setitem(node_images.NVIDIA_AMI, version, NodeImage("1.33.5-20251023",
+                                                                   "570.195.03"))
     report = run_preflight(load_stack("agg-a100"), load_stack("base-a100"))
     (problem,) = report.problems
     assert problem.field == "dynamo-bench:serving.image"

@@ -329,7 +329,7 @@ def test_require_valid_raises_with_every_problem(stacks_dir: Path) -> None:
 def test_problem_names_field_and_fix() -> None:
     report = run_preflight(load_stack("agg-a100").model_copy(
         update={"cost": load_stack("agg-a100").cost.model_copy(update={"budget_usd": 1.0})}),
-        load_stack("base-a100"), on=dt.date(2026, 7, 1))  # EKS 1.33 in standard support
+        load_stack("base-a100"), on=dt.date(2026, 7, 1))  # EKS 1.35 in standard support
     (problem,) = report.problems
     assert str(problem).startswith(f"{F}cost.budgetUsd: estimated $45.91/h x 1.75 h = $81 "
                                    "exceeds the ceiling $1")
