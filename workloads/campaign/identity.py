@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from stacks.campaign_config import CampaignDeploy
 from stacks.k8s_names import DGD_KIND, FRONTEND_COMPONENT
-from stacks.loader import read_stack_file, stack_file
+from stacks.loader import load_stack_file
 from stacks.preflight import effective_cluster
 from stacks.schema import StackConfig
 from stacks.stack_file import CAMPAIGN_KEY, PROJECT
@@ -51,7 +51,7 @@ def rendered_objects(name: str, graph: str, cache: dict) -> list[dict]:
     from stacks.offline import PLACEHOLDER_TOKEN, config_strings, run_program, run_stack
     from stacks.render import is_kubernetes_object, kubernetes_object
 
-    raw = read_stack_file(stack_file(name))
+    raw = load_stack_file(name).config   # a derived `<variant>.<base>` too
     base = raw["cluster"]["attachTo"]
     base_run = run_stack(base, cache=cache)
     config = config_strings(raw, PLACEHOLDER_TOKEN)

@@ -19,7 +19,13 @@ from rich.table import Table
 
 from stacks.campaign_cost import base_campaign, budget_problems
 from stacks.eks_versions import today
-from stacks.loader import STACKS_DIR, StackError, all_stack_names, load_stack
+from stacks.loader import (
+    STACKS_DIR,
+    StackError,
+    all_stack_names,
+    derived_stack_names,
+    load_stack,
+)
 from stacks.preflight import require_valid
 from stacks.schedule import gpu_groups
 from stacks.workload_config import Scale
@@ -107,7 +113,8 @@ def plan_aws(opts: CampaignOptions) -> tuple[dict, dict]:
     if not base.is_base or base.is_attached or base.target != "aws":
         raise CampaignRefused(f"{opts.base} is not a base stack (an aws stack with a cluster "
                               "and no serving): name a base, or `local`")
-    names = opts.variants or [n for n in all_stack_names(opts.stacks_dir)
+    names = opts.variants or [n for n in [*all_stack_names(opts.stacks_dir),
+                                          *derived_stack_names(opts.stacks_dir)]
                               if _attached(n, base.name, opts.stacks_dir)]
     reports = _validated(names, opts.stacks_dir)
     strays = [n for n in names if reports[n].stack.cluster.attach_to != base.name]
