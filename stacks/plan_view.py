@@ -9,10 +9,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from stacks.auto_mode import EMPTY_NODE_GRACE_S
 from stacks.campaign_cost import BaseCampaign
 from stacks.estimate import ENGINE_INIT_S, MODEL_LOAD_GIB_PER_S, WARM_ENGINE_INIT_S
 from stacks.forecast import Campaign
 from stacks.schedule import Slot
+from stacks.schema import ComputeMode
 
 
 def hours(seconds: float) -> str:
@@ -111,7 +113,10 @@ def print_base(console: Console, c: BaseCampaign) -> None:
     a = sch.assumptions
     console.print(
         f"assumptions: a GPU node is Ready {hours(a.node_ready_s)} after it is asked for and "
-        f"bills {hours(a.release_s(c.base.cluster.compute_mode))} after it is let go; each "
+        f"bills {hours(a.node_release_s)} after it is let go" + (
+            f" ({hours(EMPTY_NODE_GRACE_S)} more when its dynamic Auto Mode NodePool is "
+            "lowered but not parked: the pool's empty-node grace)"
+            if c.base.cluster.compute_mode == ComputeMode.AUTO else "") + "; each "
         "variant's start-up is its cost.setupHours minus its model load, also for a frontend "
         "swap; a first model load reads the checkpoint at "
         f"{MODEL_LOAD_GIB_PER_S:g} GiB/s + {ENGINE_INIT_S:.0f} s engine start (or "

@@ -26,8 +26,9 @@ so the forecast is the plan the campaign executes. The rules:
   first variant that needs it, once the base is ready, and goes when no scheduled variant needs
   it again soon: kept when the next use starts within `node_ready_s + release` of the last one,
   otherwise scaled down (billed `release` longer) and back up ahead of need. Managed node
-  groups change their desired size; an Auto Mode NodePool its limits, its empty nodes leaving
-  after consolidateAfter (components/node_specs.py).
+  groups change their desired size; an Auto Mode NodePool its limits (components/
+  auto_mode_specs.pool_capacity): a parked pool (0 nodes) lets its empty nodes go at once, a
+  dynamic pool lowered but not parked only after its empty-node grace, billed here.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stacks.auto_mode import EMPTY_NODE_GRACE_S
+from stacks.auto_mode import EMPTY_NODE_GRACE_S, provisioning
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import (
     cold_restarts,
@@ -46,7 +47,7 @@ from stacks.estimate import (
 )
 from stacks.k8s_names import deployment_name
 from stacks.preflight import effective_cluster
-from stacks.schema import ComputeMode, NodeGroup, StackConfig
+from stacks.schema import ComputeMode, NodeGroup, Provisioning, StackConfig
 from stacks.worker_identity import compile_cache_key
 from stacks.workload_config import Scale
 
@@ -64,10 +65,13 @@ class Assumptions:
     node_ready_s: float = NODE_READY_S
     node_release_s: float = NODE_RELEASE_S
 
-    def release_s(self, mode: ComputeMode) -> float:
-        # Auto Mode removes an empty node only after the NodePool's consolidateAfter.
-        extra = EMPTY_NODE_GRACE_S if mode == ComputeMode.AUTO else 0.0
-        return self.node_release_s + extra
+    def release_s(self, group: NodeGroup, mode: ComputeMode, parked: bool) -> float:
+        """How long a let-go node bills: its drain and termination, and on a dynamic Auto Mode
+        NodePool lowered but not parked, the empty-node grace before Auto Mode removes it
+        (consolidateAfter; a parked pool's is 0s, a static pool removes to match replicas)."""
+        grace = (mode == ComputeMode.AUTO and not parked
+                 and provisioning(group) == Provisioning.DYNAMIC)
+        return self.node_release_s + (EMPTY_NODE_GRACE_S if grace else 0.0)
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,8 @@ class _Timeline:
 
     def __init__(self, groups: list[NodeGroup], base_ready_s: float, a: Assumptions,
                  mode: ComputeMode):
-        self.a, self.ready, self.release = a, base_ready_s, a.release_s(mode)
+        self.a, self.ready, self.mode = a, base_ready_s, mode
+        self.groups = {g.name: g for g in groups}
         self.uses: dict[str, list[list[tuple[float, float, str]]]] = {
             g.name: [[] for _ in range(g.count)] for g in groups}
         self.free: dict[str, float] = {}
@@ -221,7 +226,10 @@ class _Timeline:
         for uses in self.uses[g]:
             merged: list[tuple[float, float, str, str]] = []
             for a, b, slot in sorted(uses):
-                if merged and a - self.a.node_ready_s <= merged[-1][1] + self.release:
+                # kept when asking for it again would start before it is gone (a node of a
+                # dynamic Auto Mode pool, lowered, is reused within its grace)
+                release = self.a.release_s(self.groups[g], self.mode, parked=False)
+                if merged and a - self.a.node_ready_s <= merged[-1][1] + release:
                     first = merged[-1]
                     merged[-1] = (first[0], max(first[1], b), first[2],
                                   slot if b >= first[1] else first[3])
@@ -231,10 +239,19 @@ class _Timeline:
         return out
 
     def intervals(self, g: str) -> list[list[tuple[float, float]]]:
-        """Billed intervals per node: from `node_ready_s` before its first use to `release`
-        after its last."""
-        return [[(a - self.a.node_ready_s, b + self.release) for a, b, _, _ in node]
-                for node in self.merged(g)]
+        """Billed intervals per node: from `node_ready_s` before its first use to its release
+        after its last (parked when no other node of the group is asked for or in use then)."""
+        nodes, ready = self.merged(g), self.a.node_ready_s
+        out = []
+        for k, node in enumerate(nodes):
+            spans = []
+            for a, b, _, _ in node:
+                parked = not any(a2 - ready <= b < b2 for j, other in enumerate(nodes)
+                                 if j != k for a2, b2, _, _ in other)
+                spans.append((a - ready, b + self.a.release_s(self.groups[g], self.mode,
+                                                               parked)))
+            out.append(spans)
+        return out
 
 
 def _events(line: _Timeline, groups: list[NodeGroup]) -> list[ScaleEvent]:

@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
+from stacks.auto_mode import EMPTY_NODE_GRACE_S
 from stacks.campaign_cost import base_campaign
 from stacks.estimate import model_load_seconds, workload_steps_seconds
-from stacks.loader import STACKS_DIR, all_stack_names, load_stack
+from stacks.loader import STACKS_DIR, all_stack_names, derived_stack_names, load_stack
 
 ON = dt.date(2026, 12, 1)
 
@@ -87,3 +88,24 @@ def test_a_campaign_over_its_budget_is_refused_naming_the_field(tmp_path, comman
                                   str(_with_budget(tmp_path, "base-a100", 400)),
                                   "--as-of", ON.isoformat()])
     assert ok.exit_code == 0, ok.output
+
+
+def test_auto_mode_bills_the_empty_node_grace_only_where_a_pool_is_lowered_not_parked():
+    """base-a100-auto runs the same schedule as base-a100 on NodePools: a parked pool (0 nodes,
+    consolidateAfter 0s) lets its nodes go as fast as a managed group, a dynamic pool lowered
+    to 1 of 2 keeps the empty node for its grace (stacks/auto_mode.EMPTY_NODE_GRACE_S)."""
+    mng, variants = _campaign("base-a100")
+    derived = [f"{v.name}.base-a100-auto" for v in variants]   # in the same order
+    assert sorted(derived) == [n for n in derived_stack_names() if n.endswith("-auto")]
+    auto = base_campaign(load_stack("base-a100-auto"), [load_stack(n) for n in derived],
+                         on=ON)
+    strip = len(".base-a100-auto")
+    assert [(s.name[:-strip], s.start_s, s.wall_s) for s in auto.slots] == \
+        [(s.name, s.start_s, s.wall_s) for s in mng.slots]
+    # the p4d goes from 2 nodes to 1 once (and is parked at the end), the g6e only parks
+    p4d_moves = [e.nodes for e in auto.schedule.events if e.group == "p4d"]
+    assert p4d_moves == [2, 1, 0]
+    extra = {g: auto.group_billed_gpu_hours(g) - mng.group_billed_gpu_hours(g)
+             for g in ("p4d", "g6e")}
+    assert extra == {"p4d": pytest.approx(8 * EMPTY_NODE_GRACE_S / 3600), "g6e": 0.0}
+    assert round(auto.billed_over_loaded, 3) == 1.305 and not auto.over_budget
