@@ -80,7 +80,8 @@ def write(data: dict, out_dir: Path) -> Path:
     f = plan.get("forecast") or {}
     lines = [f"# {label}Campaign {plan['base']} ({plan['scale']} scale): {data['status']}", "",
              "Billed GPU-hours: every GPU node from the moment the campaign asked for it until "
-             "its removal was done (locally: the hardware the mockers imitate, while they run)."
+             "the cluster no longer listed it (locally: the hardware the mockers imitate, while "
+             "they run)."
              " Under load: each variant's GPUs during its steps. Forecast: `python -m stacks "
              "plan` of the same schedule, made before anything ran." + (
                  " A local campaign has no GPU forecast: the estimates are for GPUs, not for "

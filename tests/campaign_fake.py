@@ -4,7 +4,9 @@ It stands where `pulumi.automation` stands for workloads/campaign/automation.py:
 name, each with its config (set_config / remove_config), `up`, `destroy` and `outputs`. What
 `up` does is what the real program would do to the cluster, in the fake's terms:
 - the base: its GPU groups get the nodes `dynamo-bench:nodeGroupSizes` asks for (named
-  `<group>-<i>`), its CPU groups always run;
+  `<group>-<i>`), its CPU groups always run; a node let go leaves at once, except on a dynamic
+  Auto Mode NodePool lowered but not parked, where the empty node leaves after the pool's grace
+  (and is reused if the pool is raised before);
 - a variant: its real DynamoGraphDeployment (components/graph.py, under the graph name of its
   `dynamo-bench:campaign`) is applied like the Dynamo operator would: a new graph gets new pods;
   an existing graph is refused (AlreadyExists, as pulumi-kubernetes >= 4.29 does) unless the
@@ -21,10 +23,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from stacks.auto_mode import EMPTY_NODE_GRACE_S, provisioning
 from stacks.campaign_config import parse_campaign, parse_node_group_sizes
 from stacks.loader import load_stack
 from stacks.preflight import effective_cluster
-from stacks.schema import TransferBackend
+from stacks.schema import ComputeMode, Provisioning, TransferBackend
 from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROJECT
 from tests.aws_target_deploy import KUBECONFIG, NAMESPACE, PROMETHEUS, produce_exports
 from tests.aws_target_fake import Component, FakeCluster
@@ -102,18 +105,27 @@ class FakeWorkspace(PulumiStacks):
     def up_base(self, fs: FakeStack) -> dict:
         base = load_stack(fs.name)
         sizes = parse_node_group_sizes(fs.get(NODE_GROUP_SIZES_KEY))[0] or {}
-        nodes = self.cluster.nodes
+        nodes, expiry = self.cluster.nodes, self.cluster.node_expiry
+        self.cluster.expire_nodes()
         for g in base.cluster.node_groups:
             want = sizes.get(g.name, g.count)
+            graceful = base.cluster.compute_mode == ComputeMode.AUTO and want > 0 \
+                and provisioning(g) == Provisioning.DYNAMIC
             for i in range(g.count):
                 name = f"{g.name}-{i}"
-                if i < want and name not in nodes:
-                    self.cluster.add_node(name, g.name, ZONE, g.instance_type)
-                elif i >= want and name in nodes:
+                if i < want:
+                    expiry.pop(name, None)          # an empty node still there is reused
+                    if name not in nodes:
+                        self.cluster.add_node(name, g.name, ZONE, g.instance_type)
+                elif name in nodes:
                     busy = [p["metadata"]["name"] for p in self.cluster.pods.values()
                             if p["spec"].get("nodeName") == name and "comp" in p["_fake"]]
                     assert not busy, f"scaled {name} away under running pods {busy}"
-                    del nodes[name]
+                    if graceful:
+                        expiry.setdefault(name, self.cluster.clock.t + EMPTY_NODE_GRACE_S)
+                    else:
+                        del nodes[name]
+                        expiry.pop(name, None)
         return {"clusterName": fs.name, "kubeconfig": KUBECONFIG,
                 "dynamoNamespace": NAMESPACE, "sizes": sizes}
 

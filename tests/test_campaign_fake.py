@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from reports.campaign import write
+from stacks.auto_mode import EMPTY_NODE_GRACE_S
 from tests.campaign_fake import FakeWorkspace, fake_cluster
 from workloads.campaign.run import CampaignOptions, run_campaign
 from workloads.campaign.state import DEPLOYED, DONE, HANDED_OVER
@@ -144,3 +145,44 @@ def test_an_interrupted_campaign_resumes_without_redoing_finished_variants(tmp_p
     # the steps complete before the interruption were not redone
     assert all(not m["steps"][s]["history"] for s in finished)
     assert all(r["status"] == "complete" for r in m["steps"].values())
+
+
+def test_an_auto_mode_campaign_scales_node_pools_and_bills_the_empty_node_grace(tmp_path, world):
+    """base-a100-auto: the same campaign through the NodePools (the base's nodeGroupSizes, which
+    the program turns into pool limits: tests/test_campaign_identity.py), on derived variants;
+    the p4d pool lowered to 1 of 2 keeps its empty node until the grace ends or the pool is
+    parked, and the record bills it until the Kubernetes API no longer lists it."""
+    cluster, ws = world
+    base = "base-a100-auto"
+    variants = [f"{v}.{base}" for v in ("agg-a100-kv", "agg-a100", "disagg-l40s-decode")]
+    opts = CampaignOptions(base=base, variants=variants, scale="quick", run_id="auto",
+                           runs_dir=tmp_path / "runs", show_progress=False)
+    result = run_campaign(opts, Console(file=open("/dev/null", "w")), stacks=ws,  # noqa: SIM115
+                          clock=cluster.clock)
+    assert result.status == "complete"
+    state = json.loads(result.path.read_text())
+    assert [s["name"] for s in result.plan["slots"]] == variants
+    kept = state["slots"][variants[1]]["kept_workers"]
+    assert kept["from"] == variants[0] and kept["kept"] is True
+    moves: dict[str, list[int]] = {"p4d": [], "g6e": []}
+    last = {"p4d": 0, "g6e": 0}
+    for s, op, _, v in ws.calls:
+        if s == base and op == "up":
+            for g, n in json.loads(v).items():
+                if n != last[g]:
+                    moves[g].append(n)
+                    last[g] = n
+    assert moves == {"p4d": [2, 1, 0], "g6e": [1, 0]}
+    # the lowered p4d pool's empty node billed on after the scale, until it was gone
+    lowered = next(e for e in state["events"] if e["kind"] == "scale"
+                   and e["before"]["p4d"] == 2 and e["after"]["p4d"] == 1)
+    parked = next(e for e in state["events"] if e["kind"] == "scale"
+                  and e["before"]["p4d"] == 1 and e["after"]["p4d"] == 0)
+    gone = [e for e in state["events"] if e["kind"] == "billing" and e["group"] == "p4d"
+            and e["delta"] < 0]
+    assert gone[0]["t"] >= min(lowered["end"] + EMPTY_NODE_GRACE_S, parked["end"])
+    assert gone[0]["t"] > lowered["end"] + 60 and sum(e["delta"] for e in gone) == -2
+    levels = {g: sum(e["delta"] for e in state["events"]
+                     if e["kind"] == "billing" and e["group"] == g) for g in ("p4d", "g6e")}
+    assert levels == {"p4d": 0, "g6e": 0}
+    assert not [n for n in cluster.nodes if n.startswith(("p4d", "g6e"))]

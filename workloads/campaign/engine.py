@@ -12,8 +12,11 @@
   (its predecessors' deploy time plus their forecast load windows), and a group shrinks when
   the slot it was kept for ends.
 - Every action is timed in the record (workloads/campaign/state.py), with the billing changes
-  timeline.py integrates: a node bills from the moment it is asked for until its removal is
-  done; a local mocker set from its start to its stop.
+  timeline.py integrates: a node bills from the moment it is asked for until the platform sees
+  it gone (the group's nodes, polled through the Kubernetes API: a managed group's removal, an
+  Auto Mode pool's empty-node grace), a platform that cannot see nodes until its scale action
+  ends; a local mocker set from its start to its stop. Once every slot is finished, the
+  campaign waits (up to REMOVAL_WAIT_S) for the last nodes to go.
 - Ctrl-C (or SIGTERM) stops every running slot at its next wait (their clocks raise), leaves
   the deployments as they are and the record valid; the same run id resumes: finished slots are
   skipped, a deployed slot runs again on its deployment with a new prompt epoch (its workers
@@ -39,6 +42,10 @@ from workloads.campaign.state import (
 )
 
 POLL_S = 10.0
+# How long a finished campaign waits for the nodes it let go to leave (a managed group's
+# termination; an Auto Mode pool lowered before it was parked keeps an empty node up to its
+# grace): past it, the record bills them until it ends.
+REMOVAL_WAIT_S = 2400.0
 TERMINAL = (DONE, HANDED_OVER, FAILED)
 
 
@@ -49,6 +56,7 @@ class Platform(Protocol):
     def scale(self, sizes: dict[str, int]) -> None: ...
     def is_deployed(self, slot: dict) -> bool: ...
     def can_adopt(self, slot: dict) -> bool: ...
+    def nodes_up(self, group: str) -> int | None: ...   # None: cannot see nodes
     def deploy(self, slot: dict, adopt: bool) -> dict: ...
     def workers(self, slot: dict) -> dict[str, str]: ...
     def run(self, slot: dict, epoch: int, info: dict, clock: Any) -> Any: ...
@@ -112,10 +120,39 @@ class Campaign:
             with self.state.action("scale", self.clock, before=before, after=after, why=why):
                 self.platform.scale(after)
             self.state.set_sizes(after)
-            for g, n in after.items():   # ... until its removal is done
-                if n < before.get(g, 0):
-                    self.state.event("billing", self.clock.now(), group=g,
-                                     delta=n - before[g])
+        self._observe_removals()   # ... until it is gone
+
+    def _observe_removals(self) -> list[str]:
+        """Stop billing the let-go nodes the platform no longer sees (all of them when it
+        cannot see nodes); the groups with some still up. Locally nothing is scaled: a mocker
+        set bills while it runs."""
+        if self.platform.kind == "local":
+            return []
+        waiting = []
+        for g, level in self.state.billing_open().items():
+            size = self.sizes.get(g, 0)
+            if level <= size:
+                continue
+            try:
+                up = self.platform.nodes_up(g)
+            except Exception as exc:  # noqa: BLE001 - unseen nodes bill on; asked again
+                self.report(f"cannot list the {g} nodes ({exc}): billing them until seen gone")
+                up = level
+            now_level = size if up is None else max(size, min(level, up))
+            if now_level < level:
+                self.state.event("billing", self.clock.now(), group=g, delta=now_level - level)
+            if now_level > size:
+                waiting.append(g)
+        return waiting
+
+    def _await_removals(self) -> None:
+        deadline = self.clock.now() + REMOVAL_WAIT_S
+        while (waiting := self._observe_removals()) and self.clock.now() < deadline:
+            self.clock.sleep(POLL_S)
+        if waiting:
+            self.report(f"nodes of {', '.join(waiting)} are still up {REMOVAL_WAIT_S / 60:.0f} "
+                        "min after the campaign let them go: the record bills them until it "
+                        "ends; check the base (`python -m reports audit`)")
 
     def _expected_start(self, name: str) -> float | None:
         """When a slot should start: its running predecessors' deploy time plus their
@@ -163,14 +200,6 @@ class Campaign:
             for g, n in s["nodes"].items():
                 self.state.event("billing", self.clock.now(), group=g, delta=sign * n)
 
-    def _billing_open(self) -> dict[str, int]:
-        """Per group, the nodes billing now (the sum of the record's billing changes)."""
-        out: dict[str, int] = {}
-        for e in self.state.data["events"]:
-            if e["kind"] == "billing":
-                out[e["group"]] = out.get(e["group"], 0) + e["delta"]
-        return out
-
     def close(self) -> None:
         """Close the platform. Locally that stops every process, so whatever mocker set still
         bills (an interrupted slot's, or workers kept for a successor) stops billing now: a
@@ -178,7 +207,7 @@ class Campaign:
         stops: nodes and deployments bill on until the campaign resumes or is destroyed."""
         self.platform.close()
         if self.platform.kind == "local":
-            for g, n in self._billing_open().items():
+            for g, n in self.state.billing_open().items():
                 if n:
                     self.state.event("billing", self.clock.now(), group=g, delta=-n)
 
@@ -281,7 +310,9 @@ class Campaign:
                         fut.result()        # re-raises an interrupt from the slot
                         self._scale_after(self._slot(name))
                 if all(self.state.status(s["name"]) in TERMINAL for s in self.slots):
+                    self._await_removals()
                     break
+                self._observe_removals()
                 self._scale_ahead()
                 started = False
                 for s in self._startable():

@@ -12,6 +12,9 @@
   without `handOver`, so destroy deletes its objects), then the campaign key is removed.
 - workers: the graph's worker pods (name -> uid), read through the Kubernetes API: kept
   workers keep their uids.
+- nodes_up: the group's nodes the Kubernetes API lists (every node of a stack's group carries
+  its dynamo-bench.io/node-group label, managed group or Auto Mode NodePool alike): a let-go
+  node bills until it is gone from there.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from typing import Any
 from rich.console import Console
 
 from stacks.campaign_config import CampaignDeploy
+from stacks.k8s_names import NODE_GROUP_LABEL
 from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY
 from workloads import k8s_cluster, k8s_graph
 from workloads.campaign.automation import PulumiStacks
+from workloads.k8s_client import items
 from workloads.k8s_outputs import kubeconfig
 from workloads.runner import RunOptions, RunResult, run
 
@@ -38,6 +43,7 @@ class AwsPlatform:
         self.runs_dir, self.stacks_dir, self.workload_scale = runs_dir, stacks_dir, scale
         self.show_progress, self.console = show_progress, console
         self.outputs: dict[str, dict] = {}
+        self.base_outputs: dict = {}
         self.retaining: set[str] = set()
 
     def _kube(self, outputs: dict):
@@ -55,7 +61,13 @@ class AwsPlatform:
     def scale_to(self, sizes: dict[str, int]) -> None:
         stack = self.stacks.select(self.base)
         self.stacks.set_key(stack, NODE_GROUP_SIZES_KEY, sizes)
-        self.stacks.up(stack)
+        self.base_outputs = self.stacks.up(stack)
+
+    def nodes_up(self, group: str) -> int | None:
+        if not self.base_outputs:
+            return None
+        kube = self._kube(self.base_outputs)
+        return len(items(kube.core.list_node(label_selector=f"{NODE_GROUP_LABEL}={group}")))
 
     # --- variants ---------------------------------------------------------------------------
     def _set_campaign(self, stack, slot: dict, hand_over: bool, adopt: bool) -> None:

@@ -54,6 +54,9 @@ class LocalPlatform:
     def scale(self, sizes: dict[str, int]) -> None:
         return None
 
+    def nodes_up(self, group: str) -> int | None:
+        return None
+
     def is_deployed(self, slot: dict) -> bool:
         t = self.target
         return t is not None and t.stack.name == slot["name"] and not t.problems()

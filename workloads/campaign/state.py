@@ -74,6 +74,15 @@ class CampaignState:
             self.save()
             return entry
 
+    def billing_open(self) -> dict[str, int]:
+        """Per group, the nodes billing now (the sum of the record's billing changes)."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for e in self.data["events"]:
+                if e["kind"] == "billing":
+                    out[e["group"]] = out.get(e["group"], 0) + e["delta"]
+        return out
+
     @contextmanager
     def action(self, kind: str, clock, **fields: Any):
         """Time an action: its entry gets `start`/`end` and whatever the body adds to it."""

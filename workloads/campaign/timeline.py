@@ -2,8 +2,8 @@
 
 Billed, per node group: the campaign record's billing changes integrated over wall time. On a
 cluster a node bills from the moment the campaign asks for it (the `scale` action's start)
-until its removal is done (the action's end); locally a mocker set bills, as the hardware it
-imitates, from its start to its stop, and kept mockers bill on without a gap.
+until the Kubernetes API no longer lists it (engine.py); locally a mocker set bills, as the
+hardware it imitates, from its start to its stop, and kept mockers bill on without a gap.
 Loaded, per node group: every run's step phases (the runner's `step:<id>` start and end, all
 attempts) times the GPUs the slot's workers use on that group: the same definition as the
 forecast's "under load" (stacks/campaign_cost.py), so the two ratios compare.
