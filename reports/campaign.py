@@ -9,8 +9,9 @@ the timeline measured after the fact (workloads/campaign/timeline.py), and write
 - campaign_slots.csv: per variant, the order it ran in, kept workers (and the evidence: the
   worker pods' uids or the mockers' process ids before and after), prompt epoch, cold restarts
   skipped, wall and load window, forecast beside measured, run status;
-- campaign.md: both tables and what they cover. A local campaign has no GPU forecast: its
-  figures are the mocker's, labelled REHEARSAL.
+- campaign.md: both tables and what they cover. A local campaign's figures are the mocker's,
+  labelled REHEARSAL: its forecast is the same step estimates with the mocker's start, its
+  GPU-hours those of the hardware the mockers imitate.
 """
 
 from __future__ import annotations
@@ -84,11 +85,13 @@ def write(data: dict, out_dir: Path) -> Path:
              "they run)."
              " Under load: each variant's GPUs during its steps. Forecast: `python -m stacks "
              "plan` of the same schedule, made before anything ran." + (
-                 " A local campaign has no GPU forecast: the estimates are for GPUs, not for "
-                 "the mocker." if local else ""), "",
-             "Total: forecast " + (f"{f['billed_over_loaded']}x (${f['cost_usd']:,.2f}, "
-                                   f"{f['billed_gpu_hours']} / {f['loaded_gpu_hours']} "
-                                   "GPU-hours)" if f else "n/a (local)")
+                 " Locally the forecast is the same step estimates with the mocker's start "
+                 "(about a second, no model load); nothing bills, so it has no dollars."
+                 if local else ""), "",
+             "Total: forecast " + (f"{f['billed_over_loaded']}x ("
+                                   + (f"${f['cost_usd']:,.2f}, " if "cost_usd" in f else "")
+                                   + f"{f['billed_gpu_hours']} / {f['loaded_gpu_hours']} "
+                                   "GPU-hours)" if f else "n/a")
              + ", measured " + (f"{total['billed_over_loaded']}x "
                                 f"({total['billed_gpu_hours']:.4f} / "
                                 f"{total['loaded_gpu_hours']:.4f} GPU-hours)."

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from stacks.campaign_cost import base_campaign
+from stacks.estimate import LOCAL_RESTART_S, workload_steps_seconds
 from stacks.loader import all_stack_names, load_stack
 from workloads.campaign.engine import Campaign
 from workloads.campaign.plan import aws_plan, local_plan
@@ -243,3 +244,22 @@ def test_a_local_campaign_resumed_after_ctrl_c_bills_each_mocker_set_once(tmp_pa
     else:                          # nothing had finished: all again, keeping as planned
         assert done == [("deploy", "local-agg-kv", False), ("run", "local-agg-kv", 0),
                         ("deploy", "local-agg", True), ("run", "local-agg", 1)]
+
+
+def test_a_local_plan_forecasts_the_mockers_like_a_cluster_without_a_model_load():
+    """Kept mockers start nothing; a new set starts in about a second; each step as `stacks
+    check` estimates it; billed GPU-hours are the imitated nodes' while the mockers run."""
+    stacks = [load_stack(n) for n in ("local-agg", "local-agg-kv", "local-disagg")]
+    same = {("local-agg", "local-agg-kv")}
+    plan = local_plan(stacks, lambda a, b: (a.name, b.name) in same, "quick")
+    f = {s["name"]: s["forecast"] for s in plan["slots"]}
+    steps = {s.name: sum(workload_steps_seconds(s, "quick").values()) for s in stacks}
+    assert f["local-agg"]["wall_s"] == pytest.approx(LOCAL_RESTART_S + steps["local-agg"])
+    assert f["local-agg-kv"]["wall_s"] == pytest.approx(steps["local-agg-kv"])   # kept
+    assert f["local-agg-kv"]["start_s"] == f["local-agg"]["wall_s"]
+    billed = sum(s["nodes"]["p4d"] * 8 * s["forecast"]["wall_s"] for s in plan["slots"]) / 3600
+    loaded = sum(s["gpus"]["p4d"] * s["forecast"]["load_window_s"]
+                 for s in plan["slots"]) / 3600
+    assert plan["groups"]["p4d"]["billed_gpu_hours"] == pytest.approx(billed, abs=1e-3)
+    assert plan["forecast"]["billed_over_loaded"] == pytest.approx(billed / loaded, abs=1e-3)
+    assert "cost_usd" not in plan["forecast"]                     # nothing local bills

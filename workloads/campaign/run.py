@@ -221,7 +221,9 @@ def print_measured(plan: dict, measured: dict, console: Console) -> None:
     for g, m in measured["groups"].items():
         f = plan["groups"].get(g, {})
         fc = (f"{f['billed_gpu_hours']:.2f} / {f['loaded_gpu_hours']:.2f}"
-              if "billed_gpu_hours" in f else "n/a (local: no GPU forecast)")
+              + (f" = {f['billed_gpu_hours'] / f['loaded_gpu_hours']:.2f}x"
+                 if f.get("loaded_gpu_hours") else "")
+              if "billed_gpu_hours" in f else "n/a")
         t.add_row(g, fc, f"{m['billed_gpu_hours']:.4f} / {m['loaded_gpu_hours']:.4f} = "
                   + (f"{m['billed_over_loaded']:.2f}x" if m["billed_over_loaded"] else "n/a"))
     console.print(t)
