@@ -76,7 +76,7 @@ def _with_budget(tmp_path, base: str, budget: float):
 @pytest.mark.parametrize("command", ["plan", "check"])
 def test_a_campaign_over_its_budget_is_refused_naming_the_field(tmp_path, command):
     c, _ = _campaign("base-a100")
-    stacks = _with_budget(tmp_path, "base-a100", 300)          # the forecast is ~$357
+    stacks = _with_budget(tmp_path, "base-a100", 300)          # the forecast is ~$353
     assert c.cost_usd > 300
     res = CliRunner().invoke(app, [command, "base-a100", "--stacks-dir", str(stacks),
                                    "--as-of", ON.isoformat()])
