@@ -94,7 +94,8 @@ def campaign(
         base: str = typer.Argument(..., help="The base stack (its variants share its "
                                    "cluster), or `local` for local stacks."),
         variants: list[str] = typer.Argument(None, help="Variants to run (default: every "
-                                             "stack attached to the base; for `local`, every "
+                                             "stack attached to the base, and every "
+                                             "<variant>.<base> it runs; for `local`, every "
                                              "local stack)."),
         scale: str = _SCALE,
         run_id: str = typer.Option(None, "--run-id", help="Resume this campaign (default: "
@@ -115,9 +116,11 @@ def campaign(
     their frontend replaced, each with a new prompt epoch; no cold restart where the
     deployment is already cold and every step's hash ids are fresh; GPU groups no scheduled
     variant needs are scaled to zero and back ahead of need through the base's
-    dynamo-bench:nodeGroupSizes. Every deployment goes through Pulumi's Automation API (local
-    backend by default). Refused (exit 2) when a stack fails pre-flight or the forecast
-    exceeds the base's cost.campaignBudgetUsd. The record is
+    dynamo-bench:nodeGroupSizes (a managed node group's desired size, an Auto Mode NodePool's
+    limits); a let-go node bills until the cluster no longer lists it. Every deployment goes
+    through Pulumi's Automation API (local backend by default). Refused (exit 2) when a
+    stack fails pre-flight or the forecast exceeds the base's cost.campaignBudgetUsd. The
+    record is
     runs/campaigns/<base>/<run-id>/campaign.json; the same --run-id resumes, never redoing a
     finished variant. Exit codes: 0 complete, 1 a variant failed, 2 refused, 130 interrupted.
     """
