@@ -33,7 +33,7 @@ check: venv
 # sla.csv) at quick scale through every enabled workload, as one campaign on the local engine
 # (local-agg and local-agg-kv keep their mockers, only the frontend is swapped), under one run
 # id (runs/<stack>/<DEMO_RUN>/, runs/campaigns/local/<DEMO_RUN>/); `make demo DEMO_RUN=<id>`
-# resumes that campaign.
+# resumes that campaign. The rehearsal replays a window of the real Mooncake trace.
 DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3

@@ -15,6 +15,8 @@ from reports.hypotheses import all_hypotheses
 from reports.runs import STEP_KEY, RunFrames, RunRecord, load_run
 from reports.sla import sla_table
 from reports.stackinfo import StackInfo, stack_info
+from reports.trace_plot import trace_timeline
+from reports.trace_report import trace_replay_table
 
 
 @dataclass
@@ -61,6 +63,7 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
         "prefix_cache": pc,
         "goodput": goodput(steps, requests, slos),
         "sla": sla,
+        "trace_replay": trace_replay_table(steps, requests, records),
         "cost_efficiency": cost_efficiency(steps, infos, records),
         "fidelity": tables.fidelity(steps),
         "reconciliation": tables.reconciliation(steps),
@@ -74,9 +77,12 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
 
 
 def make_plots(t: dict[str, pd.DataFrame], requests: pd.DataFrame, slo: Slo,
-               out_dir: Path, infos: dict[str, StackInfo]) -> dict[str, Path | None]:
+               out_dir: Path, infos: dict[str, StackInfo],
+               records: dict[tuple[str, str], RunRecord]) -> dict[str, Path | None]:
     tag = plots.rehearsal_tag(infos)
     return {
+        "trace_replay_timeline": trace_timeline(t["trace_replay"], requests, records,
+                                                out_dir / "trace_replay_timeline.png", tag),
         "pareto": plots.pareto(t["concurrency_sweep"], slo, out_dir / "pareto.png", tag),
         "latency_vs_concurrency": plots.latency_vs_concurrency(
             t["concurrency_sweep"], out_dir / "latency_vs_concurrency.png", tag),
@@ -108,7 +114,7 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     for key, table in t.items():
         table.to_csv(out_dir / f"{key}.csv", index=False)
     steps.to_csv(out_dir / "steps.csv", index=False)
-    figs = make_plots(t, requests, slos[0], out_dir, infos)
+    figs = make_plots(t, requests, slos[0], out_dir, infos, records)
     hyps = all_hypotheses(t, steps, infos)
     records_used = [r.record for r in runs]
     head = summary.render(summary.facts(t, steps, records_used, infos, slos[0]))

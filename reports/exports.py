@@ -68,6 +68,12 @@ SUMMARY_STATS = {
     ("total_output_tokens", "avg"): "aiperf_total_output_tokens",
     ("benchmark_duration", "avg"): "aiperf_duration_s",
     ("effective_concurrency", "avg"): "aiperf_effective_concurrency",
+    # fixed-schedule (trace) replays only: send lag behind the schedule, anchored at the
+    # least-late request, and AIPerf's flag for a p99 lag over 500 ms
+    # (aiperf 0.13.0 metrics/types/replay_sched_lag_metrics.py)
+    ("replay_sched_lag_p50", "avg"): "aiperf_replay_sched_lag_p50_ms",
+    ("replay_sched_lag_p99", "avg"): "aiperf_replay_sched_lag_p99_ms",
+    ("replay_sched_degraded", "avg"): "aiperf_replay_sched_degraded",
 }
 
 

@@ -49,8 +49,10 @@ def judge(st: pd.Series, error_rate_threshold: float) -> dict[str, Any]:
     else:
         status, reasons = COMPLETE, ""
     requested, cores = _none(st.get("concurrency")), _none(st.get("host_cores"))
+    # a replayed trace's concurrency is a cap, not a target (as the runner judges it)
+    achieved = None if st.get("schedule") == "fixed" else _none(st.get("achieved_concurrency"))
     # without the host's core count the CPU half of the verdict cannot be judged
-    client = verdict(int(requested), _none(st.get("achieved_concurrency")),
+    client = verdict(int(requested), achieved,
                      _none(st.get("client_cpu_cores_mean")) if cores else None,
                      int(cores or 1)) if requested else {"client_bound": False, "reasons": []}
     bound = client["client_bound"]

@@ -69,6 +69,9 @@ def parse_slo(spec: str) -> Slo:
 
 
 def request_meets(req: pd.DataFrame, slo: Slo) -> pd.Series:
+    # A request without a figure a bound needs (a one-token answer has no inter-token time,
+    # so no ITL and no per-user speed) is not good, as in AIPerf's own good-request count
+    # (aiperf 0.13.0, metrics/types/good_request_count_metric.py: NoMetricValue -> not good).
     ok = req["completed"].astype(bool) & (req["ttft_ms"] < slo.ttft_ms)
     if slo.min_tok_s_per_user is not None:
         ok &= req["tok_s_per_user"] >= slo.min_tok_s_per_user

@@ -20,6 +20,7 @@ from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
+from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
 from workloads.attest_checks import summary_line
 
 _LATENCY_PCT = re.compile(r"^(ttft|itl|request_latency|conversation_latency|tok_s_per_user|"
@@ -140,6 +141,18 @@ SECTIONS = [
      "prompt tokens). row_kind says what each row is: a measurement on a cluster, a "
      "rehearsal on the local mocker, or a source's published figure (full columns in "
      "sla.csv)."),
+    ("trace_replay", "Trace replay: reuse upper bound, measured hit rate, arrivals",
+     "One row per replayed trace step (trace and sha256 in the run records). "
+     "reuse_upper_bound_blocks: share of the sent rows' 512-token trace blocks whose id "
+     "appeared in an earlier row (an infinite cache); reuse_upper_bound_tokens: prompt tokens "
+     "in whole engine blocks of an already-seen prefix, the same bound in the server's units; "
+     "measured_hit_rate: cached / prompt tokens from the Dynamo frontend; hit_rate_gap = bound "
+     "- measured (eviction, routing, capacity). excluded/clipped: rows dropped or shortened for "
+     "maxModelLen, never sent. Arrival rates in requests/s; in_flight time-weighted over the "
+     "step; aiperf_replay_sched_lag: AIPerf's send lag behind the schedule (anchored at the "
+     "least-late request; degraded = a p99 over 500 ms: the in-flight cap or the engine held "
+     "the schedule back). Latencies from completed requests. Full columns in "
+     "trace_replay.csv."),
     ("compare_sla_baseline", "Optimized / baseline tok/s per GPU at the SLA",
      "Each recipe stack's best SLA point over its model's baseline stack (tags.extra.recipe), "
      "per cache state, beside the ratio the sources published."),
@@ -188,6 +201,7 @@ MD_COLUMNS = {
             "user_speed_definition", "user_tok_s", "output_tok_s_per_gpu", "meets_sla",
             "best_point", "nominal_reuse", "trace_block_reuse", "measured_kv_reuse",
             "speculative_acceptance", "source"],
+    "trace_replay": TRACE_MD_COLUMNS,
     "reconciliation": ["stack", "run_id", "step", "step_flag", *_COUNTS,
                        "client_output_tokens", "server_output_tokens", "output_token_gap",
                        "truncated_chunks_received", "server_requests_started",
@@ -195,6 +209,7 @@ MD_COLUMNS = {
                        "server_requests_unfinished", "gap_explanation"]}
 
 PLOTS = {"concurrency_sweep": ["latency_vs_concurrency", "pareto"],
+         "trace_replay": ["trace_replay_timeline"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
          "sequence_distribution": ["length_distributions"]}
 # Comparison tables are built from these tables' usable rows.
@@ -207,6 +222,7 @@ LEFT_OUT_OF = {"concurrency_sweep": "the folded means, Pareto front and comparis
                "prefix_cache": "the folded means, the 0 % baseline and comparisons",
                "goodput": "SLO verdicts and best points",
                "sla": "SLA verdicts and best points",
+               "trace_replay": "the SLA verdicts and best points (sla.csv)",
                "cost_efficiency": "the cost headline and H4",
                "fidelity": "best points, Pareto fronts, SLA rows and hypotheses",
                "reconciliation": "best points, Pareto fronts, SLA rows and hypotheses"}

@@ -21,7 +21,7 @@ from reports import exports, measures, server
 from workloads import outcomes
 
 CACHE_DIR = ".reports-cache"
-CACHE_VERSION = "4"  # 4: request outcome classes and the project's own step figures
+CACHE_VERSION = "5"  # 5: AIPerf's replay schedule lag columns
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -144,6 +144,8 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
             "max_model_len": limit.get("max_model_len"),
             "nominal_reuse": params.get("target_reuse"),
             "trace_block_reuse": dataset.get("block_reuse"),
+            # "fixed": a replayed trace, its concurrency only a cap on requests in flight
+            "schedule": params.get("schedule"),
             "client_saturated": client.get("client_bound", rec.get("client_saturated")),
             "client_saturation_reasons": "; ".join(client.get("reasons") or []),
             "client_cpu_cores_mean": cpu.get("mean_cores"),

@@ -43,7 +43,8 @@ from stacks.service_prices import (
     nat_usd_per_hour,
     unverified_note,
 )
-from stacks.workload_config import Scale, restart_count
+from stacks.trace_files import TraceError, window_rows
+from stacks.workload_config import Scale, TraceReplay, restart_count
 
 # AIPerf's fixed cost per invocation (start-up, tokenizer, export), measured ~9-10 s locally.
 AIPERF_FIXED_S = 10.0
@@ -319,6 +320,21 @@ def _count_based_s(requests: int, concurrency: int, osl: float, itl_ms: float) -
     return math.ceil(requests / concurrency) * osl * itl_ms / 1000.0
 
 
+def replay_seconds(tr: TraceReplay, cap: int, itl_ms: float) -> float:
+    """A replayed trace window: its arrivals' span at the speed-up, or longer when the cap on
+    requests in flight holds them back, plus the last request's decode."""
+    try:
+        rows = window_rows(tr)
+    except TraceError:
+        return 0.0   # pre-flight reports the trace's own problem
+    if not rows:
+        return 0.0
+    span_s = (rows[-1]["timestamp"] - rows[0]["timestamp"]) / 1000.0 / tr.speed_up
+    mean_osl = sum(r["output_length"] for r in rows) / len(rows)
+    return max(span_s, _count_based_s(len(rows), cap, mean_osl, itl_ms)) + \
+        mean_osl * itl_ms / 1000.0
+
+
 def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]:
     """Estimated seconds per workload step (name -> seconds) at `scale`."""
     w, itl = stack.workloads, stack.cost.assumed_itl_ms
@@ -345,7 +361,8 @@ def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]
     if "trace_replay" in enabled:
         tr = w.trace_replay.at_scale(scale)
         for c in tr.concurrencies:
-            steps[f"trace_replay/c{c}"] = _count_based_s(tr.requests, c, tr.osl, itl)
+            steps[f"trace_replay/c{c}"] = replay_seconds(tr, c, itl) if tr.replays_trace else \
+                _count_based_s(tr.requests, c, tr.osl, itl)
             if tr.warm_pass:  # the same trace again on the warm cache
                 steps[f"trace_replay/c{c}-warm"] = steps[f"trace_replay/c{c}"]
     return {k: (v + AIPERF_FIXED_S) * w.repeats for k, v in steps.items()}

@@ -43,6 +43,7 @@ PATTERN_RULES = {
                                         "ending with a letter or digit (a DNS label)",
     r"^\d+\.\d+\.\d+": "a MAJOR.MINOR.PATCH version such as 1.6.1",
     r"^[0-9a-f]{40}$": "a 40-character lowercase hex commit id",
+    r"^[0-9a-f]{64}$": "a 64-character lowercase hex sha256 (as sha256sum prints it)",
 }
 
 

@@ -46,6 +46,7 @@ from stacks.node_images import check_node_driver
 from stacks.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.schema import ClusterConfig, ComputeMode, StackConfig
 from stacks.serving_checks import check_serving
+from stacks.trace_checks import check_trace_replay
 from stacks.worker_checks import check_workers
 from stacks.workload_checks import check_workloads
 
@@ -183,6 +184,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         if stack.target == "aws":  # the local engine creates no Kubernetes objects
             check_names(stack, out)
         check_workloads(stack, out)
+        check_trace_replay(stack, out)
         check_recipe(stack, base, cluster, out)
     check_node_driver(stack, base, out)
     check_auto_mode(stack, base, out)

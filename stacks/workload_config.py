@@ -125,24 +125,90 @@ class PrefixCache(Workload):
         return self
 
 
+# What a trace replay sends: the seeded generator, one of the public traces shipped in
+# stacks/traces/ (by name, checksum-verified), or a user's own Mooncake-format file.
+TraceSource = Literal["synthetic", "mooncake-conversation", "mooncake-synthetic", "file"]
+# Fields only the seeded generator reads, and fields only a replayed trace reads: setting one
+# for the other kind of source is a mistake, reported instead of silently ignored.
+SYNTHETIC_ONLY = ("isl", "osl", "reuse", "requests", "block_size", "isl_sigma")
+REPLAY_ONLY = ("file", "sha256", "window_start_s", "window_s", "max_requests", "speed_up")
+# Quick scale of a replayed trace (unless the stack gives its own quick block): its first
+# requests only.
+REPLAY_QUICK: dict[str, Any] = {"maxRequests": 32}
+
+
 class TraceReplay(Workload):
     enabled: bool = False
+    source: TraceSource = "synthetic"
+    # --- source: synthetic (the seeded Mooncake-style generator) ---
     isl: PositiveInt = 8192
     osl: PositiveInt = 1024
     reuse: Share = 0.70
-    concurrencies: Annotated[list[PositiveInt], Field(min_length=1)] = [16]
     requests: PositiveInt = 200
     block_size: PositiveInt = 512
     # Lognormal spread of input lengths around the median `isl` (0: every row exactly isl).
     # Chat traces have a long tail of accumulated context, part of it beyond maxModelLen; such
     # rows are dropped (or their output clipped) before the step and counted in the run record.
     isl_sigma: Annotated[float, Field(ge=0.0, le=3.0)] = 0.0
+    # --- a replayed trace (public or file): its own timestamps, lengths and block hashes ---
+    # source: file: a Mooncake-format JSONL (.jsonl or .jsonl.gz), relative to the project
+    # root (the folder holding Pulumi.yaml) or absolute; sha256 (of the uncompressed JSONL),
+    # when given, is verified before anything runs.
+    file: str | None = None
+    sha256: Annotated[str | None, Field(pattern=r"^[0-9a-f]{64}$")] = None
+    # The time window replayed, in seconds of trace time (None: to the trace's end), then at
+    # most max_requests of its first requests (a request sample that keeps the arrival pattern
+    # and the prefix structure of its stretch of trace).
+    window_start_s: Annotated[float, Field(ge=0)] = 0.0
+    window_s: Annotated[float | None, Field(gt=0)] = None
+    max_requests: PositiveInt | None = None
+    # Arrival timestamps divided by this (2: twice the trace's request rate).
+    speed_up: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    # One step per entry: the generator's concurrency, or for a replayed trace the cap on
+    # requests in flight (AIPerf's --concurrency with its fixed schedule: a request due while
+    # the cap is reached waits, and the report shows its lag).
+    concurrencies: Annotated[list[PositiveInt], Field(min_length=1)] = [16]
     # After each step (cold: workers restarted), replay the same trace, same prompts, without a
     # restart: a warm-cache step beside every cold one.
     warm_pass: bool = False
     # Fresh hash ids per concurrency and repeat: one restart before the first step suffices.
     cold_restart: ColdRestart = "first-step"
     quick: dict[str, Any] = {"requests": 24, "isl": 2048, "osl": 64}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_quick_default(cls, data: Any) -> Any:
+        # The generator's quick block (shorter lengths) means nothing to a replayed trace.
+        if isinstance(data, dict) and "quick" not in data and \
+                data.get("source", "synthetic") != "synthetic":
+            data = {**data, "quick": REPLAY_QUICK}
+        return data
+
+    @property
+    def replays_trace(self) -> bool:
+        return self.source != "synthetic"
+
+    @model_validator(mode="after")
+    def _fields_match_the_source(self) -> Self:
+        wrong, why = ((SYNTHETIC_ONLY, "shapes the seeded generator (source: synthetic) only; "
+                       "a replayed trace brings its own lengths, reuse and block size")
+                      if self.replays_trace else
+                      (REPLAY_ONLY, "is read only when replaying a trace (source: "
+                       "mooncake-conversation, mooncake-synthetic or file)"))
+        # By value, not by what the file named: a run record stores every field, defaults too.
+        for name in wrong:
+            if getattr(self, name) != type(self).model_fields[name].default:
+                raise field_error(to_camel(name), message=f"{to_camel(name)} {why}: remove it")
+        if (self.source == "file") != (self.file is not None):
+            raise field_error("file", message="source: file needs file (a Mooncake-format "
+                              ".jsonl or .jsonl.gz), and file is read only with source: file")
+        if self.file is not None and not self.file.endswith((".jsonl", ".jsonl.gz")):
+            raise field_error("file", message=f"'{self.file}' is not a .jsonl or .jsonl.gz "
+                              "file: point it at a Mooncake-format JSONL trace")
+        if self.sha256 is not None and self.source != "file":
+            raise field_error("sha256", message="the public traces are verified against "
+                              "their published checksums: remove sha256")
+        return self
 
 
 class WorkloadsConfig(_Model):

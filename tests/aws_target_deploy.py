@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 from tests.aws_target_fake import Component, FakeCluster, JobRun
 from tests.aws_target_fake_serving import engine_log
-from workloads import k8s_scripts
-from workloads.k8s_jobs import RESULTS_MOUNT
+from workloads.targets.aws import k8s_scripts
+from workloads.targets.aws.k8s_jobs import RESULTS_MOUNT
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runs" / "local-agg" / "fixture"
 EXPORTS = ("profile_export.jsonl", "profile_export_aiperf.json", "server_metrics_export.json")
@@ -225,7 +225,7 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
 
 def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | None = None,
                kv_capacity_tokens: list[int] | None = None):
-    from workloads.targets.aws import AwsTarget
+    from workloads.targets.aws.target import AwsTarget
     return AwsTarget(d.stack, tmp / "engine", run_id=run_id, outputs_file=d.outputs,
                      kube=d.cluster.kube(), clock=d.cluster.clock,
                      report=(messages.append if messages is not None else None),
@@ -235,6 +235,6 @@ def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | N
 def connect_runner(monkeypatch, d: Deployed) -> Deployed:
     """The client boundary for `python -m workloads run`: the aws target connects to the fake
     cluster (and its clock) instead of a real API server."""
-    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
-    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
+    monkeypatch.setattr("workloads.targets.aws.target.connect", lambda cfg: d.cluster.kube())
+    monkeypatch.setattr("workloads.targets.aws.target.Clock", lambda: d.cluster.clock)
     return d

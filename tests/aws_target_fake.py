@@ -1,4 +1,5 @@
-"""An in-memory Kubernetes cluster at the runner's client boundary (workloads.k8s_client.Kube).
+"""An in-memory Kubernetes cluster at the runner's client boundary
+(workloads.targets.aws.k8s_client.Kube).
 
 It implements exactly the CoreV1 / BatchV1 / CustomObjects calls, the pod exec and the
 in-cluster HTTP the aws target uses, with small simulated controllers:
@@ -34,11 +35,11 @@ import httpx
 from tests.aws_target_fake_api import FakeBatchV1, FakeCoreV1, FakeCustomObjects, _not_found
 from tests.aws_target_fake_serving import FakeServing
 from tests.k8s_validation import validate_builtin
-from workloads import k8s_scripts
-from workloads.attest_scripts import GPU_PROBE, METRICS_GET
-from workloads.k8s_client import ExecResult, Kube
-from workloads.k8s_graph import OP_COMPONENT_LABEL, OP_GRAPH_LABEL
-from workloads.k8s_jobs import RESULTS_MOUNT
+from workloads.targets.aws import k8s_scripts
+from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
+from workloads.targets.aws.k8s_client import ExecResult, Kube
+from workloads.targets.aws.k8s_graph import OP_COMPONENT_LABEL, OP_GRAPH_LABEL
+from workloads.targets.aws.k8s_jobs import RESULTS_MOUNT
 
 BASE = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from workloads.k8s_graph import OP_GRAPH_LABEL
+from workloads.targets.aws.k8s_graph import OP_GRAPH_LABEL
 
 JOB_LABEL = "batch.kubernetes.io/job-name"
 

@@ -23,6 +23,15 @@ def copy_runs(dest: Path) -> Path:
     return root
 
 
+def built_fixture_run(fixture: Path, root: Path, name: str):
+    """A committed real run (runs/<stack>/<run-id>) copied under `root`, and its report."""
+    from reports.build import build_report
+
+    run = root / "runs" / fixture.parent.name / fixture.name
+    shutil.copytree(fixture, run)
+    return run, build_report([run], root / "out", name=name)
+
+
 def run_dir(root: Path, stack: str, run_id: str = "fixture") -> Path:
     """The stack's full fixture run (`fixture-repeats` holds two more sweeps of it)."""
     return root / stack / run_id

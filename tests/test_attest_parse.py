@@ -24,7 +24,7 @@ from workloads.attest_parse import (
     nixl_backends,
     parse_prometheus,
 )
-from workloads.attest_scripts import GPU_PROBE, METRICS_GET
+from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
 
 UUIDS = node_uuids("p4d-0")
 

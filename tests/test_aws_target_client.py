@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.aws_target_deploy import KUBECONFIG
-from workloads.k8s_client import KubeError, connect, proxy_path
+from workloads.targets.aws.k8s_client import KubeError, connect, proxy_path
 
 
 def test_service_urls_go_through_the_api_server_proxy_with_the_token():

@@ -10,12 +10,13 @@ import pytest
 
 from tests.aws_target_deploy import NAMESPACE, aws_target, deploy, produce_exports
 from tests.aws_target_fake import JobRun
-from workloads import k8s_jobs, promql, step_exec
-from workloads.k8s_client import KubeError
-from workloads.k8s_step import JobExecutor
+from workloads import promql, step_exec
 from workloads.manifest import COMPLETE, FAILED, Manifest
 from workloads.steps import plan
-from workloads.targets import TargetError
+from workloads.targets.aws import k8s_jobs
+from workloads.targets.aws.k8s_client import KubeError
+from workloads.targets.aws.k8s_step import JobExecutor
+from workloads.targets.base import TargetError
 
 
 def _started(tmp_path, stack="disagg-a100", **kw):

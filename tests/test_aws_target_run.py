@@ -12,9 +12,9 @@ import pytest
 from reports.build import build_report
 from reports.node_hours import usage_from_manifest
 from tests.aws_target_deploy import NAMESPACE, connect_runner, deploy
-from workloads import k8s_jobs
 from workloads.runner import RunOptions, run
 from workloads.steps import plan
+from workloads.targets.aws import k8s_jobs
 
 
 @pytest.fixture

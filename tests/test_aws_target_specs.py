@@ -16,10 +16,10 @@ from stacks.k8s_names import LOADGEN_SERVICE_ACCOUNT, NODE_GROUP_LABEL, ZONE_LAB
 from stacks.loader import load_stack
 from tests.aws_target_deploy import KUBECONFIG
 from tests.k8s_validation import validate_builtin
-from workloads import k8s_graph, k8s_jobs, k8s_scripts
 from workloads.aiperf_args import AiperfInvocation, profile_args
-from workloads.k8s_outputs import kubeconfig, read_outputs
-from workloads.targets import TargetError
+from workloads.targets.aws import k8s_graph, k8s_jobs, k8s_scripts
+from workloads.targets.aws.k8s_outputs import kubeconfig, read_outputs
+from workloads.targets.base import TargetError
 
 REPO = Path(__file__).resolve().parents[1]
 PLACEMENT = k8s_jobs.Placement(("cpu",), "us-east-1b", max_cpu=8)

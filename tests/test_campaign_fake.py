@@ -23,7 +23,7 @@ VARIANTS = ["disagg-a100", "agg-a100-kv", "agg-a100"]
 @pytest.fixture
 def world(tmp_path, monkeypatch):
     cluster = fake_cluster(tmp_path)
-    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: cluster.kube())
+    monkeypatch.setattr("workloads.targets.aws.target.connect", lambda cfg: cluster.kube())
     ws = FakeWorkspace(cluster)
     return cluster, ws
 

@@ -9,7 +9,7 @@ import pytest
 from stacks.loader import load_stack, parse_config
 from stacks.preflight import check_stack
 from workloads.model_folder import build_model_folder, folder_files, snapshot_id
-from workloads.targets import TargetError
+from workloads.targets.base import TargetError
 from workloads.targets.local import (
     engine_env,
     frontend_argv,

@@ -11,17 +11,16 @@
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from recipe_stacks import changed
+from reports_fixtures import built_fixture_run
 from sla_checks import check_sla_against_raw
 from typer.testing import CliRunner
 
 from reports.__main__ import app
-from reports.build import build_report
 from reports.compare import sla_baseline_ratio, sla_topology_side_by_side
 from reports.published import PUBLISHED, PUBLISHED_LABEL, model_user_speed, published_figure
 from reports.runs import RunError
@@ -36,11 +35,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "recipe-runs" / "local-recipe-mot
 
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sla")
-    run = root / "runs" / "local-recipe-motif3" / "fixture"
-    shutil.copytree(FIXTURE, run)
-    report = build_report([run], root / "out", name="rehearsal")
-    return run, report
+    return built_fixture_run(FIXTURE, tmp_path_factory.mktemp("sla"), "rehearsal")
 
 
 def test_sla_rows_equal_the_raw_exports(rehearsal) -> None:

@@ -132,3 +132,14 @@ def test_summary_cost_warnings_name_what_the_cost_table_used():
         "a: some instance prices are unknown: its cost and $/1M are left empty (see the cost "
         "scope)"]
     assert price_warnings(pd.DataFrame()) == []
+
+
+def test_a_request_without_the_figure_a_bound_needs_is_not_good():
+    """A one-token answer has no ITL and no per-user speed: under an SLO that bounds them it
+    is not good (AIPerf's good-request count does the same); under a TTFT-only SLO it is."""
+    req = pd.DataFrame({"completed": [True, True], "ttft_ms": [100.0, 100.0],
+                        "tok_s_per_user": [80.0, math.nan], "itl_ms": [10.0, math.nan]})
+    assert request_meets(req, Slo("u", ttft_ms=5000, min_tok_s_per_user=50)).tolist() == \
+        [True, False]
+    assert request_meets(req, Slo("i", ttft_ms=5000, itl_ms=20)).tolist() == [True, False]
+    assert request_meets(req, Slo("t", ttft_ms=5000)).tolist() == [True, True]

@@ -145,8 +145,8 @@ def test_a_phase_that_raises_is_closed_failed_or_interrupted(tmp_path, stack):
 
 
 def test_aws_target_endpoints_come_from_stack_outputs():
-    from workloads.targets import TargetError
-    from workloads.targets.aws import endpoints_from_outputs, prometheus_url
+    from workloads.targets.aws.target import endpoints_from_outputs, prometheus_url
+    from workloads.targets.base import TargetError
     outputs = {"frontendService": "agg-a100-frontend", "dynamoNamespace": "dynamo",
                "prometheusService": "prometheus-kube-prometheus-prometheus"}
     ep = endpoints_from_outputs(outputs, "Qwen/Qwen3-30B-A3B")

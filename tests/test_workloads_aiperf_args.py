@@ -72,3 +72,27 @@ def test_aiperf_parser_rejects_an_unknown_flag(tmp_path):
     with pytest.raises(Exception) as err:  # noqa: B017 - cyclopts raises its own error types
         _parse(args)
     assert "server-metric" in str(err.value)
+
+
+def test_replay_step_runs_on_aiperfs_fixed_schedule_with_the_cap_on_in_flight(tmp_path):
+    """A replayed trace: AIPerf's own plan is a fixed-schedule phase (rows sent at their
+    timestamps, the first at 0) of exactly the file's rows, capped at the step's concurrency."""
+    from aiperf.cli_commands.profile import app
+    from aiperf.config.flags.resolver import resolve_config
+    from aiperf.config.loader import build_benchmark_plan
+
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"hash_ids":[1],"input_length":100,"output_length":8,"session_id":"req-0",'
+                 '"timestamp":0}\n{"hash_ids":[1,2],"input_length":200,"output_length":8,'
+                 '"session_id":"req-1","timestamp":250}\n')
+    args = profile_args(_inv(tmp_path, input_file=f, request_count=2, concurrency=6,
+                             block_size=128, fixed_schedule=True))
+    assert "--fixed-schedule" in args and "--fixed-schedule-auto-offset" in args
+    _, bound, _ = app.parse_args(args[1:], exit_on_error=False, print_error=False)
+    plan = build_benchmark_plan(resolve_config(bound.kwargs["cli_config"], None))
+    (profiling,) = [p for p in plan.configs[0].phases if p.kind == "profiling"]
+    assert str(profiling.type).endswith("fixed_schedule")
+    assert (profiling.requests, profiling.concurrency, profiling.auto_offset) == (2, 6, True)
+    assert plan.configs[0].get_default_dataset().block_size == 128
+    # the generated workloads (no timestamps) keep their concurrency-driven phase
+    assert "--fixed-schedule" not in profile_args(_inv(tmp_path))

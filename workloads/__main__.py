@@ -47,7 +47,7 @@ def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.
     """
     from workloads.runner import RunOptions
     from workloads.runner import run as run_stack
-    from workloads.targets import TargetError
+    from workloads.targets.base import TargetError
 
     _check_scale(scale)
     opts = RunOptions(stack=stack, scale=scale, only=only or None, repeat=repeat,

@@ -8,6 +8,10 @@ Every flag here was checked against `aiperf profile --help` and AIPerf's sources
   truncates the file. Duration-bounded steps add `--benchmark-duration` (rows are sized so the
   duration ends first) and `--benchmark-grace-period` for the requests still in flight.
 - `--concurrency` is concurrent requests, or concurrent conversations for multi-turn data.
+- `--fixed-schedule --fixed-schedule-auto-offset` (a replayed trace): rows are sent at their
+  `timestamp` (ms), the first one at 0 (timing/strategies/fixed_schedule.py); `--concurrency`
+  still caps the sessions in flight (timing/phase/runner.py configures the phase's limiter,
+  credit/issuer.py waits for a slot), and every row here is its own one-turn session.
 - `--extra-inputs ignore_eos:true` makes output lengths the requested ones;
   `--use-server-token-count` counts tokens from the server's usage, not a local tokenizer.
 - `--server-metrics URL...` scrapes the frontend's and every worker's /metrics during the
@@ -45,6 +49,9 @@ class AiperfInvocation:
     # AIPerf sizes its worker pool from the cores it sees; in a container that is the node's
     # cores, not the CPU limit, so the cluster Job states it (None: AIPerf's default).
     workers_max: int | None = None
+    # A replayed trace: send each row at its timestamp (ms, the first sent row at 0); the
+    # concurrency then caps the requests in flight instead of driving the load.
+    fixed_schedule: bool = False
 
 
 def profile_args(inv: AiperfInvocation) -> list[str]:
@@ -68,6 +75,8 @@ def profile_args(inv: AiperfInvocation) -> list[str]:
         args.append("--tokenizer-trust-remote-code")
     if inv.workers_max is not None:
         args += ["--workers-max", str(inv.workers_max)]
+    if inv.fixed_schedule:
+        args += ["--fixed-schedule", "--fixed-schedule-auto-offset"]
     if inv.duration_s is not None:
         args += ["--benchmark-duration", _num(inv.duration_s),
                  "--benchmark-grace-period", _num(GRACE_PERIOD_S)]

@@ -1,10 +1,10 @@
 """Run-time attestation, judged (pure): is the deployment what the stack says?
 
 Before the smoke test of every run, and again after every cold restart, the target gathers
-evidence from the real pods and metrics (workloads/attest_aws.py on a cluster, the local
-target's own probe on the mocker) and this module judges it, check by check. A failed check
-refuses the run: no load is sent and the message shows the evidence. Every attestation is kept
-in the manifest (`attestations`) and report.md shows one line per run.
+evidence from the real pods and metrics (workloads/targets/aws/attest_aws.py on a cluster,
+the local target's own probe on the mocker) and this module judges it, check by check. A
+failed check refuses the run: no load is sent and the message shows the evidence. Every
+attestation is kept in the manifest (`attestations`) and report.md shows one line per run.
 
 Evidence (a dict): `models` (ids /v1/models lists); `pods` {pod: {component, role, node,
 gpu_probe, nixl_backends, engine}} on a cluster; `before` / `after` metric totals around the
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workloads.attest_parse import Expected, expected_gpus
-from workloads.targets import TargetError
+from workloads.targets.base import TargetError
 
 PASS, FAIL = "pass", "fail"
 MOCKER = "not applicable (mocker)"

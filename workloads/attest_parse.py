@@ -99,7 +99,7 @@ def engine_config(log: str) -> dict[str, str] | None:
 
 
 def gpu_probe(stdout: bytes | str) -> dict:
-    """The JSON the in-pod GPU probe prints (workloads/attest_scripts.py)."""
+    """The JSON the in-pod GPU probe prints (workloads/targets/aws/attest_scripts.py)."""
     text = stdout.decode(errors="replace") if isinstance(stdout, bytes) else stdout
     try:
         out = json.loads(text)

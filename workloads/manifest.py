@@ -185,4 +185,9 @@ class Manifest:
         ds = fields.get("dataset")
         if ds:
             self.data["datasets"][ds["path"]] = ds["sha256"]
+            if "trace" in ds:   # a replayed trace: which one, verified against what
+                trace = ds["trace"]
+                self.data.setdefault("traces", {})[trace["source"]] = {
+                    k: trace[k] for k in ("file", "sha256", "verified", "upstream",
+                                          "upstream_commit", "licence") if k in trace}
         self.save()

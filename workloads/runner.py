@@ -37,7 +37,8 @@ from workloads import smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
 from workloads.model_folder import build_model_folder
 from workloads.steps import Step, plan
-from workloads.targets import Target, TargetError, make_target
+from workloads.targets import make_target
+from workloads.targets.base import Target, TargetError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,8 @@ is moved to `.failed/` first. Ctrl-C stops AIPerf and re-raises.
 
 Where AIPerf runs is the target's business, through a StepExecutor: `LocalAiperf` runs it here
 as a subprocess (its whole process group is stopped on Ctrl-C); the aws target runs it as a
-Kubernetes Job (workloads/k8s_step.py) and copies its artifacts back into the same layout.
+Kubernetes Job (workloads/targets/aws/k8s_step.py) and copies its artifacts back into the same
+layout.
 Either way the judge below reads the same exports.
 """
 
@@ -147,6 +148,11 @@ def clear_partials(run_dir: Path) -> list[Path]:
     return found
 
 
+def fixed_schedule(step: Step) -> bool:
+    """A replayed trace: AIPerf sends its rows at their timestamps."""
+    return step.params.get("schedule") == "fixed"
+
+
 def step_dataset(step: Step) -> tuple[list[dict], dict]:
     """The rows AIPerf gets (fitted to the context limit) and what the run record says of them:
     rows dropped or clipped for exceeding maxModelLen and, for a reuse-shaped trace, the block
@@ -156,6 +162,9 @@ def step_dataset(step: Step) -> tuple[list[dict], dict]:
     if step.max_model_len is not None:
         rows, fit = fit_context(rows, step.max_model_len)
         record["context_limit"] = fit.as_dict()
+    if step.finish is not None:
+        rows, extra = step.finish(rows)
+        record.update(extra)
     if "target_reuse" in step.params:
         record["block_reuse"] = round(block_reuse(rows), 6)
     return rows, record
@@ -191,6 +200,7 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
         input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
         seed=step.seed, artifact_dir=work, server_metrics=tuple(endpoints.metrics_urls),
         duration_s=step.duration_s, block_size=step.params.get("block_size", 512),
+        fixed_schedule=fixed_schedule(step),
         request_timeout_s=ctx.request_timeout_s, tokenizer_revision=ctx.tokenizer_revision,
         tokenizer_trust_remote_code=ctx.tokenizer_trust_remote_code)
     manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
@@ -227,7 +237,10 @@ def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
               "aiperf_effective_concurrency": results.summary_metric(
                   work, "effective_concurrency"),
               "host_cores": ex.host_cores,
-              **verdict(step.concurrency, achieved, cpu.get("mean_cores"), ex.host_cores)}
+              # a replayed trace's concurrency is only a cap: the trace's arrivals decide how
+              # many are in flight (its schedule lag is AIPerf's replay_sched_lag_*)
+              **verdict(step.concurrency, None if fixed_schedule(step) else achieved,
+                        cpu.get("mean_cores"), ex.host_cores)}
     reasons = []
     if ex.failure:
         reasons.append(ex.failure)

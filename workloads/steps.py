@@ -13,9 +13,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stacks.estimate import replay_seconds
 from stacks.schema import StackConfig
+from stacks.trace_checks import engine_block_size
 from stacks.workload_config import Scale, WorkloadsConfig, restarts_before
 from workloads import datasets as ds
+from workloads.trace_replay import replay_steps
 
 WORKLOADS = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
              "trace_replay")
@@ -57,6 +60,10 @@ class Step:
     eta_s: float = 0.0
     # The smallest worker maxModelLen: rows beyond it are dropped or clipped before the step.
     max_model_len: int | None = None
+    # After the context fit: the rows AIPerf gets and what the run record adds (a replayed
+    # trace maps its block ids onto the engine's blocks and computes its reuse bounds here).
+    finish: Callable[[list[dict]], tuple[list[dict], dict]] | None = field(
+        default=None, repr=False, compare=False)
 
 
 def rows_for_duration(concurrency: int, duration_s: float, osl: int, turns: int = 1) -> int:
@@ -121,7 +128,9 @@ def _prefix(w, seed: int, repeat: int) -> list[tuple]:
     return out
 
 
-def _trace(w, seed: int, repeat: int) -> list[tuple]:
+def _trace(w, seed: int, repeat: int, engine_block: int | None = None) -> list[tuple]:
+    if w.replays_trace:   # a public trace or a user's file, on its own schedule
+        return replay_steps(w, seed, engine_block or BLOCK)
     out = []
     for c in w.concurrencies:
         s = ds.stable_seed(seed, "trace", c)
@@ -167,6 +176,7 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
     n_repeats = repeats if repeats is not None else cfg.repeats
     max_model_len = min(w.max_model_len for w in stack.serving.workers) if stack.serving \
         else None
+    engine_block = engine_block_size(stack) if stack.serving else None
     steps = []
     for name, workload in enabled.items():
         if only and name not in only:
@@ -176,7 +186,10 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
         for r in range(1, n_repeats + 1):
             base_seed = ds.stable_seed(cfg.seed, name, r)
             suffix = f"/r{r}" if n_repeats > 1 else ""
-            for sname, conc, duration, cold, rows, params in _BUILDERS[name](w, base_seed, r):
+            build = _BUILDERS[name]
+            built = build(w, base_seed, r, engine_block) if name == "trace_replay" else \
+                build(w, base_seed, r)
+            for sname, conc, duration, cold, rows, params, *finish in built:
                 step_id = f"{name}/{sname}{suffix}"
                 # a warm replay takes its cold step's seed: AIPerf then sends the same prompts
                 seed_id = f"{name}/{params.get('warm_after', sname)}{suffix}"
@@ -184,6 +197,12 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
                     ("epoch", prompt_epoch) if prompt_epoch else ())) % 2**31
                 osl = params.get("mean_osl", params.get("osl", 0))
                 eta = _eta(params["rows"], conc, osl, duration)
+                if params.get("schedule") == "fixed":
+                    # a replayed trace: its schedule, or longer when the cap holds it back, at
+                    # the stack's assumed ITL (as `stacks plan` forecasts it): the runner stops
+                    # AIPerf as hung only well past this
+                    eta = max(eta, AIPERF_FIXED_S + replay_seconds(
+                        w, conc, stack.cost.assumed_itl_ms))
                 if cold:
                     cold = restarts_before(getattr(w, "cold_restart", "every-step"), cold_steps)
                     cold_steps += 1
@@ -193,5 +212,6 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
                 steps.append(Step(id=step_id, workload=name, name=sname, repeat=r,
                                   concurrency=conc, seed=seed, rows=rows, duration_s=duration,
                                   cold=cold, params=params, eta_s=eta,
-                                  max_model_len=max_model_len))
+                                  max_model_len=max_model_len,
+                                  finish=finish[0] if finish else None))
     return steps

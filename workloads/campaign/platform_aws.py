@@ -27,11 +27,11 @@ from rich.console import Console
 from stacks.campaign_config import CampaignDeploy
 from stacks.k8s_names import NODE_GROUP_LABEL
 from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY
-from workloads import k8s_cluster, k8s_graph
 from workloads.campaign.automation import PulumiStacks
-from workloads.k8s_client import items
-from workloads.k8s_outputs import kubeconfig
 from workloads.runner import RunOptions, RunResult, run
+from workloads.targets.aws import k8s_cluster, k8s_graph
+from workloads.targets.aws.k8s_client import items
+from workloads.targets.aws.k8s_outputs import kubeconfig
 
 
 class AwsPlatform:
@@ -47,7 +47,7 @@ class AwsPlatform:
         self.retaining: set[str] = set()
 
     def _kube(self, outputs: dict):
-        from workloads.targets import aws as aws_target  # the tests' client boundary
+        from workloads.targets.aws import target as aws_target  # the tests' client boundary
 
         return aws_target.connect(kubeconfig(outputs))
 

@@ -35,8 +35,8 @@ from workloads.campaign.identity import local_same_workers, rendered_same_worker
 from workloads.campaign.plan import aws_plan, local_plan
 from workloads.campaign.state import CampaignState
 from workloads.campaign.timeline import measure
-from workloads.k8s_client import Clock
 from workloads.runner import REPO, default_hf_home
+from workloads.targets.aws.k8s_client import Clock
 
 LOCAL = "local"
 

@@ -28,7 +28,7 @@ from workloads import attest_probe
 from workloads.attest_checks import Attestation, evaluate
 from workloads.attest_parse import expected
 from workloads.model_folder import ModelFolder
-from workloads.targets import Endpoints, TargetError
+from workloads.targets.base import Endpoints, TargetError
 from workloads.targets.processes import ManagedProcess, free_port, start_process, wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,10 +5,10 @@ server proxies Services, not pod ports)."""
 
 from __future__ import annotations
 
-from workloads import k8s_graph, k8s_scripts
 from workloads.attest_parse import engine_config, gpu_probe, nixl_backends
-from workloads.attest_scripts import GPU_PROBE, METRICS_GET
-from workloads.k8s_client import Kube, KubeError
+from workloads.targets.aws import k8s_graph, k8s_scripts
+from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
+from workloads.targets.aws.k8s_client import Kube, KubeError
 
 LOG_BYTES = 32 << 20
 EXEC_TIMEOUT_S = 120.0

@@ -16,8 +16,8 @@ import json
 from collections.abc import Callable
 
 from stacks.k8s_names import DGD_GROUP, DGD_PLURAL, DGD_VERSION
-from workloads import k8s_graph, k8s_scripts
-from workloads.k8s_client import (
+from workloads.targets.aws import k8s_graph, k8s_scripts
+from workloads.targets.aws.k8s_client import (
     Clock,
     Kube,
     KubeError,
@@ -26,7 +26,7 @@ from workloads.k8s_client import (
     retrying,
     to_dict,
 )
-from workloads.targets import TargetError
+from workloads.targets.base import TargetError
 
 POLL_S = 5.0
 REPORT_EVERY_S = 30.0

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from workloads.targets import TargetError
+from workloads.targets.base import TargetError
 
 STDIN_CHUNK = 256 << 10   # per websocket frame, well under any server limit
 

@@ -1,7 +1,7 @@
 """The `aws` target: a deployed stack, driven from this machine through its kubeconfig.
 
-The Pulumi stack outputs (workloads/k8s_outputs.py) give the kubeconfig, the namespace, the
-DynamoGraphDeployment and the frontend Service. With them the target
+The Pulumi stack outputs (workloads/targets/aws/k8s_outputs.py) give the kubeconfig, the
+namespace, the DynamoGraphDeployment and the frontend Service. With them the target
 - waits for the graph and its pods to be ready, bounded by the stack's start-up budget
   (serving.startupBudgetMinutes, else twice the model-load estimate, plus time for scheduling
   and image pulls), and until the frontend lists the model; each pod's scheduling, pull and
@@ -9,7 +9,7 @@ DynamoGraphDeployment and the frontend Service. With them the target
 - records where the graph runs (nodes, instance types, zones), the image digests actually
   running, the Dynamo / vLLM / NIXL versions the pods report, and the KV transfer backend;
 - runs every step as a Kubernetes Job on a CPU node group in the frontend's zone
-  (workloads/k8s_step.py), with one transfer pod per run for the results PVC;
+  (workloads/targets/aws/k8s_step.py), with one transfer pod per run for the results PVC;
 - restarts only this graph's worker pods for a cold-cache step (selector from the graph's own
   components) and waits until their replacements are ready;
 - on stop (end, failure or Ctrl-C) deletes this run's Jobs, ConfigMaps and transfer pod, found
@@ -28,10 +28,12 @@ from stacks.loader import STACKS_DIR, load_stack
 from stacks.node_images import image_cuda
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
-from workloads import attest_aws, attest_probe, k8s_cluster, k8s_graph, k8s_jobs
+from workloads import attest_probe
 from workloads.attest_checks import Attestation, evaluate
 from workloads.attest_parse import expected
-from workloads.k8s_client import (
+from workloads.smoke import list_models
+from workloads.targets.aws import attest_aws, k8s_cluster, k8s_graph, k8s_jobs
+from workloads.targets.aws.k8s_client import (
     Clock,
     Kube,
     KubeError,
@@ -40,7 +42,7 @@ from workloads.k8s_client import (
     items,
     retrying,
 )
-from workloads.k8s_outputs import (
+from workloads.targets.aws.k8s_outputs import (
     check_outputs,
     endpoints_from_outputs,
     kubeconfig,
@@ -48,10 +50,9 @@ from workloads.k8s_outputs import (
     public_outputs,
     read_outputs,
 )
-from workloads.k8s_step import JobExecutor, JobSettings
-from workloads.k8s_transfer import ResultsVolume
-from workloads.smoke import list_models
-from workloads.targets import Endpoints, TargetError
+from workloads.targets.aws.k8s_step import JobExecutor, JobSettings
+from workloads.targets.aws.k8s_transfer import ResultsVolume
+from workloads.targets.base import Endpoints, TargetError
 
 # Scheduling, node start-up and image pulls (the vLLM runtime image is tens of GB) on top of
 # the model load itself.

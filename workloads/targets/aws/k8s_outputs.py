@@ -19,7 +19,7 @@ import yaml
 
 from stacks.k8s_names import FRONTEND_PORT, MONITORING_NAMESPACE, PROMETHEUS_PORT
 from stacks.schema import StackConfig
-from workloads.targets import Endpoints, TargetError
+from workloads.targets.base import Endpoints, TargetError
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS_ENV = "DYNAMO_BENCH_STACK_OUTPUTS"

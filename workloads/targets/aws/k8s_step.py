@@ -15,9 +15,13 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from workloads import k8s_jobs, promql, results
+from workloads import promql, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
-from workloads.k8s_client import (
+from workloads.saturation import CpuSampler
+from workloads.step_exec import AIPERF_SLACK_S, Execution
+from workloads.steps import Step
+from workloads.targets.aws import k8s_jobs
+from workloads.targets.aws.k8s_client import (
     Clock,
     Kube,
     KubeError,
@@ -26,12 +30,9 @@ from workloads.k8s_client import (
     retrying,
     to_dict,
 )
-from workloads.k8s_graph import pod_state
-from workloads.k8s_scripts import CPU_SAMPLES
-from workloads.k8s_transfer import ResultsVolume
-from workloads.saturation import CpuSampler
-from workloads.step_exec import AIPERF_SLACK_S, Execution
-from workloads.steps import Step
+from workloads.targets.aws.k8s_graph import pod_state
+from workloads.targets.aws.k8s_scripts import CPU_SAMPLES
+from workloads.targets.aws.k8s_transfer import ResultsVolume
 
 POLL_S = 2.0
 # The Job controller's pod label (Kubernetes >= 1.27).

@@ -36,7 +36,7 @@ from stacks.k8s_names import (
     RESULTS_PVC,
     ZONE_LABEL,
 )
-from workloads import k8s_scripts
+from workloads.targets.aws import k8s_scripts
 
 AIPERF_VERSION = "0.13.0"
 AIPERF_IMAGE = f"nvcr.io/nvidia/aiperf:{AIPERF_VERSION}"

@@ -12,9 +12,9 @@ import io
 import tarfile
 from pathlib import Path
 
-from workloads import k8s_scripts
-from workloads.k8s_client import Clock, Kube, KubeError, is_not_found, to_dict
-from workloads.k8s_graph import pod_state
+from workloads.targets.aws import k8s_scripts
+from workloads.targets.aws.k8s_client import Clock, Kube, KubeError, is_not_found, to_dict
+from workloads.targets.aws.k8s_graph import pod_state
 
 POLL_S = 2.0
 START_TIMEOUT_S = 600.0
