@@ -1,7 +1,8 @@
 """The shipped campaigns' forecasts, pinned against the stack files (issue 13): billed / loaded
 GPU-hours at most 1.3 for base-a100 (2.72 when variants ran one after another, each reloading
 the model and restarting before cold steps) and at most 6 for base-b200 (16.1 when the issue
-was filed, 10.9 since its recipes replay the real trace), with no step or variant dropped and no model-load or start-up assumption lowered; and the campaign budget."""
+was filed, 10.9 since its recipes replay the real trace), with no step or variant dropped and
+no model-load or start-up assumption lowered; and the campaign budget."""
 
 from __future__ import annotations
 
