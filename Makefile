@@ -30,20 +30,20 @@ check: venv
 	$(BIN)/python -m stacks check --all
 
 # The three local stacks and the B200 recipe rehearsal (local-recipe-motif3: trace workload,
-# sla.csv) at quick scale through every enabled workload, under one run id
-# (runs/<stack>/<DEMO_RUN>/); `make demo DEMO_RUN=<id>` resumes that run. Measured: 9 min 35 s
-# on 2 shared cores (the rehearsal, a window of the real Mooncake trace, 44 s of it).
+# sla.csv) at quick scale through every enabled workload, as one campaign on the local engine
+# (local-agg and local-agg-kv keep their mockers, only the frontend is swapped), under one run
+# id (runs/<stack>/<DEMO_RUN>/, runs/campaigns/local/<DEMO_RUN>/); `make demo DEMO_RUN=<id>`
+# resumes that campaign. The rehearsal replays a window of the real Mooncake trace.
 DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3
 
 demo: venv engine
 	$(BIN)/python -m stacks check --all
-	for s in $(DEMO_STACKS); do \
-	  $(BIN)/python -m workloads run $$s --scale quick --run-id $(DEMO_RUN) || exit $$?; \
-	done
+	$(BIN)/python -m workloads campaign local $(DEMO_STACKS) --scale quick --run-id $(DEMO_RUN)
 	$(BIN)/python -m reports compare $(foreach s,$(DEMO_STACKS),runs/$(s)/$(DEMO_RUN)) --name demo
-	@echo "report: reports/out/demo/report.md"
+	$(BIN)/python -m reports campaign runs/campaigns/local/$(DEMO_RUN) --name demo
+	@echo "report: reports/out/demo/report.md, campaign: reports/out/demo/campaign.md"
 
 test: venv engine
 	$(BIN)/ruff check .

@@ -18,11 +18,12 @@ from pulumi.runtime.config import CONFIG, is_config_secret
 
 from components.program import build
 from stacks.api_access import CONFIG_KEY as API_ACCESS_KEY
+from stacks.campaign_config import parse_campaign, parse_node_group_sizes
 from stacks.deploy_checks import DeployFacts
 from stacks.loader import PROJECT, StackError, load_stack_file, parse_config
 from stacks.preflight import load_base, run_preflight
 from stacks.schema import CONFIG_KEYS
-from stacks.stack_file import PROVIDER_NAMESPACES
+from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROVIDER_NAMESPACES
 
 
 def read_config(cfg: pulumi.Config) -> dict[str, Any]:
@@ -57,7 +58,8 @@ def deploy_facts(cfg: pulumi.Config) -> DeployFacts:
                  if k.partition(":")[0] in PROVIDER_NAMESPACES}
     return DeployFacts(hf_token=hf_token_state(cfg), provider_config=providers,
                        config_keys=tuple(config), deploying=True,
-                       api_access=cfg.get(API_ACCESS_KEY))
+                       api_access=cfg.get(API_ACCESS_KEY), campaign=cfg.get(CAMPAIGN_KEY),
+                       node_group_sizes=cfg.get(NODE_GROUP_SIZES_KEY))
 
 
 def main() -> None:
@@ -76,7 +78,11 @@ def main() -> None:
     if report.problems:
         raise StackError(stack.name, report.problems)
     token = cfg.require_secret("hfToken") if base is None else None
-    for key, value in build(stack, base, token, cfg.get(API_ACCESS_KEY)).items():
+    # pre-flight refused malformed values already (stacks.deploy_checks)
+    campaign = parse_campaign(cfg.get(CAMPAIGN_KEY))[0]
+    sizes = parse_node_group_sizes(cfg.get(NODE_GROUP_SIZES_KEY))[0]
+    for key, value in build(stack, base, token, cfg.get(API_ACCESS_KEY), campaign,
+                            sizes).items():
         pulumi.export(key, value)
 
 

@@ -17,7 +17,12 @@ from __future__ import annotations
 from components.conventions import GPU_RESOURCE, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE
 from components.node_specs import instance_of, node_labels
 from components.placement import INSTANCE_TYPE_LABEL
-from stacks.auto_mode import CAPACITY_TYPE_LABEL, INSTANCE_FAMILY_LABEL, provisioning
+from stacks.auto_mode import (
+    CAPACITY_TYPE_LABEL,
+    EMPTY_NODE_GRACE_S,
+    INSTANCE_FAMILY_LABEL,
+    provisioning,
+)
 from stacks.schema import CapacityType, NodeGroup, Provisioning
 
 NODECLASS_API = "eks.amazonaws.com/v1"
@@ -28,7 +33,7 @@ KARPENTER_CAPACITY = {CapacityType.ON_DEMAND: "on-demand", CapacityType.SPOT: "s
                       CapacityType.CAPACITY_BLOCK: "reserved"}
 # An empty dynamic GPU node goes this long after its last pod (a variant's destroy); a node
 # that runs pods is never drifted or consolidated away (budget 0 for those reasons).
-EMPTY_NODE_GRACE = "30m"
+EMPTY_NODE_GRACE = f"{EMPTY_NODE_GRACE_S // 60}m"
 NO_VOLUNTARY_DISRUPTION = [{"nodes": "0", "reasons": ["Drifted", "Underutilized"]}]
 
 
@@ -87,7 +92,10 @@ def pool_capacity(group: NodeGroup, nodes: int) -> dict:
                            "budgets": NO_VOLUNTARY_DISRUPTION}}
 
 
-def node_pool(group: NodeGroup, zone: str | None) -> dict:
+def node_pool(group: NodeGroup, zone: str | None, nodes: int | None = None) -> dict:
+    """`nodes`: what the pool runs now (default the group's count); a campaign lowers it
+    through the base's dynamo-bench:nodeGroupSizes, to 0 when no scheduled variant uses the
+    group (pool_capacity)."""
     inst = instance_of(group)
     requirements = [
         {"key": INSTANCE_FAMILY_LABEL, "operator": "In", "values": [inst.family]},
@@ -113,5 +121,5 @@ def node_pool(group: NodeGroup, zone: str | None) -> dict:
         "metadata": {"name": auto_mode_name(group)},
         "spec": {"template": {"metadata": {"labels": node_labels(group)},
                               "spec": template_spec},
-                 **pool_capacity(group, group.count)},
+                 **pool_capacity(group, group.count if nodes is None else nodes)},
     }

@@ -96,7 +96,8 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-nodes",
             NodeGroupsArgs(stack=stack, groups=list(stack.cluster.node_groups),
                            cluster=self.handle, tags=tags, install_device_plugins=True,
-                           eks_version=stack.cluster.eks_version),
+                           eks_version=stack.cluster.eks_version,
+                           sizes=args.node_group_sizes),
             opts=pulumi.ResourceOptions(parent=self, providers=[provider, k8s_provider]))
         self.handle.node_resources += self.node_groups.resources
         if stack.cluster.rdma is not None:

@@ -22,9 +22,9 @@ NGC_DYNAMO_REPO = "https://helm.ngc.nvidia.com/nvidia/ai-dynamo"
 PLATFORM_RELEASE = "dynamo-platform"
 
 
-def frontend_service(stack: StackConfig) -> str:
+def frontend_service(stack: StackConfig, name: str | None = None) -> str:
     """The Service the operator creates for the graph's frontend: <graph>-<component>."""
-    return f"{graph.deployment_name(stack)}-{graph.FRONTEND_COMPONENT}"
+    return f"{name or graph.deployment_name(stack)}-{graph.FRONTEND_COMPONENT}"
 
 
 class DynamoNamespace(pulumi.ComponentResource):
@@ -75,6 +75,11 @@ class GraphArgs:
     cluster: ClusterConfig        # the effective cluster (a variant: base groups + its own)
     efa: bool                     # the worker nodes have EFA devices and the device plugin
     depends_on: list[pulumi.Resource]
+    # A campaign's deploy (stacks/campaign_config.py): the graph's name when two variants share
+    # workers, and whether the next variant keeps them (the objects outlive this stack's
+    # destroy, and the next variant's `up` takes them over).
+    graph_name: str | None = None
+    retain: bool = False
 
 
 class DynamoGraph(pulumi.ComponentResource):
@@ -88,15 +93,20 @@ class DynamoGraph(pulumi.ComponentResource):
         super().__init__("dynamo-bench:infra:DynamoGraph", name, None, opts)
         # Built first: a StackError about the graph is raised before anything is registered.
         dgd = graph.build_graph_deployment(args.stack, namespace=args.namespace, efa=args.efa,
-                                           cluster=args.cluster)
-        configmaps = graph.recipe_configmaps(args.stack, args.namespace)
+                                           cluster=args.cluster, name=args.graph_name)
+        configmaps = graph.recipe_configmaps(args.stack, args.namespace, args.graph_name)
+        # Handed over: `pulumi destroy` forgets the objects instead of deleting them, and the
+        # next variant's `up` updates them (its provider upserts): the operator then replaces
+        # only what changed, the frontend (workers are rolled only when a worker spec changes:
+        # ai-dynamo/dynamo docs/pages/kubernetes/rolling-update.md).
+        keep = pulumi.ResourceOptions(retain_on_delete=True) if args.retain else None
         # A pod whose env references a missing ConfigMap key never starts
         # (CreateContainerConfigError): the ConfigMaps exist before the graph.
-        before = create_objects(configmaps, pulumi.ResourceOptions(
-            parent=self, depends_on=args.depends_on))
-        create_object(dgd, pulumi.ResourceOptions(parent=self,
-                                                  depends_on=[*args.depends_on, *before]))
+        before = create_objects(configmaps, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(
+            parent=self, depends_on=args.depends_on), keep))
+        create_object(dgd, pulumi.ResourceOptions.merge(pulumi.ResourceOptions(
+            parent=self, depends_on=[*args.depends_on, *before]), keep))
         self.name = dgd["metadata"]["name"]
-        self.frontend_service = frontend_service(args.stack)
+        self.frontend_service = frontend_service(args.stack, args.graph_name)
         self.register_outputs({"graph": self.name, "frontendService": self.frontend_service,
                                "configMaps": [c["metadata"]["name"] for c in configmaps]})

@@ -54,6 +54,7 @@ from stacks.schema import (
     StackConfig,
     TransferBackend,
 )
+from stacks.worker_identity import compile_cache_dir, compile_cache_env
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
@@ -87,9 +88,11 @@ def _gpu_tolerations() -> list[dict[str, str]]:
     return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}]
 
 
-def recipe_configmaps(stack: StackConfig, namespace: str) -> list[dict[str, Any]]:
-    """ConfigMaps the graph's workers read (the speculative config); create them first."""
-    return recipe_specs.speculative_configmaps(stack, namespace, deployment_name(stack))
+def recipe_configmaps(stack: StackConfig, namespace: str,
+                      name: str | None = None) -> list[dict[str, Any]]:
+    """ConfigMaps the graph's workers read (the speculative config); create them first.
+    `name`: the graph's name (default deployment_name(stack))."""
+    return recipe_specs.speculative_configmaps(stack, namespace, name or deployment_name(stack))
 
 
 def _model_cache_volume() -> dict[str, Any]:
@@ -137,10 +140,12 @@ def _component(serving: ServingConfig, name: str, kind: str, replicas: int,
 class _Worker:
     """Everything the pod of one worker group needs, derived once."""
 
-    def __init__(self, stack: StackConfig, index: int, cluster: ClusterConfig, efa: bool):
+    def __init__(self, stack: StackConfig, index: int, cluster: ClusterConfig, efa: bool,
+                 graph: str):
         serving = stack.serving
         assert serving is not None
         self.stack, self.serving, self.i = stack, serving, index
+        self.cluster, self.graph = cluster, graph
         self.w = serving.workers[index]
         self.field = f"{P}serving.workers[{index}]"
         group = cluster.group(self.w.node_group)
@@ -188,6 +193,9 @@ class _Worker:
             "HF_HUB_OFFLINE": "1",
             # Deterministic block hashes across workers, so KV events match between them.
             "PYTHONHASHSEED": "0",
+            # vLLM's compile/autotune and FlashInfer's JIT caches on the model volume, keyed by
+            # model, image and layout: a second load of this configuration finds them.
+            **compile_cache_env(compile_cache_dir(self.stack, self.cluster, self.i)),
             **kv_config.kvbm_env(self.serving, self.w.role),
         }
         if self.rdma:
@@ -196,7 +204,7 @@ class _Worker:
         pod_ip = ([] if kv_config.SIDE_CHANNEL_HOST_ENV in self.w.env
                   else kv_config.side_channel_env(self.serving, self.w.role))
         return [*_env(values), *pod_ip, _hf_token_env(),
-                *recipe_specs.speculative_env(self.serving, deployment_name(self.stack))]
+                *recipe_specs.speculative_env(self.serving, self.graph)]
 
     def memory_gib(self) -> int:
         # the same request pre-flight packs onto the nodes (stacks.pods)
@@ -324,12 +332,15 @@ def _check_one_zone(stack: StackConfig, groups: list[NodeGroup]) -> None:
 
 
 def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
-                           cluster: ClusterConfig | None = None) -> dict[str, Any]:
+                           cluster: ClusterConfig | None = None,
+                           name: str | None = None) -> dict[str, Any]:
     """The DynamoGraphDeployment of `stack` in `namespace`.
 
     `efa`: the worker nodes have EFA devices and the EFA device plugin. `cluster`: the cluster
     the workers run on; defaults to the stack's own, so an attached variant must pass the
     effective cluster (its base's node groups plus its own, `stacks.preflight.effective_cluster`).
+    `name`: the graph's name, default deployment_name(stack) (a campaign gives two variants
+    that share workers one name: stacks/campaign_config.py).
     Raises StackError (field and fix named) for settings the graph cannot express.
     """
     _check_supported(stack, efa)
@@ -337,10 +348,10 @@ def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
     assert serving is not None
     if not _DNS_LABEL.match(namespace):
         raise ValueError(f"namespace '{namespace}' is not a DNS label")
-    name = deployment_name(stack)
+    name = name or deployment_name(stack)
     labels = {"app.kubernetes.io/part-of": "dynamo-bench", GRAPH_LABEL: name}
     cluster = cluster or stack.cluster
-    workers = [_Worker(stack, i, cluster, efa) for i in range(len(serving.workers))]
+    workers = [_Worker(stack, i, cluster, efa, name) for i in range(len(serving.workers))]
     _check_one_zone(stack, [w.group for w in workers if w.rdma])
     components = [_frontend(stack, labels)]
     if serving.speculative is not None:  # real or synthetic acceptance, on every worker pod

@@ -30,17 +30,13 @@ from stacks.pods import (  # noqa: F401 - re-exported: the version rule lives wi
     uses_kvbm,
     version_tuple,
 )
-from stacks.schema import Role, RouterMode, ServingConfig, Topology, TransferBackend
+from stacks.schema import Role, ServingConfig, Topology, TransferBackend
+from stacks.worker_identity import publishes_kv_events  # noqa: F401 - one rule, re-exported
 
 KV_EVENTS_PORT = 20080
 KVBM_MODULE = "kvbm.vllm_integration.connector"
 # Where KVBM's disk tier lives inside the worker pod (an emptyDir sized to diskGb).
 KVBM_DISK_DIR = "/kvbm-disk"
-
-
-def publishes_kv_events(serving: ServingConfig, role: Role) -> bool:
-    """Workers whose cache the KV router scores: aggregated and prefill workers."""
-    return serving.router == RouterMode.KV and role in (Role.WORKER, Role.PREFILL)
 
 
 def uses_rdma(serving: ServingConfig, efa: bool) -> bool:

@@ -22,6 +22,9 @@ class StackOnAws:
     tags: dict[str, str]
     provider: aws.Provider
     api_access: ApiAccess = ApiAccess(())
+    # Nodes each own group runs now (dynamo-bench:nodeGroupSizes, set by a campaign); a group
+    # not named runs its count.
+    node_group_sizes: dict[str, int] | None = None
 
 
 class Network(pulumi.ComponentResource):

@@ -116,9 +116,12 @@ def managed_capacity_type(group: NodeGroup) -> str:
     return _MNG_CAPACITY[group.capacity_type]
 
 
-def scaling(group: NodeGroup) -> dict[str, int]:
-    # Fixed size: a benchmark must not have nodes come and go under it. EKS needs max >= 1.
-    return {"min_size": group.count, "desired_size": group.count, "max_size": max(1, group.count)}
+def scaling(group: NodeGroup, nodes: int | None = None) -> dict[str, int]:
+    """Fixed size: a benchmark must not have nodes come and go under it (min = desired). A
+    campaign sets `nodes` below the group's count (0 when no scheduled variant uses it); the
+    count stays the maximum. EKS needs max >= 1."""
+    nodes = group.count if nodes is None else nodes
+    return {"min_size": nodes, "desired_size": nodes, "max_size": max(1, group.count)}
 
 
 def efa_network_interfaces(inst: InstanceType, security_group_id: object) -> list[dict]:

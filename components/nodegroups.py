@@ -43,6 +43,11 @@ class NodeGroupsArgs:
     install_device_plugins: bool
     # The cluster's Kubernetes minor (the base's for a variant): picks the pinned AMI release.
     eks_version: str
+    # Nodes each group runs now (a campaign scales idle GPU groups to zero); default: count.
+    sizes: dict[str, int] | None = None
+
+    def nodes(self, group: NodeGroup) -> int:
+        return (self.sizes or {}).get(group.name, group.count)
 
 
 class NodeGroups(pulumi.ComponentResource):
@@ -108,7 +113,8 @@ class NodeGroups(pulumi.ComponentResource):
             instance_types=[group.instance_type],
             capacity_type=ns.managed_capacity_type(group),
             # Typed args, not dicts: a remote component's inputs are not key-translated.
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(**ns.scaling(group)),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                **ns.scaling(group, args.nodes(group))),
             labels=ns.node_labels(group),
             taints=[aws.eks.NodeGroupTaintArgs(**t) for t in ns.node_group_taints(group)],
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
@@ -153,8 +159,9 @@ class NodeGroups(pulumi.ComponentResource):
             subnet_terms=subnets.apply(auto.subnet_selector_terms),
             security_group_id=cluster.security_group_id, tags=self._args.tags), opts)
         # The pool's name and kind are fixed; only its requirements depend on the zone.
-        pool = {**auto.node_pool(group, None),
-                "spec": zone.apply(lambda z: auto.node_pool(group, z)["spec"])}
+        nodes = self._args.nodes(group)
+        pool = {**auto.node_pool(group, None, nodes),
+                "spec": zone.apply(lambda z: auto.node_pool(group, z, nodes)["spec"])}
         pool_resource = create_object(pool, pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(depends_on=[node_class])))
         self.resources += [node_class, pool_resource]

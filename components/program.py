@@ -36,6 +36,7 @@ from components.storage import ModelDownload, ModelDownloadArgs, Storage, Storag
 from components.tags import stack_tags
 from stacks.api_access import ApiAccess, parse_api_access
 from stacks.auto_mode import has_efa as auto_mode_has_efa
+from stacks.campaign_config import CampaignDeploy
 from stacks.loader import PROJECT
 from stacks.node_images import NVIDIA_AMI
 from stacks.preflight import effective_cluster
@@ -67,23 +68,26 @@ def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode)
 
 
 def build(stack: StackConfig, base: StackConfig | None,
-          hf_token: pulumi.Output[str] | None, api_access: str | None = None) -> dict[str, Any]:
+          hf_token: pulumi.Output[str] | None, api_access: str | None = None,
+          campaign: CampaignDeploy | None = None,
+          node_group_sizes: dict[str, int] | None = None) -> dict[str, Any]:
     """Create the stack's resources; returns the stack outputs. `hf_token` (a Pulumi secret)
-    and `api_access` are needed by a stack that owns its storage and cluster."""
+    and `api_access` are needed by a stack that owns its storage and cluster; `campaign` and
+    `node_group_sizes` are what a campaign asked (stacks/campaign_config.py)."""
     tags = stack_tags(stack)
     if base is not None:
-        return _build_variant(stack, base, tags)
+        return _build_variant(stack, base, tags, campaign)
     access, problems = parse_api_access(api_access)
     assert hf_token is not None and access is not None and not problems, \
         "pre-flight (stacks.deploy_checks) refuses a missing token or endpoint access first"
-    return _build_owned(stack, tags, hf_token, access)
+    return _build_owned(stack, tags, hf_token, access, node_group_sizes)
 
 
-def _build_owned(stack: StackConfig, tags: dict[str, str],
-                 hf_token: pulumi.Output[str], access: ApiAccess) -> dict:
+def _build_owned(stack: StackConfig, tags: dict[str, str], hf_token: pulumi.Output[str],
+                 access: ApiAccess, sizes: dict[str, int] | None) -> dict:
     provider = aws_provider(stack, stack.cluster.region, tags)
     cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider,
-                                            api_access=access),
+                                            api_access=access, node_group_sizes=sizes),
                       opts=pulumi.ResourceOptions(providers=[provider]))
     h = cluster.handle
     opts = pulumi.ResourceOptions(providers=[provider, h.k8s_provider])
@@ -153,14 +157,21 @@ def base_stack_reference(base: StackConfig) -> pulumi.StackReference:
     return pulumi.StackReference(f"{pulumi.get_organization()}/{PROJECT}/{base.name}")
 
 
-def handle_from_reference(ref: pulumi.StackReference, base: StackConfig) -> ClusterHandle:
-    """The base's cluster as a ClusterHandle, from its stack outputs."""
+def handle_from_reference(ref: pulumi.StackReference, base: StackConfig,
+                          adopt: bool = False) -> ClusterHandle:
+    """The base's cluster as a ClusterHandle, from its stack outputs. `adopt`: the variant
+    takes over objects a previous variant left running (a campaign's kept workers): since
+    pulumi-kubernetes 4.29 a create of an existing object fails unless the provider upserts
+    (`upsertExistingObjects`), and the previous owner's field manager still holds the fields
+    (`enablePatchForce`) (pulumi/pulumi-kubernetes v4.29.0 release notes, #2926 and #2280;
+    both are Provider arguments of the pinned 4.34.2)."""
     mode = base.cluster.compute_mode
     kubeconfig = ref.require_output("kubeconfig")
+    takeover = {"upsert_existing_objects": True, "enable_patch_force": True} if adopt else {}
     return ClusterHandle(
         name=ref.require_output("clusterName"), compute_mode=mode, kubeconfig=kubeconfig,
         k8s_provider=k8s.Provider("base-k8s", kubeconfig=kubeconfig,
-                                  enable_server_side_apply=True),
+                                  enable_server_side_apply=True, **takeover),
         vpc_id=ref.require_output("vpcId"), vpc_cidr=ref.require_output("vpcCidr"),
         private_subnet_ids=ref.require_output("privateSubnetIds"),
         subnets_by_zone=ref.require_output("subnetsByZone"),
@@ -172,11 +183,12 @@ def handle_from_reference(ref: pulumi.StackReference, base: StackConfig) -> Clus
             uses_efa(g, base) for g in base.cluster.node_groups))
 
 
-def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) -> dict:
+def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str],
+                   campaign: CampaignDeploy | None) -> dict:
     assert stack.serving is not None
     provider = aws_provider(stack, base.cluster.region, tags)
     ref = base_stack_reference(base)
-    h = handle_from_reference(ref, base)
+    h = handle_from_reference(ref, base, adopt=campaign is not None and campaign.adopt)
     opts = pulumi.ResourceOptions(providers=[provider, h.k8s_provider])
     namespace = dynamo_namespace(base)
     cluster = effective_cluster(stack, base)
@@ -198,7 +210,9 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
         waits += download.jobs
     dgd = DynamoGraph("graph", GraphArgs(
         stack=stack, namespace=namespace, cluster=cluster,
-        efa=_worker_efa(stack, base, base.cluster.compute_mode), depends_on=waits), opts=opts)
+        efa=_worker_efa(stack, base, base.cluster.compute_mode), depends_on=waits,
+        graph_name=campaign.graph_name if campaign else None,
+        retain=campaign is not None and campaign.hand_over), opts=opts)
     return {
         "baseStack": base.name,
         "clusterName": h.name,

@@ -89,6 +89,25 @@ def compare_cmd(targets: list[str] = typer.Argument(..., help="Two or more stack
     _run(targets, out, name, slo, runs_root, True, no_cache, user_speed)
 
 
+@app.command("campaign")
+def campaign_cmd(campaign_dir: Path = typer.Argument(..., help="runs/campaigns/<base>/<run-id>"),
+                 out: Path = typer.Option(Path("reports/out")),
+                 name: str = typer.Option(None, help="Report folder (default: campaign-<base>)"
+                                          )) -> None:
+    """A campaign's forecast against what it measured: billed vs loaded GPU-hours per node
+    group, and per variant its order, kept workers (with their evidence), prompt epochs, wall
+    and load window (campaign.md, campaign_groups.csv, campaign_slots.csv)."""
+    from reports.campaign import load, write
+
+    try:
+        data = load(campaign_dir)
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    path = write(data, out / (name or f"campaign-{data['plan']['base']}"))
+    console.print(f"campaign report -> {path}")
+
+
 try:  # `cost` and `audit` (the AWS side) live in reports.aws_cli and mount here
     from reports.aws_cli import register as _register_aws
 except ImportError:  # pragma: no cover - only while that module is absent

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from stacks.campaign_cost import BaseCampaign, base_campaign, budget_problems
 from stacks.cli import (
     fail,
     problem_line,
@@ -20,7 +21,7 @@ from stacks.cli import (
 )
 from stacks.eks_versions import today
 from stacks.estimate import cold_restarts, restart_seconds
-from stacks.forecast import Campaign, plan_campaigns
+from stacks.forecast import plan_campaigns
 from stacks.loader import (
     STACKS_DIR,
     StackError,
@@ -28,7 +29,9 @@ from stacks.loader import (
     derived_stack_names,
     load_stack,
 )
+from stacks.plan_view import hours, print_base, print_standalone
 from stacks.preflight import PreflightReport, check_stack
+from stacks.schema import StackConfig
 from stacks.workload_config import Scale
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -87,7 +90,7 @@ def _print_report(report: PreflightReport) -> None:
     restarts = cold_restarts(s) if s.serving else 0
     each = restart_seconds(s)
     restart_text = f" + {restarts} cold restart(s) x " + (
-        _hours(each) if each >= 60 else f"{each:g} s") if restarts else ""
+        hours(each) if each >= 60 else f"{each:g} s") if restarts else ""
     console.print(f"planned: {report.planned_hours:.2f} h (setup {s.cost.setup_hours:.2f} h + "
                   f"workloads at full scale{restart_text}) = ${report.planned_cost:,.2f}; budget "
                   f"${s.cost.budget_usd:,.0f}")
@@ -162,43 +165,12 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
                           markup=False)
             continue
         _print_report(report)
-        failed += not report.ok
+        problems = _campaign_problems(report, stacks_dir, on)
+        for p in problems:
+            console.print(f"  - {p}", markup=False)
+        failed += bool(not report.ok or problems)
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
     raise typer.Exit(1 if internal else 2 if failed else 0)
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
-
-
-def _print_campaign(c: Campaign) -> None:
-    what = "standalone" if c.kind == "standalone" else "base; its variants run one after another"
-    t = Table(title=f"{c.name} ({what})", title_justify="left")
-    for col in ("stack", "phase", "wall", "GPUs under load", "$ attributed"):
-        t.add_column(col, justify="left" if col in ("stack", "phase") else "right")
-    if c.kind == "base":
-        t.add_row(c.name, "start-up (cluster, storage, model download)", _hours(c.base_startup_s),
-                  "0", "")
-    for r in c.runs:
-        t.add_row(r.stack, "start-up", _hours(r.startup_s), "0", "")
-        t.add_row("", "model load (assumed)", _hours(r.model_load_s), "0", "")
-        if r.restarts:
-            t.add_row("", f"cold restarts ({r.restarts} x {_hours(r.restart_s)})",
-                      _hours(r.restarts_s), "0", "")
-        for step, sec in r.steps_s.items():
-            t.add_row("", step, _hours(sec), str(r.gpus_loaded), "")
-        t.add_row("", "[bold]total[/bold]", _hours(r.wall_s), "",
-                  f"${r.attributed_usd:,.2f} (${r.hourly.total:,.2f}/h)")
-    console.print(t)
-    for r in c.runs:
-        if r.warning:
-            console.print(f"[yellow]{r.stack}: {r.warning}[/yellow]")
-    ratio = c.billed_over_loaded
-    console.print(f"campaign {c.name}: wall {_hours(c.wall_s)}, ${c.cost_usd:,.2f} billed "
-                  f"(${c.hourly.total:,.2f}/h for {c.billed_gpus} GPUs and fixed fees); "
-                  f"GPU-hours billed {c.billed_gpu_hours:,.2f} / under load "
-                  f"{c.loaded_gpu_hours:,.2f} = "
-                  + (f"{ratio:.2f}x" if ratio else "n/a (nothing runs load)"))
 
 
 @app.command()
@@ -211,8 +183,11 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
                                          exists=True,
                                          help="Folder of Pulumi.<stack>.yaml files."),
          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
-    """Forecast before `pulumi up`: wall time per phase and step, dollars, and the campaign's
-    billed GPU-hours over GPU-hours under load. Exits 2 if a stack fails pre-flight."""
+    """Forecast before `pulumi up`: the campaign's schedule (a base's variants as
+    `python -m workloads campaign` runs them: concurrent on disjoint GPU groups, kept workers,
+    idle GPU groups scaled to zero), wall time per phase and step, every dollar (attributed to
+    a variant, shared, idle) and billed GPU-hours over GPU-hours under load. Exits 2 if a stack
+    fails pre-flight or a base's campaign forecast exceeds its cost.campaignBudgetUsd."""
     on = _as_of(as_of) or today()
     require_stack_names(stacks, stacks_dir)
     try:
@@ -222,22 +197,55 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
     except StackError as exc:
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
+    invalid = 0
+    for c in plan_campaigns(named, bases, _known(stacks_dir), scale, on):  # type: ignore
+        if isinstance(c, BaseCampaign):
+            print_base(console, c)
+        else:
+            print_standalone(console, c)
+        for name in [s.name for s in c.slots] if isinstance(c, BaseCampaign) else \
+                [r.stack for r in c.runs]:
+            problems = check_stack(name, stacks_dir, on=on).problems
+            if problems:
+                invalid += 1
+                console.print(f"[red]{name}: {len(problems)} pre-flight problem(s); run "
+                              f"`python -m stacks check {name}`[/red]")
+        if isinstance(c, BaseCampaign):
+            for p in budget_problems(c):
+                invalid += 1
+                console.print(f"[red]{p}[/red]", markup=False)
+    raise typer.Exit(2 if invalid else 0)
+
+
+def _known(stacks_dir: Path) -> list[StackConfig]:
+    """Every stack file that loads (`stacks check` reports the others)."""
     known = []
     for n in [*all_stack_names(stacks_dir), *derived_stack_names(stacks_dir)]:
         try:
             known.append(load_stack(n, stacks_dir))
         except StackError:
-            continue  # `stacks check` reports it; it cannot be one of the planned variants
-    invalid = 0
-    for c in plan_campaigns(named, bases, known, scale, on):  # type: ignore[arg-type]
-        _print_campaign(c)
-        for r in c.runs:
-            problems = check_stack(r.stack, stacks_dir, on=on).problems
-            if problems:
-                invalid += 1
-                console.print(f"[red]{r.stack}: {len(problems)} pre-flight problem(s); run "
-                              f"`python -m stacks check {r.stack}`[/red]")
-    raise typer.Exit(2 if invalid else 0)
+            continue
+    return known
+
+
+def _campaign_problems(report: PreflightReport, stacks_dir: Path,
+                       on: dt.date | None) -> list:
+    """A base's campaign forecast against its cost.campaignBudgetUsd (every variant that
+    attaches to it), printed with the forecast's total."""
+    s = report.stack
+    if not (s.is_base and not s.is_attached and s.target == "aws"):
+        return []
+    variants = [v for v in _known(stacks_dir) if v.cluster.attach_to == s.name
+                and v.serving is not None]
+    if not variants:
+        return []
+    c = base_campaign(s, variants, on=on or today())
+    console.print(f"campaign forecast ({len(variants)} variant(s), `python -m stacks plan "
+                  f"{s.name}`): ${c.cost_usd:,.2f}; " + (
+                      f"budget ${s.cost.campaign_budget_usd:,.2f}"
+                      if s.cost.campaign_budget_usd is not None
+                      else "no cost.campaignBudgetUsd"), markup=False)
+    return budget_problems(c)
 
 
 @app.command()

@@ -53,6 +53,12 @@ SUPPORTED_FAMILIES = frozenset({
     "p4d", "p4de", "p5", "p6-b200", "g6e", "g6", "g5", "m7i", "m7a", "m6i", "c7i", "c6i",
     "r7i", "r6i"})
 
+# A dynamic NodePool removes a node left empty this long after its last pod
+# (spec.disruption.consolidateAfter, components/auto_mode_specs.py), unless the pool is parked
+# (0 nodes: at once). The campaign forecast (stacks/schedule.py) bills a released node until
+# then.
+EMPTY_NODE_GRACE_S = 1800
+
 # Labels Auto Mode and Karpenter put on every node (sources in the module docstring).
 COMPUTE_TYPE_LABEL = "eks.amazonaws.com/compute-type"
 INSTANCE_FAMILY_LABEL = "eks.amazonaws.com/instance-family"

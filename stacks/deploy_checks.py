@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stacks.api_access import parse_api_access
+from stacks.campaign_config import (
+    campaign_problems,
+    parse_campaign,
+    parse_node_group_sizes,
+    sizes_problems,
+)
 from stacks.errors import Problem
 from stacks.k8s_names import dynamo_namespace
 from stacks.schema import CONFIG_KEYS, StackConfig
@@ -36,6 +42,9 @@ class DeployFacts:
     deploying: bool = False
     # dynamo-bench:apiAccessCidrs as Pulumi reads it (None: not set)
     api_access: str | None = None
+    # dynamo-bench:campaign and :nodeGroupSizes as Pulumi reads them (stacks/campaign_config.py)
+    campaign: str | None = None
+    node_group_sizes: str | None = None
 
 
 def deploy_problems(stack: StackConfig, base: StackConfig | None,
@@ -50,6 +59,7 @@ def deploy_problems(stack: StackConfig, base: StackConfig | None,
     owns_cluster = base is None and not stack.is_attached and stack.target == "aws"
     if owns_cluster and (facts.deploying or facts.api_access is not None):
         out += parse_api_access(facts.api_access)[1]
+    out += campaign_key_problems(stack, facts)
     if facts.deploying and stack.target != "aws":
         out.append(Problem(f"{P}target", f"target is {stack.target}: it runs on the local "
                            "engine and has no infrastructure", "use `python -m workloads run`, "
@@ -60,4 +70,16 @@ def deploy_problems(stack: StackConfig, base: StackConfig | None,
                            f"namespace of base '{base.name}' ('{dynamo_namespace(base)}'), where "
                            "the model cache claim and the token Secret live",
                            f"set namespace: {dynamo_namespace(base)} or remove it"))
+    return out
+
+
+def campaign_key_problems(stack: StackConfig, facts: DeployFacts) -> list[Problem]:
+    """The campaign's deployer keys, when set, must be well formed and fit the stack."""
+    campaign, out = parse_campaign(facts.campaign)
+    if campaign is not None:
+        out += campaign_problems(stack, campaign)
+    sizes, problems = parse_node_group_sizes(facts.node_group_sizes)
+    out += problems
+    if sizes is not None:
+        out += sizes_problems(stack, sizes)
     return out

@@ -117,7 +117,7 @@ WORKER_RULES = (
     Rule(("--enable-prefix-caching",), "serving.prefixCaching",
          lambda s, w: _serving(s).prefix_caching, "switch"),
     Rule(("--kv-transfer-config",), "serving.transfer and serving.kvOffload", _owned),
-    Rule(("--kv-events-config",), "serving.router", _owned),
+    Rule(("--kv-events-config",), "serving.router and serving.kvEvents", _owned),
     Rule(("--kv-offloading-size",), "serving.kvOffload", _owned),
     Rule(("--kv-offloading-backend",), "serving.kvOffload", _owned),
     Rule(("--cpu-offload-gb",), "the memory table (weights are sized on the GPUs)", _owned),

@@ -55,6 +55,11 @@ MODEL_LOAD_GIB_PER_S = 0.5
 ENGINE_INIT_S = 240.0
 # A cold restart of the local engine's workers (mocker processes): ready in about a second.
 LOCAL_RESTART_S = 1.0
+# A repeat load of a configuration whose compile and autotune caches are already on the model
+# volume (stacks/worker_identity.py): the checkpoint is read again and CUDA graphs are captured
+# again, torch.compile and FlashInfer autotuning come from the cache. An assumption (nothing
+# here measures a GPU start); the forecast shows it apart from first loads.
+WARM_ENGINE_INIT_S = 90.0
 
 
 def instance_price(instance_type: str, stack: StackConfig,
@@ -255,8 +260,7 @@ def estimated_load_seconds(stack: StackConfig) -> float:
     when the catalogue knows it); 0 for a stack that serves nothing."""
     if stack.serving is None:
         return 0.0
-    checkpoint = weights_bytes_per_gpu(stack.model.arch, stack.model.precision.value, 1)
-    return checkpoint / GIB / MODEL_LOAD_GIB_PER_S + ENGINE_INIT_S
+    return checkpoint_read_seconds(stack) + ENGINE_INIT_S
 
 
 def model_load_seconds(stack: StackConfig) -> float:
@@ -269,6 +273,21 @@ def model_load_seconds(stack: StackConfig) -> float:
     if stack.serving is not None and stack.serving.startup_budget_minutes is not None:
         return stack.serving.startup_budget_minutes * 60.0
     return estimated_load_seconds(stack)
+
+
+def checkpoint_read_seconds(stack: StackConfig) -> float:
+    if stack.serving is None:
+        return 0.0
+    return weights_bytes_per_gpu(stack.model.arch, stack.model.precision.value, 1) / GIB \
+        / MODEL_LOAD_GIB_PER_S
+
+
+def repeat_load_seconds(stack: StackConfig) -> float:
+    """Assumed load of a configuration loaded before in the campaign (caches warm): the read
+    plus WARM_ENGINE_INIT_S, never more than a first load."""
+    if stack.serving is None:
+        return 0.0
+    return min(model_load_seconds(stack), checkpoint_read_seconds(stack) + WARM_ENGINE_INIT_S)
 
 
 def cold_restarts(stack: StackConfig, scale: Scale = "full") -> int:

@@ -1,18 +1,17 @@
 """Forecast of a campaign before `pulumi up`: wall time, dollars, billed vs loaded GPU-hours (pure).
 
 A campaign is what runs while nodes bill:
-- a standalone stack: its start-up, model load and workload steps, on its own nodes;
-- a base and its variants, one variant after another: the base's nodes (and fixed fees) bill
-  from the base's start-up to the last variant's last step, each variant adds its start-up,
-  model load and steps (and bills its own extra node groups, if any, during its own time).
-GPU-hours under load are the GPUs a variant's workers use, during its workload steps only, so
-billed / loaded says how much of the paid GPU time carried load. The runner's timeline gives
-the same ratio measured after the fact.
+- a standalone stack: its start-up, model load, cold restarts (its coldRestart policies: one
+  model load each on a cluster, about a second locally) and workload steps, on its own nodes,
+  as `python -m workloads run` makes them;
+- a base and its variants: the schedule `python -m workloads campaign` runs (stacks/schedule.py),
+  priced by stacks/campaign_cost.py (`BaseCampaign`, `base_campaign`).
+GPU-hours under load are the GPUs a stack's workers use, during its workload steps only, so
+billed / loaded says how much of the paid GPU time carried load. The campaign's timeline gives
+the same ratio measured after the fact (workloads/campaign/timeline.py).
 
 Start-up is the stack's `cost.setupHours` minus the assumed model load, which that budget
-includes (see `stacks.estimate.model_load_seconds`). Each cold restart the plan makes (the
-workloads' coldRestart policies) adds a model load on a cluster, about a second locally; the
-GPUs bill through it but carry no load.
+includes (see `stacks.estimate.model_load_seconds`).
 """
 
 from __future__ import annotations
@@ -20,17 +19,16 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from stacks.campaign_cost import BaseCampaign, base_campaign
 from stacks.catalog import INSTANCE_TYPES
 from stacks.estimate import (
     HourlyCost,
     cluster_hourly_cost,
     cold_restarts,
     model_load_seconds,
-    node_cost_lines,
     restart_seconds,
     workload_steps_seconds,
 )
-from stacks.preflight import effective_cluster
 from stacks.schema import NodeGroup, StackConfig
 from stacks.workload_config import Scale
 
@@ -55,11 +53,8 @@ class StackRun:
     model_load_s: float
     steps_s: dict[str, float]
     gpus_loaded: int
-    # What this stack alone is charged per hour of its turn (nodes it occupies, fixed fees).
+    # What the stack is charged per hour (its nodes and fixed fees).
     hourly: HourlyCost
-    # Per hour of its turn, billed on top of the campaign's base (a variant's own node groups).
-    extra_usd_per_hour: float = 0.0
-    extra_gpus: int = 0
     # Set when cost.setupHours is shorter than the assumed model load.
     warning: str = ""
     # Worker restarts before cold-cache steps, and what one costs (a model load on a cluster).
@@ -89,27 +84,25 @@ class StackRun:
 
 @dataclass(frozen=True)
 class Campaign:
+    """A standalone stack: its start-up, model load, restarts and steps on its own nodes."""
+
     name: str
-    kind: str  # "standalone" | "base"
-    # Billed for the whole campaign: the standalone stack's or the base's nodes and fees.
     hourly: HourlyCost
     billed_gpus: int
-    base_startup_s: float = 0.0
     runs: list[StackRun] = field(default_factory=list)
+    kind: str = "standalone"
 
     @property
     def wall_s(self) -> float:
-        return self.base_startup_s + sum(r.wall_s for r in self.runs)
+        return sum(r.wall_s for r in self.runs)
 
     @property
     def cost_usd(self) -> float:
-        extra = sum(r.extra_usd_per_hour * r.wall_s for r in self.runs) / 3600
-        return self.hourly.total * self.wall_s / 3600 + extra
+        return self.hourly.total * self.wall_s / 3600
 
     @property
     def billed_gpu_hours(self) -> float:
-        extra = sum(r.extra_gpus * r.wall_s for r in self.runs) / 3600
-        return self.billed_gpus * self.wall_s / 3600 + extra
+        return self.billed_gpus * self.wall_s / 3600
 
     @property
     def loaded_gpu_hours(self) -> float:
@@ -121,25 +114,19 @@ class Campaign:
         return self.billed_gpu_hours / loaded if loaded else None
 
 
-def _stack_run(stack: StackConfig, base: StackConfig | None, scale: Scale,
-               on: dt.date | None = None) -> StackRun:
-    cluster = effective_cluster(stack, base)
-    storage_gib = (base or stack).storage.model_cache_gib
+def _stack_run(stack: StackConfig, scale: Scale, on: dt.date | None = None) -> StackRun:
     load = model_load_seconds(stack)
     setup = stack.cost.setup_hours * 3600
     warning = ""
     if load > setup:
         warning = (f"cost.setupHours {stack.cost.setup_hours:g} h is shorter than the assumed "
                    f"model load {load / 60:.0f} min: raise it")
-    own = stack.cluster.node_groups if base is not None else []
     return StackRun(
         stack=stack.name, startup_s=max(setup - load, 0.0), model_load_s=load,
         steps_s=workload_steps_seconds(stack, scale) if stack.serving else {},
         gpus_loaded=gpus_loaded(stack),
-        hourly=cluster_hourly_cost(stack, cluster, storage_gib, on=on),
-        extra_usd_per_hour=sum(node_cost_lines(stack, own, cluster.compute_mode).values()),
-        extra_gpus=gpus_in(own), warning=warning,
-        restarts=cold_restarts(stack, scale) if stack.serving else 0,
+        hourly=cluster_hourly_cost(stack, stack.cluster, stack.storage.model_cache_gib, on=on),
+        warning=warning, restarts=cold_restarts(stack, scale) if stack.serving else 0,
         restart_s=restart_seconds(stack))
 
 
@@ -148,28 +135,14 @@ def standalone_campaign(stack: StackConfig, scale: Scale = "full",
     if stack.is_attached:
         raise ValueError(f"{stack.name} is attached to {stack.cluster.attach_to}: "
                          "plan it with its base (base_campaign)")
-    run = _stack_run(stack, None, scale, on)
-    return Campaign(name=stack.name, kind="standalone", hourly=run.hourly,
+    run = _stack_run(stack, scale, on)
+    return Campaign(name=stack.name, hourly=run.hourly,
                     billed_gpus=gpus_in(stack.cluster.node_groups), runs=[run])
-
-
-def base_campaign(base: StackConfig, variants: list[StackConfig],
-                  scale: Scale = "full", on: dt.date | None = None) -> Campaign:
-    """The base starts once, then `variants` run one after another on its nodes."""
-    strays = [v.name for v in variants if v.cluster.attach_to != base.name]
-    if strays:
-        raise ValueError(f"{', '.join(strays)} not attached to {base.name}: plan them apart")
-    return Campaign(
-        name=base.name, kind="base",
-        hourly=cluster_hourly_cost(base, base.cluster, base.storage.model_cache_gib, on=on),
-        billed_gpus=gpus_in(base.cluster.node_groups),
-        base_startup_s=base.cost.setup_hours * 3600,
-        runs=[_stack_run(v, base, scale, on) for v in variants])
 
 
 def plan_campaigns(stacks: list[StackConfig], bases: dict[str, StackConfig],
                    known: list[StackConfig], scale: Scale = "full",
-                   on: dt.date | None = None) -> list[Campaign]:
+                   on: dt.date | None = None) -> list[Campaign | BaseCampaign]:
     """Group the named stacks into campaigns, in the order they were named.
 
     Variants go with their base (`bases` maps each attachTo name to its config); a base named

@@ -53,7 +53,10 @@ def stack_file(name: str, stacks_dir: Path = STACKS_DIR) -> Path:
 
 
 def all_stack_names(stacks_dir: Path = STACKS_DIR) -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+    """Stacks with a file of their own (a `<variant>.<base>` file Pulumi wrote for a derived
+    stack is not one: derived_stack_names lists those)."""
+    names = (p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+    return sorted(n for n in names if DERIVED_SEPARATOR not in n)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -129,8 +132,8 @@ def load_stack_file(name: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
     """Stack file `name`, vetted (StackError when it is missing or says something it cannot);
     a derived name `<variant>.<base>` without a file of its own is the variant on that base."""
     path = stack_file(name, stacks_dir)
-    if not path.exists() and (derived := _derived_stack_file(name, stacks_dir)) is not None:
-        return derived
+    if (derived := _derived_stack_file(name, stacks_dir)) is not None:
+        return _with_own_file(derived, path) if path.exists() else derived
     if not path.exists():
         raise StackError(name, [Problem("stack", f"no stack file {path.name} in {stacks_dir}",
                                         _other_names(name, stacks_dir))])
@@ -197,6 +200,28 @@ def _derived_stack_file(name: str, stacks_dir: Path) -> StackFile | None:
     config = copy.deepcopy(file.config)
     config["cluster"] = {**config["cluster"], "attachTo": base}
     return dataclasses.replace(file, name=name, config=config)
+
+
+def _with_own_file(derived: StackFile, path: Path) -> StackFile:
+    """A derived stack's own file holds what Pulumi writes there: `pulumi stack init` its
+    encryptionsalt, `pulumi config set` (a campaign's deployer keys through the Automation API,
+    hfToken, apiAccessCidrs, provider keys) those keys; never experiment config, which is the
+    variant's file's."""
+    doc = files.parse_yaml(path, files.decode(path, path.read_bytes()))
+    if not isinstance(doc, dict) or not doc.get("config"):
+        return derived
+    own = files.vet_config(path, doc, CONFIG_KEYS)
+    if own.config:
+        variant = derived.path.name
+        raise StackError(derived.name, [Problem(
+            f"{path.name}: config", f"sets {', '.join(f'{PROJECT}:{k}' for k in own.config)}: "
+            f"the derived stack {derived.name} takes its experiment config from {variant}",
+            f"move it into {variant} (every base it runs on gets it), or remove it")])
+    return dataclasses.replace(
+        derived, hf_token=own.hf_token or derived.hf_token,
+        api_access=own.api_access or derived.api_access, campaign=own.campaign,
+        node_group_sizes=own.node_group_sizes,
+        provider_config={**derived.provider_config, **own.provider_config})
 
 
 def derived_stack_names(stacks_dir: Path = STACKS_DIR) -> list[str]:

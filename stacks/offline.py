@@ -70,6 +70,7 @@ class Recorded:
     custom: bool
     provider: str | None            # "<provider urn>::<id>" or None
     depends_on: frozenset[str] = frozenset()   # URNs of explicit and input dependencies
+    retain_on_delete: bool = False             # the resource option (kept by `destroy`)
 
 
 def _plain(value: Any) -> tuple[Any, bool]:
@@ -127,13 +128,15 @@ class RecordingMocks(Mocks):
         self.resources: list[Recorded] = []
         self._pending_secrets: frozenset[str] = frozenset()
         self._pending_deps: frozenset[str] = frozenset()
+        self._pending_retain = False
         self._pending_urn = ""
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
         self.resources.append(Recorded(
             type=args.typ, name=args.name, urn=self._pending_urn, inputs=args.inputs,
             secret_inputs=self._pending_secrets, custom=bool(args.custom),
-            provider=args.provider or None, depends_on=self._pending_deps))
+            provider=args.provider or None, depends_on=self._pending_deps,
+            retain_on_delete=self._pending_retain))
         if args.typ == "pulumi:pulumi:StackReference":
             return self._stack_reference(args)
         kind = args.typ.rsplit(":", 1)[-1]
@@ -222,6 +225,7 @@ class UrnMonitor(MockMonitor):
         for prop in getattr(request, "propertyDependencies", {}).values():
             deps.update(prop.urns)
         mocks._pending_deps = frozenset(deps)
+        mocks._pending_retain = bool(getattr(request, "retainOnDelete", False))
         id_, state = mocks.new_resource(MockResourceArgs(
             typ=request.type, name=request.name, inputs=inputs, provider=request.provider,
             resource_id=resource_id, custom=custom))

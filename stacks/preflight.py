@@ -228,7 +228,8 @@ def file_facts(file: StackFile) -> DeployFacts:
     """What the stack file says beyond the typed config (the CLI's DeployFacts)."""
     keys = tuple(f"{PROJECT}:{k}" for k in file.config) + tuple(file.provider_config)
     return DeployFacts(hf_token=file.hf_token, provider_config=file.provider_config,
-                       config_keys=keys, api_access=file.api_access)
+                       config_keys=keys, api_access=file.api_access,
+                       campaign=file.campaign, node_group_sizes=file.node_group_sizes)
 
 
 def check_stack(name: str, stacks_dir: Path = STACKS_DIR, *,

@@ -341,6 +341,10 @@ class ServingConfig(Schema):
     startup_budget_minutes: Annotated[int | None, Field(ge=5, le=120)] = None
     # Env of every component of the graph (DynamoGraphDeployment spec.env).
     env: dict[str, str] = {}
+    # Workers publish KV events with any router (the KV router reads them; round-robin ignores
+    # them): a round-robin variant and its KV-router twin then run byte-identical workers, so a
+    # campaign keeps them and swaps only the frontend. Unset: only with router kv.
+    kv_events: bool | None = None
 
     @field_validator("image")
     @classmethod
@@ -359,6 +363,9 @@ class ServingConfig(Schema):
 
 class CostConfig(Schema):
     budget_usd: Annotated[float, Field(gt=0)] = 500.0
+    # A base's ceiling for its whole campaign (base start-up, idle and every variant's time):
+    # `stacks plan` and `stacks check <base>` refuse a campaign forecast above it.
+    campaign_budget_usd: Annotated[float | None, Field(gt=0)] = None
     price_overrides: dict[str, Annotated[float, Field(gt=0)]] = {}
     # Wall time outside the workloads: cluster creation, node start, model download and load.
     setup_hours: Annotated[float, Field(ge=0, le=48)] = 1.0

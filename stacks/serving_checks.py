@@ -43,6 +43,13 @@ def _check_topology(s: ServingConfig, out: list[Problem]) -> None:
         if s.transfer != TransferBackend.NONE:
             out.append(Problem(f"{P}serving.transfer", "aggregated moves no KV between "
                                "workers", "set transfer: none"))
+    if s.router == RouterMode.KV and s.kv_events is False:
+        out.append(Problem(f"{P}serving.kvEvents", "the KV router scores workers from their KV "
+                           "events; without them it routes blind",
+                           "remove kvEvents: false or use router: round-robin"))
+    if s.kv_events and not s.prefix_caching:
+        out.append(Problem(f"{P}serving.kvEvents", "KV events exist only with prefix caching",
+                           "set prefixCaching: true or remove kvEvents"))
     if s.router == RouterMode.KV and not s.prefix_caching:
         out.append(Problem(f"{P}serving.prefixCaching", "the KV router needs prefix caching "
                            "(and the workers' KV events) to route on cache hits",

@@ -35,7 +35,10 @@ SECRET_KEYS = ("hfToken",)
 # Keys about who deploys, not about the experiment: set with `pulumi config set` in the same
 # file, read by the Pulumi program, never part of the stack's typed config.
 API_ACCESS_KEY = "apiAccessCidrs"      # stacks/api_access.py
-DEPLOYER_KEYS = (*SECRET_KEYS, API_ACCESS_KEY)
+# Set by `python -m workloads campaign` through the Automation API (stacks/campaign_config.py).
+CAMPAIGN_KEY = "campaign"
+NODE_GROUP_SIZES_KEY = "nodeGroupSizes"
+DEPLOYER_KEYS = (*SECRET_KEYS, API_ACCESS_KEY, CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY)
 # Namespaces a stack file may also hold: Pulumi's own and the providers the program uses
 # (requirements.txt: pulumi-aws, pulumi-eks, pulumi-kubernetes).
 PROVIDER_NAMESPACES = ("aws", "eks", "kubernetes", "pulumi")
@@ -60,6 +63,8 @@ class StackFile:
     config: dict[str, Any]
     hf_token: str | None = None            # "secret", "plain", or None when absent
     api_access: str | None = None          # dynamo-bench:apiAccessCidrs as Pulumi reads it
+    campaign: str | None = None            # dynamo-bench:campaign (JSON text)
+    node_group_sizes: str | None = None    # dynamo-bench:nodeGroupSizes (JSON text)
     provider_config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -288,6 +293,7 @@ def vet_config(path: Path, doc: Any, schema_keys: tuple[str, ...]) -> StackFile:
     raw: dict[str, Any] = {}
     providers: dict[str, Any] = {}
     hf_token = api_access = None
+    deployer: dict[str, str] = {}
     for key, value in config.items():
         ns, _, short = key.partition(":")
         if value is None:
@@ -301,12 +307,16 @@ def vet_config(path: Path, doc: Any, schema_keys: tuple[str, ...]) -> StackFile:
         elif ns == PROJECT and short == API_ACCESS_KEY:
             # Pulumi hands a structured value to the program as JSON text
             api_access = value if isinstance(value, str) else json.dumps(value)
+        elif ns == PROJECT and short in (CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY):
+            deployer[short] = value if isinstance(value, str) else json.dumps(value)
         elif ns == PROJECT and short in schema_keys:
             raw[short] = value
     if problems:
         raise StackError(name, problems)
     return StackFile(name=name, path=path, config=raw, hf_token=hf_token,
-                     api_access=api_access, provider_config=providers)
+                     api_access=api_access, campaign=deployer.get(CAMPAIGN_KEY),
+                     node_group_sizes=deployer.get(NODE_GROUP_SIZES_KEY),
+                     provider_config=providers)
 
 
 def read(path: Path, schema_keys: tuple[str, ...]) -> StackFile:

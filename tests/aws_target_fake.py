@@ -99,6 +99,8 @@ class FakeCluster:
         self.jobs: dict[tuple[str, str], dict] = {}
         self.configmaps: dict[tuple[str, str], dict] = {}
         self.nodes: dict[str, dict] = {}
+        # node -> fake time it leaves (an Auto Mode pool's empty node, after its grace)
+        self.node_expiry: dict[str, float] = {}
         self.dgds: dict[tuple[str, str], dict] = {}
         self.components: dict[tuple[str, str], list[Component]] = {}
         self.created: list[dict] = []
@@ -125,6 +127,12 @@ class FakeCluster:
             "dynamo-bench.io/node-group": group, "topology.kubernetes.io/zone": zone,
             "node.kubernetes.io/instance-type": instance_type,
             "eks.amazonaws.com/capacityType": "ON_DEMAND"}}}
+
+    def expire_nodes(self) -> None:
+        for name, t in list(self.node_expiry.items()):
+            if self.clock.t >= t:
+                self.nodes.pop(name, None)
+                del self.node_expiry[name]
 
     def add_graph(self, dgd: dict, comps: list[Component]) -> None:
         ns, name = dgd["metadata"]["namespace"], dgd["metadata"]["name"]
@@ -206,7 +214,9 @@ class FakeCluster:
 
     def graph_view(self, ns: str, name: str) -> dict:
         dgd = copy.deepcopy(self.dgds[(ns, name)])
-        status: dict[str, Any] = {"observedGeneration": 1, "components": {}}
+        # the operator has seen the current spec (a campaign's adoption bumps the generation)
+        status: dict[str, Any] = {"observedGeneration": dgd["metadata"].get("generation", 1),
+                                  "components": {}}
         all_ready = True
         for comp in self.components[(ns, name)]:
             pods = [self.pod_view(p) for p in self.pods.values()

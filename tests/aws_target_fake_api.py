@@ -109,11 +109,13 @@ class FakeCoreV1:
         return text[:limit_bytes] if limit_bytes else text
 
     def read_node(self, name):
+        self.c.expire_nodes()
         if name not in self.c.nodes:
             raise _not_found("node", name)
         return copy.deepcopy(self.c.nodes[name])
 
     def list_node(self, label_selector=None):
+        self.c.expire_nodes()
         return {"items": [copy.deepcopy(n) for n in self.c.nodes.values()
                           if matches(n["metadata"]["labels"], label_selector)]}
 

@@ -143,12 +143,18 @@ def test_kv_router_flag_and_kv_events_on_every_agg_and_prefill_worker(name):
 
 
 @pytest.mark.parametrize("name", [n for n in SERVING if n not in KV])
-def test_non_kv_stacks_route_as_configured_and_publish_no_events(name):
+def test_non_kv_stacks_route_as_configured_and_publish_events_only_when_asked(name):
     stack = load_stack(name)
     graph = graph_of(name)
     assert flag(main(components(graph)["frontend"])["args"], "--router-mode") == \
         stack.serving.router.value
-    assert all("--kv-events-config" not in main(c)["args"] for c in _workers(graph))
+    # serving.kvEvents (agg-a100, disagg-a100): the same workers as their KV-router twins
+    for comp in _workers(graph):
+        args = main(comp)["args"]
+        if stack.serving.kv_events and comp["type"] in ("worker", "prefill"):
+            assert json_flag(args, "--kv-events-config") == KV_EVENTS
+        else:
+            assert "--kv-events-config" not in args
 
 
 @pytest.mark.parametrize("name", AGG)

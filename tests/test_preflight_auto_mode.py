@@ -4,6 +4,7 @@ variants derived onto it, and every combination Auto Mode cannot run, refused wi
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,14 @@ from typer.testing import CliRunner
 
 from stacks import auto_mode
 from stacks.__main__ import app
-from stacks.loader import StackError, load_stack
+from stacks.campaign_cost import base_campaign
+from stacks.loader import (
+    StackError,
+    all_stack_names,
+    derived_stack_names,
+    load_stack,
+    load_stack_file,
+)
 from stacks.preflight import check_stack
 
 BASE = "base-a100-auto"
@@ -43,7 +51,13 @@ def test_plan_of_the_auto_mode_base_brings_every_derived_variant_with_the_fee() 
         assert f"{variant}.{BASE}" in out
     hourly = check_stack(BASE).hourly
     assert hourly.lines["auto mode fee p4d"] == pytest.approx(2 * P4D * FEE)
-    assert f"(${hourly.total:,.2f}/h for 20 GPUs and fixed fees)" in out
+    # the campaign prices each GPU node with its Auto Mode fee (and its root volume)
+    c = base_campaign(load_stack(BASE), [load_stack(n) for n in derived_stack_names()
+                                         if n.endswith(f".{BASE}")],
+                      on=dt.date.fromisoformat(DAY))
+    assert len(c.slots) == 7
+    assert c.per_node["p4d"] > P4D * (1 + FEE) > c.per_node["p4d"] - 0.1
+    assert f"campaign {BASE}: wall {c.wall_s / 3600:.2f} h, ${c.cost_usd:,.2f} billed" in out
 
 
 def test_a_derived_name_needs_a_variant_and_a_base_that_runs_its_base_variants() -> None:
@@ -57,6 +71,33 @@ def test_a_derived_name_needs_a_variant_and_a_base_that_runs_its_base_variants()
     assert "attaches to no base" in err.value.problems[0].message
     derived = load_stack(f"agg-a100.{BASE}")
     assert derived.cluster.attach_to == BASE and derived.name == f"agg-a100.{BASE}"
+
+
+def test_a_derived_stacks_own_file_carries_what_pulumi_writes_there(tmp_path: Path) -> None:
+    """`pulumi stack init` (a passphrase's salt) and `pulumi config set` (the campaign's key,
+    through the Automation API) write Pulumi.<variant>.<base>.yaml; the stack stays the
+    variant on that base, with those keys, and is no stack of its own."""
+    stacks_dir = copy_shipped(tmp_path)
+    name = f"agg-a100.{BASE}"
+    own = stacks_dir / f"Pulumi.{name}.yaml"
+    own.write_text("encryptionsalt: v1:abc:def\n")
+    assert load_stack(name, stacks_dir).cluster.attach_to == BASE
+    own.write_text("encryptionsalt: v1:abc:def\nconfig:\n  dynamo-bench:campaign: "
+                   "'{\"graphName\":\"agg-a100\",\"adopt\":true}'\n")
+    file = load_stack_file(name, stacks_dir)
+    assert file.campaign == '{"graphName":"agg-a100","adopt":true}'
+    assert file.config == load_stack_file(name).config      # the variant's, on this base
+    assert name not in all_stack_names(stacks_dir)
+    assert derived_stack_names(stacks_dir).count(name) == 1
+    code, out = check(stacks_dir, name)
+    assert code == 0, out
+    # experiment config there would fork the variant silently: refused, naming the key
+    own.write_text("config:\n  dynamo-bench:cost:\n    budgetUsd: 10\n")
+    with pytest.raises(StackError) as err:
+        load_stack(name, stacks_dir)
+    (problem,) = err.value.problems
+    assert problem.field == f"Pulumi.{name}.yaml: config"
+    assert "sets dynamo-bench:cost" in problem.message and "Pulumi.agg-a100.yaml" in problem.fix
 
 
 def _checked(tmp_path: Path, name: str, source: str, *mutations) -> tuple[int, str]:

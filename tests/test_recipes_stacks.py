@@ -160,8 +160,8 @@ def test_forecast_plans_the_start_up_budget_and_setup_covers_it() -> None:
     assert model_load_seconds(unbudgeted) == pytest.approx(530e9 / 2**30 / 0.5 + 240)
     variants = [load_stack(n) for n in RECIPES]
     campaign = base_campaign(load_stack(BASE), variants)
-    assert [r.warning for r in campaign.runs] == [""] * len(RECIPES)
-    assert {r.stack: r.model_load_s for r in campaign.runs}["agg-b200-solar2"] == 40 * 60
+    assert [s.warning for s in campaign.slots] == [""] * len(RECIPES)
+    assert {s.name: s.load_s for s in campaign.slots}["agg-b200-solar2"] == 40 * 60
 
 
 @pytest.mark.parametrize("name", RECIPES)

@@ -111,6 +111,58 @@ def show_plan(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<
 
 
 @app.command()
+def campaign(
+        base: str = typer.Argument(..., help="The base stack (its variants share its "
+                                   "cluster), or `local` for local stacks."),
+        variants: list[str] = typer.Argument(None, help="Variants to run (default: every "
+                                             "stack attached to the base, and every "
+                                             "<variant>.<base> it runs; for `local`, every "
+                                             "local stack)."),
+        scale: Scale = _SCALE,
+        run_id: str = typer.Option(None, "--run-id", callback=_run_id,
+                                   help="Resume this campaign, a plain folder name (default: "
+                                   "a new UTC timestamp); each run is runs/<stack>/<run-id>."),
+        runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", file_okay=False,
+                                      help="Where the runs and runs/campaigns/ are written."),
+        stacks_dir: Path = _STACKS_DIR,
+        backend_url: str = typer.Option(None, "--backend-url", help="Pulumi state backend "
+                                        "(default: $PULUMI_BACKEND_URL, else file://~)."),
+        destroy_base: bool = typer.Option(False, "--destroy-base", help="Destroy the base "
+                                          "when every variant is done (default: leave it up "
+                                          "with its GPU groups at zero)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, run nothing."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar or "
+                                         "progress lines.")) -> None:
+    """Run a base's variants as one scheduled campaign.
+
+    Variants on disjoint GPU node groups run side by side; variants with identical workers
+    run back to back on the same workers (rendered worker specs compared byte for byte), only
+    their frontend replaced, each with a new prompt epoch; no cold restart where the
+    deployment is already cold and every step's hash ids are fresh; GPU groups no scheduled
+    variant needs are scaled to zero and back ahead of need through the base's
+    dynamo-bench:nodeGroupSizes (a managed node group's desired size, an Auto Mode NodePool's
+    limits); a let-go node bills until the cluster no longer lists it. Every deployment goes
+    through Pulumi's Automation API (local backend by default). Refused (exit 2) when a
+    stack fails pre-flight or the forecast exceeds the base's cost.campaignBudgetUsd. The
+    record is
+    runs/campaigns/<base>/<run-id>/campaign.json; the same --run-id resumes, never redoing a
+    finished variant. Exit codes: 0 complete, 1 a variant failed, 2 refused, 130 interrupted.
+    """
+    from workloads.campaign.run import CampaignOptions, CampaignRefused, run_campaign
+
+    opts = CampaignOptions(base=base, variants=variants or [], scale=scale, run_id=run_id,
+                           runs_dir=runs_dir, stacks_dir=stacks_dir, backend_url=backend_url,
+                           destroy_base=destroy_base, dry_run=dry_run,
+                           show_progress=not no_progress)
+    try:
+        result = run_campaign(opts, console)
+    except (CampaignRefused, StackError, ValueError) as exc:
+        console.print(f"campaign refused:\n{exc}", markup=False)
+        raise typer.Exit(2) from None
+    raise typer.Exit({"complete": 0, "planned": 0, "interrupted": 130}.get(result.status, 1))
+
+
+@app.command()
 def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies",
                                            help="Comma-separated concurrencies."),
           stack: str = typer.Option("local-agg", "--stack"),

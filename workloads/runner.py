@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from workloads.model_folder import build_model_folder
 from workloads.progress import StepProgress
 from workloads.steps import Step, plan
 from workloads.targets import make_target
-from workloads.targets.base import TargetError
+from workloads.targets.base import Target, TargetError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,6 +55,18 @@ class RunOptions:
     # aws stacks: `pulumi stack output --json --show-secrets` saved to a file (default: the
     # DYNAMO_BENCH_STACK_OUTPUTS env, else the Pulumi CLI).
     outputs_file: Path | None = None
+    # --- set by a campaign (workloads/campaign/) ---
+    # What the campaign records with the run (its id, base, the variant whose workers this one
+    # kept); set, the run is part of a campaign: no step restarts the workers (steps.plan).
+    campaign: dict | None = None
+    # > 0 on workers that served these datasets before: every AIPerf seed is drawn anew.
+    prompt_epoch: int = 0
+    # A started target the campaign keeps across runs (kept local workers): the runner
+    # neither starts nor stops it.
+    target: Target | None = None
+    # aws: the stack's outputs from the Automation API, and the clock of the target's waits.
+    outputs: dict | None = None
+    clock: object | None = None
 
 
 @dataclass
@@ -69,6 +82,10 @@ class Interrupted(KeyboardInterrupt):
 
 @contextmanager
 def _sigterm_as_interrupt():
+    if threading.current_thread() is not threading.main_thread():
+        yield   # a campaign's concurrent run: its clock raises the interrupt instead
+        return
+
     def handler(signum, frame):
         raise Interrupted(f"signal {signum}")
     old = signal.signal(signal.SIGTERM, handler)
@@ -93,7 +110,8 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     if stack.serving is None:
         raise TargetError(f"stack '{stack.name}' serves nothing: nothing to load")
     repeats = opts.repeat if opts.repeat is not None else stack.workloads.repeats
-    steps = plan(stack, opts.scale, opts.only, repeats)
+    steps = plan(stack, opts.scale, opts.only, repeats, prompt_epoch=opts.prompt_epoch,
+                 campaign=opts.campaign is not None)
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_dir = Path(opts.runs_dir).resolve() / stack.name / run_id
     manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
@@ -111,6 +129,8 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     manifest.begin_attempt(command=sys.argv, only=opts.only, planned=[s.id for s in steps],
                            pending=[s.id for s in pending],
                            cleared_partials=[str(p.relative_to(run_dir)) for p in cleared])
+    if opts.campaign is not None:
+        manifest.attempt["campaign"] = {**opts.campaign, "prompt_epoch": opts.prompt_epoch}
     console.print(f"[bold]{stack.name}[/bold] run {run_id}: {len(steps)} step(s), "
                   f"{len(steps) - len(pending)} already complete -> {run_dir}")
     if not pending:
@@ -121,7 +141,12 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     with _sigterm_as_interrupt():
         try:
             workdir = run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}"
-            if stack.target == "local":
+            if opts.target is not None:   # a campaign's running target (kept workers)
+                target = opts.target
+                executor = step_exec.LocalAiperf(env={**os.environ, **target.model.env},
+                                                 host_cores=os.cpu_count() or 1) \
+                    if stack.target == "local" else None
+            elif stack.target == "local":
                 model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
                 target = make_target(stack, workdir, model=model, kv_capacity_tokens=[
                     m.kv_capacity_tokens for m in report.memory])
@@ -129,7 +154,8 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                                                  host_cores=os.cpu_count() or 1)
             else:   # a deployed stack: AIPerf runs as a Kubernetes Job in its cluster
                 target = make_target(stack, workdir, run_id=run_id, stacks_dir=opts.stacks_dir,
-                                     outputs_file=opts.outputs_file,
+                                     outputs_file=opts.outputs_file, outputs=opts.outputs,
+                                     clock=opts.clock,
                                      report=lambda msg: console.print(msg, markup=False),
                                      kv_capacity_tokens=[m.kv_capacity_tokens
                                                          for m in report.memory])
@@ -150,7 +176,8 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                 step_exec.mark_interrupted(manifest, s.id)
             if target is not None:
                 with manifest.phase("shutdown"):
-                    target.stop()
+                    if opts.target is None:   # a campaign stops the targets it keeps itself
+                        target.stop()
                     manifest.attempt["target"] = target.describe()
                     # The nodes that served the run (a cluster target), for node-hour costs.
                     manifest.merge_nodes(manifest.attempt["target"].get("nodes") or [])
@@ -162,7 +189,8 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
 def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[Step],
                     run_dir: Path, opts: RunOptions, console: Console) -> None:
     with manifest.phase("startup") as phase:
-        target.start()
+        if opts.target is None:
+            target.start()
         ep = target.endpoints()
         info = target.describe()
         manifest.data.update(endpoints={"base_url": ep.base_url, "model": ep.model,

@@ -37,6 +37,9 @@ AIPERF_FIXED_S = 10.0
 ETA_TOKEN_S = 0.006
 # Tokens per hash id where the workload config has no blockSize (AIPerf's Mooncake default).
 BLOCK = 512
+# Why a campaign skips the restart a coldRestart policy names (stacks/schedule.py).
+SKIPPED_RESTART = ("campaign: the deployment starts cold and this step's hash ids are fresh, "
+                   "so a restart could only empty a cache that holds none of its prefixes")
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,18 @@ _BUILDERS = {"concurrency_sweep": _sweep, "multi_turn": _multi_turn,
 
 
 def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = None,
-         repeats: int | None = None) -> list[Step]:
-    """Every step of the stack's enabled workloads at `scale`, in plan order."""
+         repeats: int | None = None, prompt_epoch: int = 0,
+         campaign: bool = False) -> list[Step]:
+    """Every step of the stack's enabled workloads at `scale`, in plan order.
+
+    `prompt_epoch`: > 0 on workers that served the same datasets before (a campaign's kept
+    workers): every step's AIPerf seed, hence every token of every block, is drawn anew, so no
+    prompt of an earlier epoch can hit their caches (AIPerf 0.13.0 seeds each hash id's tokens
+    from the run's seed: aiperf/common/hash_id_random_generator.py). The datasets' bytes, lengths
+    and shared-prefix structure stay the same.
+    `campaign`: the deployment is known to be cold (it was just deployed, or its prompts are of
+    a new epoch), and every step has fresh hash ids: no step restarts the workers (the
+    coldRestart policy's restarts are recorded as skipped, stacks/schedule.py)."""
     cfg: WorkloadsConfig = stack.workloads
     enabled = cfg.enabled()
     if only:
@@ -180,7 +193,8 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
                 step_id = f"{name}/{sname}{suffix}"
                 # a warm replay takes its cold step's seed: AIPerf then sends the same prompts
                 seed_id = f"{name}/{params.get('warm_after', sname)}{suffix}"
-                seed = ds.stable_seed(cfg.seed, seed_id) % 2**31
+                seed = ds.stable_seed(cfg.seed, seed_id, *(
+                    ("epoch", prompt_epoch) if prompt_epoch else ())) % 2**31
                 osl = params.get("mean_osl", params.get("osl", 0))
                 eta = _eta(params["rows"], conc, osl, duration)
                 if params.get("schedule") == "fixed":
@@ -192,6 +206,9 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
                 if cold:
                     cold = restarts_before(getattr(w, "cold_restart", "every-step"), cold_steps)
                     cold_steps += 1
+                    if campaign and cold:
+                        cold = False
+                        params = {**params, "restart_skipped": SKIPPED_RESTART}
                 steps.append(Step(id=step_id, workload=name, name=sname, repeat=r,
                                   concurrency=conc, seed=seed, rows=rows, duration_s=duration,
                                   cold=cold, params=params, eta_s=eta,

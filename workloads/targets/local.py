@@ -175,6 +175,34 @@ class LocalTarget:
         self._start_workers()
         self._wait_ready()
 
+    def worker_argvs(self, stack: StackConfig | None = None) -> list[list[str]]:
+        """Every mocker's command line for `stack` (default this target's): what a campaign
+        compares byte for byte before it keeps the running mockers for another stack."""
+        stack = stack or self.stack
+        return [mocker_argv(self.python, stack, spec, self.model.snapshot)
+                for spec in worker_specs(stack, [s.blocks for s in self.specs])]
+
+    def swap_frontend(self, stack: StackConfig) -> dict:
+        """Keep the running mockers and replace the frontend with `stack`'s (its router): a
+        campaign's kept workers. Refused unless `stack`'s mockers are byte-identical."""
+        if self.frontend is None:
+            raise TargetError("the local engine is not running: nothing to keep")
+        if self.worker_argvs(stack) != self.worker_argvs():
+            raise TargetError(f"{stack.name}'s mockers differ from the running ones "
+                              f"({self.stack.name}'s): they cannot be kept")
+        t0 = time.monotonic()
+        old = self.frontend
+        old.stop()
+        self.stack = stack
+        self.http_port = free_port()
+        self.frontend = self._start(f"frontend-{stack.name}",
+                                    frontend_argv(self.python, stack, self.http_port), self.env)
+        self._wait_ready()
+        return {"kept_workers": {n: p.pid for n, p in self.workers.items()},
+                "frontend": {"stopped_pid": old.pid, "started_pid": self.frontend.pid,
+                             "router": stack.serving.router.value},
+                "swap_s": round(time.monotonic() - t0, 3)}
+
     def stop(self) -> None:
         for proc in [*self.workers.values(), self.frontend, self.broker]:
             if proc is not None:

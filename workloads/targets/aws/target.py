@@ -43,6 +43,7 @@ from workloads.targets.aws.k8s_client import (
     retrying,
 )
 from workloads.targets.aws.k8s_outputs import (
+    check_outputs,
     endpoints_from_outputs,
     kubeconfig,
     prometheus_url,
@@ -73,11 +74,17 @@ class AwsTarget:
     def __init__(self, stack: StackConfig, workdir: Path, *, run_id: str | None = None,
                  stacks_dir: Path = STACKS_DIR, outputs_file: Path | None = None,
                  kube: Kube | None = None, clock: Clock | None = None, report=None,
-                 kv_capacity_tokens: list[int] | None = None, **_ignored):
+                 kv_capacity_tokens: list[int] | None = None, outputs: dict | None = None,
+                 **_ignored):
         if stack.serving is None:
             raise TargetError(f"stack '{stack.name}' serves nothing (no serving block)")
         self.stack, self.workdir = stack, Path(workdir)
-        self.outputs = read_outputs(stack, outputs_file)
+        # a campaign hands over the outputs its Automation API `up` returned
+        if outputs is not None:
+            check_outputs(outputs, stack)
+            self.outputs = outputs
+        else:
+            self.outputs = read_outputs(stack, outputs_file)
         self.namespace, self.graph = self.outputs["dynamoNamespace"], self.outputs["graphName"]
         self.run_id = run_id or "adhoc"
         base = load_stack(stack.cluster.attach_to, stacks_dir) if stack.is_attached else None

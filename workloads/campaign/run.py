@@ -1,0 +1,229 @@
+"""`python -m workloads campaign`: plan (refusing what cannot run), then execute, then measure.
+
+Before anything is created: every stack passes pre-flight; on AWS the schedule is made with
+the rendered worker specs (identity.py), its forecast must fit the base's
+`cost.campaignBudgetUsd`, and the Pulumi CLI and a local backend passphrase must be there.
+The record goes to `runs/campaigns/<base>/<run-id>/campaign.json` (`local` is the base of a
+local campaign); the runs themselves to `runs/<stack>/<run-id>/` as `workloads run` writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from stacks.campaign_cost import base_campaign, budget_problems
+from stacks.eks_versions import today
+from stacks.loader import (
+    STACKS_DIR,
+    StackError,
+    all_stack_names,
+    derived_stack_names,
+    load_stack,
+)
+from stacks.preflight import require_valid
+from stacks.schedule import gpu_groups
+from stacks.workload_config import Scale
+from workloads.campaign.automation import PulumiStacks
+from workloads.campaign.engine import Campaign
+from workloads.campaign.identity import local_same_workers, rendered_same_workers
+from workloads.campaign.plan import aws_plan, local_plan
+from workloads.campaign.state import CampaignState
+from workloads.campaign.timeline import measure
+from workloads.runner import REPO, default_hf_home
+from workloads.targets.aws.k8s_client import Clock
+
+LOCAL = "local"
+
+
+class CampaignRefused(ValueError):
+    """The campaign cannot start (exit 2): every reason, each with its fix."""
+
+
+@dataclass
+class CampaignOptions:
+    """`base` (a base stack, or `local`) and its `variants` (default: all), at `scale`; the
+    run id is the campaign's and every run's; the rest as `workloads run` takes them."""
+
+    base: str
+    variants: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    destroy_base: bool = False
+    backend_url: str | None = None          # Pulumi's state backend (default: a local one)
+    scale: Scale = "quick"
+    run_id: str | None = None
+    show_progress: bool = True
+    stacks_dir: Path = STACKS_DIR
+    runs_dir: Path = REPO / "runs"
+    hf_home: Path = field(default_factory=default_hf_home)
+
+
+@dataclass
+class CampaignResult:
+    path: Path | None
+    status: str
+    plan: dict
+    measured: dict | None = None
+
+
+def _validated(names: list[str], stacks_dir: Path) -> dict:
+    reports, problems = {}, []
+    for n in names:
+        try:
+            reports[n] = require_valid(n, stacks_dir)
+        except StackError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise CampaignRefused("\n".join(problems))
+    return reports
+
+
+def plan_local(opts: CampaignOptions) -> tuple[dict, dict]:
+    names = opts.variants or [n for n in all_stack_names(opts.stacks_dir)
+                              if _is_local(n, opts.stacks_dir)]
+    reports = _validated(names, opts.stacks_dir)
+    stacks = [reports[n].stack for n in names]
+    off = [s.name for s in stacks if s.target != "local" or s.serving is None]
+    if off:
+        raise CampaignRefused(f"{', '.join(off)}: not local stacks that serve; a local "
+                              "campaign runs target: local stacks only")
+    from workloads.campaign.platform_local import LocalPlatform
+
+    argvs = LocalPlatform(reports, run_id="", runs_dir=opts.runs_dir,
+                          stacks_dir=opts.stacks_dir, hf_home=opts.hf_home, workdir=Path("."),
+                          scale=opts.scale, show_progress=False, console=Console()).argvs
+    return local_plan(stacks, local_same_workers(argvs), opts.scale), reports
+
+
+def _is_local(name: str, stacks_dir: Path) -> bool:
+    try:
+        s = load_stack(name, stacks_dir)
+    except StackError:
+        return False
+    return s.target == "local" and s.serving is not None
+
+
+def plan_aws(opts: CampaignOptions) -> tuple[dict, dict]:
+    base = _validated([opts.base], opts.stacks_dir)[opts.base].stack
+    if not base.is_base or base.is_attached or base.target != "aws":
+        raise CampaignRefused(f"{opts.base} is not a base stack (an aws stack with a cluster "
+                              "and no serving): name a base, or `local`")
+    names = opts.variants or [n for n in [*all_stack_names(opts.stacks_dir),
+                                          *derived_stack_names(opts.stacks_dir)]
+                              if _attached(n, base.name, opts.stacks_dir)]
+    reports = _validated(names, opts.stacks_dir)
+    strays = [n for n in names if reports[n].stack.cluster.attach_to != base.name]
+    if strays:
+        raise CampaignRefused(f"{', '.join(strays)} do not attach to {base.name}")
+    variants = [reports[n].stack for n in names]
+    c = base_campaign(base, variants, opts.scale, on=today(),
+                      same=rendered_same_workers(base))
+    problems = budget_problems(c)
+    if problems:
+        raise CampaignRefused("\n".join(map(str, problems)))
+    return aws_plan(c, opts.scale), reports
+
+
+def _attached(name: str, base: str, stacks_dir: Path) -> bool:
+    try:
+        return load_stack(name, stacks_dir).cluster.attach_to == base
+    except StackError:
+        return False
+
+
+def print_plan(plan: dict, console: Console) -> None:
+    t = Table(title=f"campaign {plan['base']} ({plan['scale']} scale): the order it runs",
+              title_justify="left")
+    for col in ("slot", "workers", "prompt epoch", "nodes", "cold restarts skipped"):
+        t.add_column(col)
+    for s in plan["slots"]:
+        workers = f"kept from {s['kept_from']}" if s["kept_from"] else "new"
+        if s["hands_over_to"]:
+            workers += f"; kept for {s['hands_over_to']}"
+        t.add_row(s["name"], workers, str(s["prompt_epoch"]),
+                  ", ".join(f"{n} x {g}" for g, n in s["nodes"].items()) or "-",
+                  str(s["forecast"]["skipped_restarts"]))
+    console.print(t)
+
+
+def run_campaign(opts: CampaignOptions, console: Console | None = None,
+                 stacks: PulumiStacks | None = None, clock=None) -> CampaignResult:
+    console = console or Console(stderr=True)
+    local = opts.base == LOCAL
+    plan, reports = plan_local(opts) if local else plan_aws(opts)
+    print_plan(plan, console)
+    if opts.dry_run:
+        return CampaignResult(None, "planned", plan)
+    if not local and stacks is None:
+        stacks = PulumiStacks(opts.backend_url)
+        problems = stacks.check_ready()
+        if problems:
+            raise CampaignRefused("\n".join(problems))
+    run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = Path(opts.runs_dir).resolve() / "campaigns" / plan["base"] / run_id / "campaign.json"
+    state = CampaignState.open(path, plan)
+    clock = clock or Clock()
+    if local:
+        from workloads.campaign.platform_local import LocalPlatform
+        platform = LocalPlatform(reports, run_id=run_id, runs_dir=opts.runs_dir,
+                                 stacks_dir=opts.stacks_dir, hf_home=opts.hf_home,
+                                 workdir=path.parent / "engine", scale=opts.scale,
+                                 show_progress=opts.show_progress, console=console)
+    else:
+        from workloads.campaign.platform_aws import AwsPlatform
+        platform = AwsPlatform(opts.base, stacks, run_id=run_id, runs_dir=opts.runs_dir,
+                               stacks_dir=opts.stacks_dir, scale=opts.scale,
+                               show_progress=opts.show_progress, console=console)
+    campaign = Campaign(plan, state, platform, clock, report=console.print,
+                        parallel=not local)
+    status = "failed"
+    try:
+        if not local:
+            base = load_stack(opts.base, opts.stacks_dir)
+            sizes = state.data["sizes"] or {g.name: 0 for g in gpu_groups(base)}
+            with state.action("prepare", clock, sizes=sizes):
+                platform.prepare(sizes)
+            state.set_sizes(sizes)
+        status = campaign.execute()
+        if status == "complete" and opts.destroy_base and not local:
+            with state.action("destroy base", clock):
+                platform.destroy_base()
+    except KeyboardInterrupt:
+        status = "interrupted"
+        console.print(f"[yellow]campaign interrupted: resume with --run-id {run_id}[/yellow]")
+    finally:
+        campaign.close()
+        measured = measure(state.data, _manifests(plan, opts.runs_dir, run_id))
+        state.finish(status, measured)
+    print_measured(plan, measured, console)
+    console.print(f"campaign {run_id}: [bold]{status}[/bold] ({path})")
+    return CampaignResult(path, status, plan, measured)
+
+
+def _manifests(plan: dict, runs_dir: Path, run_id: str) -> dict[str, dict]:
+    out = {}
+    for s in plan["slots"]:
+        p = Path(runs_dir).resolve() / s["name"] / run_id / "manifest.json"
+        if p.exists():
+            out[s["name"]] = json.loads(p.read_text())
+    return out
+
+
+def print_measured(plan: dict, measured: dict, console: Console) -> None:
+    t = Table(title="billed vs loaded GPU-hours: forecast and measured", title_justify="left")
+    for col in ("group", "forecast billed / loaded", "measured billed / loaded"):
+        t.add_column(col)
+    for g, m in measured["groups"].items():
+        f = plan["groups"].get(g, {})
+        fc = (f"{f['billed_gpu_hours']:.2f} / {f['loaded_gpu_hours']:.2f}"
+              + (f" = {f['billed_gpu_hours'] / f['loaded_gpu_hours']:.2f}x"
+                 if f.get("loaded_gpu_hours") else "")
+              if "billed_gpu_hours" in f else "n/a")
+        t.add_row(g, fc, f"{m['billed_gpu_hours']:.4f} / {m['loaded_gpu_hours']:.4f} = "
+                  + (f"{m['billed_over_loaded']:.2f}x" if m["billed_over_loaded"] else "n/a"))
+    console.print(t)
