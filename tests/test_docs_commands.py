@@ -40,7 +40,7 @@ def python_commands() -> list[tuple[str, str, str, tuple[str, ...]]]:
     found = []
     for doc, line in shown_lines():
         for part in re.split(r"&&|;|\|", line):
-            m = PY_CMD.search(part.strip())
+            m = PY_CMD.match(part.strip().lstrip("("))
             if not m:
                 continue
             words = m.group(2).split()
