@@ -335,8 +335,12 @@ def replay_seconds(tr: TraceReplay, cap: int, itl_ms: float) -> float:
         mean_osl * itl_ms / 1000.0
 
 
-def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]:
-    """Estimated seconds per workload step (name -> seconds) at `scale`."""
+def workload_steps_seconds(stack: StackConfig, scale: Scale,
+                           repeats: int | None = None) -> dict[str, float]:
+    """Estimated seconds of every workload step at `scale`, by the step id the runner gives it
+    (`workload/name`, `/rN` appended when a workload repeats). The one estimator: `stacks plan`,
+    the campaign forecast, `workloads plan` and the runner's progress and hung-AIPerf limits
+    all read it, so they agree on every step's name and duration."""
     w, itl = stack.workloads, stack.cost.assumed_itl_ms
     steps: dict[str, float] = {}
     enabled = w.enabled()
@@ -347,7 +351,8 @@ def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]
             steps[f"concurrency_sweep/c{c}"] = sweep.duration_s + sweep.osl * itl / 1000
     if "multi_turn" in enabled:
         mt = w.multi_turn.at_scale(scale)
-        steps["multi_turn/main"] = mt.duration_s + mt.turns * mt.osl * itl / 1000
+        steps[f"multi_turn/conv{mt.conversations}"] = \
+            mt.duration_s + mt.turns * mt.osl * itl / 1000
     if "sequence_distributions" in enabled:
         sd = w.sequence_distributions.at_scale(scale)
         for d in sd.distributions:
@@ -365,7 +370,9 @@ def workload_steps_seconds(stack: StackConfig, scale: Scale) -> dict[str, float]
                 _count_based_s(tr.requests, c, tr.osl, itl)
             if tr.warm_pass:  # the same trace again on the warm cache
                 steps[f"trace_replay/c{c}-warm"] = steps[f"trace_replay/c{c}"]
-    return {k: (v + AIPERF_FIXED_S) * w.repeats for k, v in steps.items()}
+    n = w.repeats if repeats is None else repeats
+    return {f"{k}/r{r}" if n > 1 else k: v + AIPERF_FIXED_S
+            for r in range(1, n + 1) for k, v in steps.items()}
 
 
 def planned_hours(stack: StackConfig, scale: Scale = "full") -> float:

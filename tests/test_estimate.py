@@ -55,8 +55,10 @@ def test_planned_hours_by_hand() -> None:
     itl = 0.025  # cost.assumedItlMs 25 ms; every AIPerf step also pays a fixed 10 s
     # concurrency sweep: 7 steps x (120 s + grace 512 tokens x 25 ms = 12.8 s + 10 s) = 999.6 s
     assert steps["concurrency_sweep/c64"] == pytest.approx(120 + 512 * itl + 10)
-    # multi-turn: 300 s + grace 5 turns x 256 x 25 ms = 32 s, + 10 s = 342 s
-    assert steps["multi_turn/main"] == pytest.approx(342.0)
+    # multi-turn: 300 s + grace 5 turns x 256 x 25 ms = 32 s, + 10 s = 342 s, named by its
+    # conversations in flight as the runner names it
+    conv = stack.workloads.multi_turn.at_scale("full").conversations
+    assert steps[f"multi_turn/conv{conv}"] == pytest.approx(342.0)
     # distributions: ceil(320 / 16) = 20 waves x mean OSL (64 + 2048) / 2 = 1056 x 25 ms
     # = 528 s, + 10 s = 538 s, for each of 3 distributions = 1614 s
     assert steps["sequence_distributions/zipf"] == pytest.approx(538.0)
@@ -182,3 +184,20 @@ def test_an_unknown_instance_type_is_unknown_not_dropped() -> None:
     # pre-flight refuses the stack anyway; a report of an old run prices it from its record
     assert any(p.field.endswith("instanceType") for p in run_preflight(
         parse_config("new-type", raw), on=ON).problems)
+
+
+@pytest.mark.parametrize("name", ["agg-a100", "disagg-a100-kv", "agg-b200-motif3",
+                                  "local-agg", "local-recipe-motif3"])
+@pytest.mark.parametrize("scale", ["quick", "full"])
+def test_one_estimator_names_and_times_every_step_as_the_runner_plans_it(name, scale) -> None:
+    """`workloads plan` (the runner's steps, its progress ETA and hung-AIPerf limit) and
+    `stacks plan` (the forecast) read the same estimate: the same step ids, the same seconds,
+    repeats included."""
+    from workloads.steps import plan
+
+    stack = load_stack(name)
+    for repeats in (1, 2):
+        planned = {s.id: s.eta_s for s in plan(stack, scale, repeats=repeats)}
+        assert planned == workload_steps_seconds(stack, scale, repeats)
+    assert sum(workload_steps_seconds(stack, scale, 2).values()) == \
+        pytest.approx(2 * sum(workload_steps_seconds(stack, scale, 1).values()))

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stacks.estimate import replay_seconds
+from stacks.estimate import workload_steps_seconds
 from stacks.schema import StackConfig
 from stacks.trace_checks import engine_block_size
 from stacks.workload_config import Scale, WorkloadsConfig, restarts_before
@@ -31,10 +31,6 @@ WORKLOADS = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefi
 # recorded duration shows it.
 FASTEST_TOKEN_S = 0.002
 FASTEST_REQUEST_S = 0.02
-# AIPerf's own start-up and shutdown per invocation (measured ~9-10 s on 2 cores).
-AIPERF_FIXED_S = 10.0
-# Rough pace used for ETAs of count-bounded steps.
-ETA_TOKEN_S = 0.006
 # Tokens per hash id where the workload config has no blockSize (AIPerf's Mooncake default).
 BLOCK = 512
 # Why a campaign skips the restart a coldRestart policy names (stacks/schedule.py).
@@ -70,12 +66,6 @@ def rows_for_duration(concurrency: int, duration_s: float, osl: int, turns: int 
     """Upper bound on the requests (or conversations) a duration-bounded step can finish."""
     per = turns * (osl * FASTEST_TOKEN_S + FASTEST_REQUEST_S)
     return concurrency * (math.ceil(duration_s / per) + 1)
-
-
-def _eta(requests: int, concurrency: int, osl: float, duration_s: float | None) -> float:
-    if duration_s is not None:
-        return AIPERF_FIXED_S + duration_s
-    return AIPERF_FIXED_S + math.ceil(requests / concurrency) * osl * ETA_TOKEN_S
 
 
 def _sweep(w, seed: int, repeat: int) -> list[tuple]:
@@ -177,6 +167,7 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
     max_model_len = min(w.max_model_len for w in stack.serving.workers) if stack.serving \
         else None
     engine_block = engine_block_size(stack) if stack.serving else None
+    estimates = workload_steps_seconds(stack, scale, n_repeats)
     steps = []
     for name, workload in enabled.items():
         if only and name not in only:
@@ -195,14 +186,10 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
                 seed_id = f"{name}/{params.get('warm_after', sname)}{suffix}"
                 seed = ds.stable_seed(cfg.seed, seed_id, *(
                     ("epoch", prompt_epoch) if prompt_epoch else ())) % 2**31
-                osl = params.get("mean_osl", params.get("osl", 0))
-                eta = _eta(params["rows"], conc, osl, duration)
-                if params.get("schedule") == "fixed":
-                    # a replayed trace: its schedule, or longer when the cap holds it back, at
-                    # the stack's assumed ITL (as `stacks plan` forecasts it): the runner stops
-                    # AIPerf as hung only well past this
-                    eta = max(eta, AIPERF_FIXED_S + replay_seconds(
-                        w, conc, stack.cost.assumed_itl_ms))
+                # the one estimator's figure, as `stacks plan` shows it (a replayed trace: its
+                # schedule, or longer when the cap holds it back); the runner stops AIPerf as
+                # hung only well past this
+                eta = estimates[step_id]
                 if cold:
                     cold = restarts_before(getattr(w, "cold_restart", "every-step"), cold_steps)
                     cold_steps += 1
