@@ -55,12 +55,13 @@ def trace_timeline(table: pd.DataFrame, requests: pd.DataFrame,
                      label="scheduled (trace / speed-up)")
         ax_rate.hist(sent_s, bins=bins, weights=np.full(len(sent_s), 1 / width), alpha=0.5,
                      label="sent")
-        _decorate(ax_rate, "s of the schedule", "arrivals per s", f"{label}: arrivals")
+        _decorate(ax_rate, "time in the schedule (s)", "arrivals (requests/s)",
+                  f"{label}: arrivals")
         times, level = in_flight(starts, req["end_ns"].to_numpy(dtype=float), zero)
         ax_flight.step(times, level, where="post", label="in flight")
         ax_flight.axhline(row["in_flight_cap"], color="k", ls="--", lw=1,
                           label=f"cap {row['in_flight_cap']}")
-        _decorate(ax_flight, "s of the schedule", "requests in flight",
+        _decorate(ax_flight, "time in the schedule (s)", "in flight (requests)",
                   f"{label}: requests in flight")
     fig.suptitle(tag.replace("\n", " ") + "Trace replay: arrivals and requests in flight "
                  "over time")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reports import plots
+from reports import plots, trace_plot
 from reports.build import Report, build_report
 
 
@@ -23,5 +23,6 @@ def report_with_figures(run_dirs: list[Path], out_root: Path, name: str,
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(plots, "_save", keep)
+        mp.setattr(trace_plot, "_save", keep)
         report = build_report(run_dirs, out_root, name=name, **options)
     return report, figures

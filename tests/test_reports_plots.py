@@ -21,8 +21,8 @@ from reports.plots import pareto_front
 # The plots reports/plots.py draws (other modules' plots keep their own tests).
 MINE = ("pareto", "throughput_vs_concurrency", "latency_vs_concurrency", "ttft_per_turn",
         "prefix_share", "length_distributions")
-UNIT = re.compile(r"\((ms|%|tokens|tokens/s|tokens/s/GPU|tokens/s/user|count|requests in "
-                  r"flight|index, 0 = first)\)$")
+UNIT = re.compile(r"\((ms|s|%|tokens|tokens/s|tokens/s/GPU|tokens/s/user|count|requests|"
+                  r"requests/s|requests in flight|index, 0 = first)\)$")
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +123,21 @@ def test_crowded_labels_are_placed_apart_or_left_off():
     ax.text(1, 1, "overlap")
     assert overlapping_text(fig)
     plt.close(fig)
+
+
+def test_the_trace_replay_timeline_has_units_and_no_overlapping_text(tmp_path):
+    """reports/trace_plot.py's timeline, drawn from the committed real-trace run."""
+    import shutil
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "trace-runs" / "local-recipe-motif3"
+    runs = tmp_path / "runs" / "local-recipe-motif3"
+    shutil.copytree(fixture, runs)
+    _, drawn = report_with_figures([runs / "fixture"], tmp_path / "out", "trace")
+    timeline = [f for name, f in drawn.items() if name.startswith("trace_replay")]
+    assert timeline, sorted(drawn)
+    for fig in timeline:
+        for ax in fig.axes:
+            for label in (ax.get_xlabel(), ax.get_ylabel()):
+                assert UNIT.search(label), label
+        assert overlapping_text(fig) == []
