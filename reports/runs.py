@@ -167,7 +167,8 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
                        if records_path.exists() else [], columns=_REQUEST_COLUMNS)
     req = _with_requested_lengths(req, record, step_id, step_dir, row).astype(_REQUEST_DTYPES)
     req = measures.classify_requests(req, outcomes.expectations(summary.get("input_config")))
-    row.update(measures.client_figures(req, row["concurrency"]))
+    row.update(measures.client_figures(req, row["concurrency"],
+                                       per_conversation=keys["workload"] == "multi_turn"))
     sm_path = step_dir / exports.SERVER_METRICS
     keep = exports.runner_endpoints(record.steps.get(step_id, {}).get("server_metrics"))
     srv = pd.DataFrame(exports.server_metric_rows(exports.read_json(sm_path), keep)

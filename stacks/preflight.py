@@ -44,7 +44,7 @@ from stacks.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.schema import ClusterConfig, ComputeMode, StackConfig
 from stacks.serving_checks import check_serving
 from stacks.worker_checks import check_workers
-from stacks.workload_checks import check_workloads
+from stacks.workload_checks import check_workloads, lockstep_notes
 
 
 @dataclass
@@ -180,6 +180,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         if stack.target == "aws":  # the local engine creates no Kubernetes objects
             check_names(stack, out)
         check_workloads(stack, out)
+        report.notes += lockstep_notes(stack)
         check_recipe(stack, base, cluster, out)
     if base is None:
         check_cluster_rdma(stack.cluster, out)

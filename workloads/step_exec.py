@@ -203,7 +203,8 @@ def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
     per_request = results.outcomes(records, rows,
                                    results.step_expectations(work, ex.command))
     counts = results.count(records, per_request)
-    achieved = results.achieved_concurrency(records, step.concurrency)
+    achieved = results.achieved_concurrency(records, step.concurrency,
+                                            per_conversation=step.workload == "multi_turn")
     with (work / "requests.jsonl").open("w") as f:
         for r in per_request:
             f.write(json.dumps(r) + "\n")
