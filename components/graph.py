@@ -28,6 +28,7 @@ from components.conventions import (
     MODEL_CACHE_PVC,
     NODE_GROUP_LABEL,
 )
+from stacks import metrics
 from stacks.catalog import INSTANCE_TYPES, InstanceType
 from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re-exported
     DGD_API_VERSION,
@@ -104,6 +105,9 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             "command": ["python3", "-m", "dynamo.frontend"],
             "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", serving.router.value,
                      *recipe_specs.frontend_recipe_args(stack)],
+            # its record of every request: the runner reads it after each step (routing
+            # evidence: which worker, how many cached tokens; workloads.request_trace)
+            "env": _env(metrics.request_trace_env(metrics.REQUEST_TRACE_POD_PATH)),
             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
         }],
     }

@@ -56,6 +56,11 @@ def counter_where(srv: pd.DataFrame, metric: str, label: str, value: str,
     return float(sel[~match if negate else match]["value"].sum())
 
 
+def _histogram_count(srv: pd.DataFrame, metric: str) -> float:
+    s = _series(srv, metric, "count")
+    return float(s.sum()) if len(s) else math.nan
+
+
 def gauge_stat(srv: pd.DataFrame, metric: str, stat: str = "avg") -> float:
     s = _series(srv, metric, stat)
     if not len(s):
@@ -92,6 +97,12 @@ def step_figures(srv: pd.DataFrame) -> dict[str, Any]:
         "server_preemptions": counter_total(srv, m.WORKER_PREEMPTIONS),
         "server_queue_avg": gauge_stat(srv, m.WORKER_REQUESTS_WAITING),
         "server_gpu_util_avg": gauge_stat(srv, m.DCGM_GPU_UTIL),
+        # KV moved between workers (NIXL) and to/from the offload tier (real vLLM only)
+        "server_kv_transfers": _histogram_count(srv, m.WORKER_NIXL_XFER_TIME),
+        "server_kv_transfer_bytes": _series(srv, m.WORKER_NIXL_BYTES, "sum").sum()
+        if len(_series(srv, m.WORKER_NIXL_BYTES, "sum")) else math.nan,
+        "server_offload_bytes": counter_total(srv, m.WORKER_KV_OFFLOAD_BYTES),
+        "server_offload_hits": counter_total(srv, m.WORKER_EXTERNAL_PREFIX_CACHE_HITS),
         # the frontend's own request and token accounting, for the reconciliation
         "server_output_tokens": counter_total(srv, m.FRONTEND_OUTPUT_TOKENS),
         "server_requests_started": counter_total(srv, m.FRONTEND_REQUESTS_STARTED),

@@ -43,6 +43,17 @@ WORKER_PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
 WORKER_EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
 WORKER_EXTERNAL_PREFIX_CACHE_HITS = "vllm:external_prefix_cache_hits_total"
 
+# KV moved between workers (disaggregated NIXL transfer) and to/from the offload tier, real
+# vLLM only: vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py NixlPromMetrics
+# (histograms vllm:nixl_xfer_time_seconds, vllm:nixl_bytes_transferred) and
+# offloading_connector.py OffloadPromMetrics (counter vllm:kv_offload_total_bytes, labelled
+# transfer_type GPU_to_CPU / CPU_to_GPU; exposed with _total). Read on vLLM's main branch, not
+# at the 0.31.0 tag ai-dynamo 1.6.1 pins: the reports say "not exported" when a run lacks them.
+# KVBM (Dynamo < 1.6) serves its kvbm_* counters on a port of its own, not scraped here.
+WORKER_NIXL_XFER_TIME = "vllm:nixl_xfer_time_seconds"        # histogram
+WORKER_NIXL_BYTES = "vllm:nixl_bytes_transferred"            # histogram
+WORKER_KV_OFFLOAD_BYTES = "vllm:kv_offload_total_bytes_total"  # counter
+
 # --- Prometheus itself -------------------------------------------------------------------------
 SCRAPE_UP = "up"  # 1 while a scrape target (a pod of a PodMonitor) answers
 
@@ -55,4 +66,22 @@ DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
 
 DCGM = (DCGM_GPU_UTIL, DCGM_FB_USED, DCGM_FB_FREE, DCGM_GPU_TEMP, DCGM_POWER_USAGE)
 VLLM_ENGINE_ONLY = (WORKER_PREFIX_CACHE_QUERIES, WORKER_PREFIX_CACHE_HITS,
-                    WORKER_EXTERNAL_PREFIX_CACHE_QUERIES, WORKER_EXTERNAL_PREFIX_CACHE_HITS)
+                    WORKER_EXTERNAL_PREFIX_CACHE_QUERIES, WORKER_EXTERNAL_PREFIX_CACHE_HITS,
+                    WORKER_NIXL_XFER_TIME, WORKER_NIXL_BYTES, WORKER_KV_OFFLOAD_BYTES)
+
+
+# --- the frontend's per-request records (its request trace) --------------------------------------
+# Dynamo's frontend writes one JSON line per finished request (worker, cached tokens, prompt
+# block hashes) when DYN_REQUEST_TRACE is on (ai-dynamo/dynamo lib/llm/src/request_trace/
+# config.rs, sink.rs; the variable names checked in the installed ai-dynamo-runtime 1.6.1 and
+# on its local engine). The reports read it as routing evidence (workloads.routing_evidence).
+# On a cluster the file stays in the frontend pod, under /tmp as Dynamo's own default path.
+REQUEST_TRACE_POD_PATH = "/tmp/dynamo-request-trace.jsonl"
+REQUEST_TRACE_FLUSH_MS = 200     # the jsonl sink's flush interval (Dynamo's default: 1000 ms)
+
+
+def request_trace_env(path: str) -> dict[str, str]:
+    """Env of a frontend that records every finished request to `path` (JSON lines)."""
+    return {"DYN_REQUEST_TRACE": "1", "DYN_REQUEST_TRACE_SINKS": "jsonl",
+            "DYN_REQUEST_TRACE_OUTPUT_PATH": path,
+            "DYN_REQUEST_TRACE_JSONL_FLUSH_INTERVAL_MS": str(REQUEST_TRACE_FLUSH_MS)}

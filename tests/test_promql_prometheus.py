@@ -34,7 +34,7 @@ def test_queries_read_only_catalogue_metrics():
                                 text))
         unknown = {i for i in idents if i not in CATALOGUE and i.removesuffix("_bucket")
                    .removesuffix("_sum").removesuffix("_count") not in CATALOGUE}
-        assert not unknown - {"le", "dynamo_component"}, (q.name, unknown)
+        assert not unknown - {"le", "dynamo_component", "pod", "transfer_type"}, (q.name, unknown)
     assert "[120s]" in step_queries(120)["ttft_p50_s"]
 
 

@@ -68,6 +68,26 @@ QUERIES: tuple[Query, ...] = (
     Query("worker_request_rate_by_component",
           f"sum by (dynamo_component) (rate({m.WORKER_REQUESTS}[{{w}}]))",
           (m.WORKER_REQUESTS,)),
+    # Where requests went, per worker pod (the cluster's routing evidence beside the
+    # frontend's request trace): requests each worker served and the prefix hits it had.
+    Query("worker_requests_by_pod",
+          f'sum by (pod) (increase({m.WORKER_REQUESTS}{{{{dynamo_endpoint="generate"}}}}[{{w}}]))',
+          (m.WORKER_REQUESTS,)),
+    Query("worker_prefix_hits_by_pod",
+          f"sum by (pod) (increase({m.WORKER_PREFIX_CACHE_HITS}[{{w}}]))",
+          (m.WORKER_PREFIX_CACHE_HITS,), engine=False),
+    Query("worker_prefix_queries_by_pod",
+          f"sum by (pod) (increase({m.WORKER_PREFIX_CACHE_QUERIES}[{{w}}]))",
+          (m.WORKER_PREFIX_CACHE_QUERIES,), engine=False),
+    # KV moved between workers (NIXL) and to/from the offload tier: what disaggregation and
+    # offload should move (reports.ablation).
+    Query("kv_transfers", f"sum(increase({m.WORKER_NIXL_XFER_TIME}_count[{{w}}]))",
+          (m.WORKER_NIXL_XFER_TIME,), engine=False),
+    Query("kv_transfer_bytes", f"sum(increase({m.WORKER_NIXL_BYTES}_sum[{{w}}]))",
+          (m.WORKER_NIXL_BYTES,), engine=False),
+    Query("kv_offload_bytes_by_direction",
+          f"sum by (transfer_type) (increase({m.WORKER_KV_OFFLOAD_BYTES}[{{w}}]))",
+          (m.WORKER_KV_OFFLOAD_BYTES,), engine=False),
     Query("gpu_util_mean", f"avg(avg_over_time({m.DCGM_GPU_UTIL}[{{w}}]))",
           (m.DCGM_GPU_UTIL,), engine=False),
     Query("gpu_fb_used_max_mib", f"max(max_over_time({m.DCGM_FB_USED}[{{w}}]))",

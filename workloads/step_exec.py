@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workloads import results
+from workloads import request_trace, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.datasets import block_reuse, fit_context, write_jsonl
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, RUNNING, now
@@ -181,9 +181,13 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
+    since_ms = time.time() * 1000
     ex = ctx.executor.run(step, inv, work, on_tick,
                           lambda **fields: manifest.update_step(step.id, **fields))
     outcome = judge(work, rows, step, ex, ctx.error_rate_threshold)
+    outcome["routing_evidence"] = request_trace.save_step_trace(
+        ctx.target, work, since_ms, time.time() * 1000,
+        expected=outcome["counts"]["completed"])
     outcome |= {"aiperf_exit_code": ex.exit_code, "aiperf_wall_s": round(ex.wall_s, 3),
                 "end": now(), **ex.record}
     (work / "step.json").write_text(json.dumps({**record, **outcome, "dataset": dataset,

@@ -45,6 +45,7 @@ from workloads.k8s_outputs import (
     read_outputs,
 )
 from workloads.k8s_step import JobExecutor, JobSettings
+from workloads.k8s_trace import FrontendTraces
 from workloads.k8s_transfer import ResultsVolume
 from workloads.smoke import list_models
 from workloads.targets import Endpoints, TargetError
@@ -97,6 +98,7 @@ class AwsTarget:
         self.volume: ResultsVolume | None = None
         self.stopped: str | None = None
         self.stop_errors: list[str] = []
+        self.traces = FrontendTraces(self.kube, self.namespace)
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -239,6 +241,11 @@ class AwsTarget:
                       if n.get("instanceType")],
             "cleanup_errors": self.stop_errors,
         }
+
+    def request_trace(self, since_ms: float, until_ms: float) -> list[str]:
+        """The frontend pods' records of the requests received within the window."""
+        return self.traces.read(self._pods_of(k8s_graph.frontend_components(self.dgd)),
+                                since_ms, until_ms)
 
     def step_executor(self) -> JobExecutor:
         if self.placement is None or self.volume is None:

@@ -1,0 +1,257 @@
+"""Ablation sanity check: does a one-setting change show on the server signal it should move?
+
+Pairs are two stacks whose recorded configs (the run manifests) differ in exactly one of the
+settings below and in nothing else that shapes the measurement (model, cluster, storage,
+workloads and the scale they ran at, the rest of serving; names, tags, cost and monitoring
+aside). For each pair the
+check compares, on usable steps both ran, the server-side signal that setting should move:
+
+- router (`serving.router`): the frontend's prefix hit rate on multi-turn (and trace) steps,
+  explained by the same-worker share of follow-up turns (reports.routing);
+- topology (`serving.topology` with its workers and transfer): KV handed from a prefill to a
+  decode worker (the frontend's records), and NIXL transfers where vLLM exports them;
+- offload (`serving.kvOffload`): bytes moved to/from the offload tier and prefix hits it served.
+
+A difference under the threshold is reported as "NO MEASURABLE DIFFERENCE" with the likely
+cause, never as a finding: a comparison that cannot show the effect says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Any
+
+import pandas as pd
+
+# The keys of `serving` each setting owns; a pair may differ in one setting's keys only.
+SETTINGS = {"router": ("router",), "topology": ("topology", "transfer", "workers"),
+            "offload": ("kvOffload",)}
+NOT_COMPARED = ("name", "tags", "cost", "monitoring")
+ROUTED_WORKLOADS = ("multi_turn", "trace_replay")
+MIN_HIT_DELTA = 0.03      # smaller changes of the prefix hit rate are within run-to-run noise
+AFFINITY = 0.8            # a round-robin same-worker share this high is not chance
+NO_DIFFERENCE = "NO MEASURABLE DIFFERENCE"
+COLUMNS = ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
+           "changed", "delta", "verdict", "evidence", "likely_cause"]
+
+
+@dataclass(frozen=True)
+class Pair:
+    setting: str
+    baseline: str       # round-robin / aggregated / no offload
+    changed: str
+
+
+def _is_baseline(setting: str, serving: dict[str, Any]) -> bool:
+    if setting == "router":
+        return serving.get("router") != "kv"
+    if setting == "topology":
+        return serving.get("topology") == "aggregated"
+    return (serving.get("kvOffload") or {}).get("kind", "none") == "none"
+
+
+def setting_between(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """The one setting two recorded stack configs differ in; None if none or several, or if
+    they differ anywhere else that shapes the measurement."""
+    keys = (set(a) | set(b)) - set(NOT_COMPARED) - {"serving"}
+    if any(a.get(k) != b.get(k) for k in keys):
+        return None
+    sa, sb = a.get("serving") or {}, b.get("serving") or {}
+    differ = {k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k)}
+    owners = {s for s, owned in SETTINGS.items() if differ & set(owned)}
+    if len(owners) != 1 or differ - set(SETTINGS[next(iter(owners))]):
+        return None
+    return owners.pop()
+
+
+def pairs(configs: dict[str, dict[str, Any]]) -> list[Pair]:
+    """Every pair of stacks (by name) one setting apart, the baseline first."""
+    out = []
+    for a, b in permutations(sorted(configs), 2):
+        setting = setting_between(configs[a], configs[b])
+        if setting and _is_baseline(setting, configs[a]["serving"]) \
+                and not _is_baseline(setting, configs[b]["serving"]):
+            out.append(Pair(setting, a, b))
+    return out
+
+
+def _f(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _pct(v: float) -> str:
+    return "n/a" if math.isnan(v) else f"{v:.1%}"
+
+
+def _lockstep(config: dict[str, Any], workers: int) -> str:
+    """The workload settings that let conversations move in lockstep, at the run's scale."""
+    mt = ((config.get("workloads") or {}).get("multiTurn") or {})
+    ran = {**mt, **(mt.get("quick") or {})} if config.get("scale") == "quick" else mt
+    sigma, convs = ran.get("turnDelaySigma"), ran.get("conversations")
+    if sigma == 0 and convs and workers and convs % workers == 0:
+        return (f" (the workload's pauses are fixed and its {convs} conversations are a "
+                f"multiple of the {workers} workers)")
+    return ""
+
+
+def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any]) -> str:
+    """Why a router change left the hit rate where it was (the first cause that fits)."""
+    hb, hc = _f(b.get("server_hit_rate")), _f(c.get("server_hit_rate"))
+    sb, sc = _f(b.get("same_worker_share")), _f(c.get("same_worker_share"))
+    workers = int(_f(b.get("prompt_workers")) or 0) if not math.isnan(
+        _f(b.get("prompt_workers"))) else 0
+    chance = _f(b.get("chance_same_worker"))
+    if math.isnan(hb) or math.isnan(hc):
+        return "a side has no server hit rate (its frontend was not scraped)"
+    if workers == 1:
+        return "one worker served every prompt: there was nothing to route between"
+    if not math.isnan(sb) and sb >= AFFINITY and (math.isnan(sc) or sb >= sc - 0.1):
+        return (f"accidental session affinity: round-robin sent {sb:.0%} of follow-up turns "
+                f"back to the worker of the previous turn (chance {_pct(chance)}), so "
+                "conversations advanced in lockstep" + _lockstep(config, workers))
+    if max(hb, hc) < 0.05:
+        return "the workload re-used nothing: no prefix for either router to hit"
+    full = [s for s in (b, c) if _f(s.get("server_preemptions")) > 0
+            or _f(s.get("server_kv_usage_max")) > 0.95]
+    if full:
+        return ("KV cache full (preemptions or usage > 95 %): evictions erase the history "
+                "either router could re-use")
+    if math.isnan(sb) or math.isnan(sc):
+        return "no routing evidence (request trace) in a run: where turns went is unknown"
+    if sc < chance + 0.1:
+        return (f"the KV router kept only {sc:.0%} of follow-up turns on their worker (chance "
+                f"{_pct(chance)}): load balancing outweighed the overlap, or KV events did "
+                "not reach the router")
+    return (f"turns stayed together ({sb:.0%} vs {sc:.0%}) yet the hit rate did not move: "
+            "look at the per-worker table")
+
+
+def _router_rows(pair: Pair, st: pd.DataFrame, config: dict[str, Any]) -> list[dict]:
+    rows = []
+    base, changed = (st[st["stack"] == s].set_index("step") for s in (pair.baseline,
+                                                                       pair.changed))
+    for step in sorted(set(base.index) & set(changed.index)):
+        b, c = base.loc[step], changed.loc[step]
+        if b["workload"] not in ROUTED_WORKLOADS:
+            continue
+        hb, hc = _f(b.get("server_hit_rate")), _f(c.get("server_hit_rate"))
+        delta = hc - hb
+        ok = not math.isnan(delta) and abs(delta) >= MIN_HIT_DELTA
+        evidence = (f"same-worker share of follow-up turns {_pct(_f(b.get('same_worker_share')))}"
+                    f" -> {_pct(_f(c.get('same_worker_share')))} (chance "
+                    f"{_pct(_f(b.get('chance_same_worker')))}); prompts per worker: "
+                    f"{b.get('requests_per_worker') or 'n/a'} -> "
+                    f"{c.get('requests_per_worker') or 'n/a'}")
+        rows.append({"step": step, "signal": "server prefix hit rate", "baseline": hb,
+                     "changed": hc, "delta": delta,
+                     "verdict": (f"{'raised' if delta > 0 else 'lowered'} by "
+                                 f"{abs(delta) * 100:.1f} points") if ok else NO_DIFFERENCE,
+                     "evidence": evidence,
+                     "likely_cause": "" if ok else router_cause(b, c, config)})
+    return rows
+
+
+def _pooled(st: pd.DataFrame, stack: str, steps: set[str], col: str, how: str) -> float:
+    v = st[(st["stack"] == stack) & st["step"].isin(steps)][col].map(_f).dropna() \
+        if col in st else pd.Series(dtype=float)
+    if v.empty:
+        return math.nan
+    return float(v.sum() if how == "sum" else v.mean())
+
+
+def _topology_rows(pair: Pair, st: pd.DataFrame, common: set[str]) -> list[dict]:
+    hb = _pooled(st, pair.baseline, common, "handoff_share", "mean")
+    hc = _pooled(st, pair.changed, common, "handoff_share", "mean")
+    nixl = _pooled(st, pair.changed, common, "server_kv_transfers", "sum")
+    est = _pooled(st, pair.changed, common, "kv_transfer_est_ms_mean", "mean")
+    ok = (not math.isnan(hc) and hc > 0.5) or (not math.isnan(nixl) and nixl > 0)
+    if ok:
+        cause = ""
+    elif math.isnan(hc) and math.isnan(nixl):
+        cause = "no request trace and no NIXL metrics: the transfer cannot be seen"
+    else:
+        cause = ("prompts were decoded where they were prefilled: the disaggregated stack "
+                 "served aggregated (no prefill worker registered, or a local prefill fallback)")
+    return [{"step": f"{len(common)} common step(s)",
+             "signal": "requests handed from a prefill to a decode worker",
+             "baseline": hb, "changed": hc, "delta": hc - hb,
+             "verdict": "KV moved between workers" if ok else NO_DIFFERENCE,
+             "evidence": f"NIXL transfers: {'not exported' if math.isnan(nixl) else int(nixl)};"
+                         f" frontend's estimated transfer latency "
+                         f"{'n/a' if math.isnan(est) else f'{est:.1f} ms'}",
+             "likely_cause": cause}]
+
+
+def _offload_rows(pair: Pair, st: pd.DataFrame, common: set[str]) -> list[dict]:
+    ob = _pooled(st, pair.baseline, common, "server_offload_bytes", "sum")
+    oc = _pooled(st, pair.changed, common, "server_offload_bytes", "sum")
+    hits = _pooled(st, pair.changed, common, "server_offload_hits", "sum")
+    usage = _pooled(st, pair.changed, common, "server_kv_usage_max", "mean")
+    ok = (not math.isnan(oc) and oc > 0) or (not math.isnan(hits) and hits > 0)
+    if ok:
+        cause = ""
+    elif math.isnan(oc) and math.isnan(hits):
+        cause = ("not exported: the workers' /metrics have no vLLM offload counters (KVBM "
+                 "serves its own port, not scraped)")
+    else:
+        cause = (f"nothing was offloaded: the working set fit the GPU KV cache (usage max "
+                 f"{_pct(usage)}), so no block left it; offload shows only beyond GPU capacity")
+    return [{"step": f"{len(common)} common step(s)", "signal": "KV bytes moved to/from the "
+             "offload tier", "baseline": ob, "changed": oc, "delta": oc - ob,
+             "verdict": "offload tier used" if ok else NO_DIFFERENCE,
+             "evidence": f"prefix hits served by the offload tier: "
+                         f"{'not exported' if math.isnan(hits) else int(hits)}",
+             "likely_cause": cause}]
+
+
+def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per compared signal of every one-setting pair (usable steps only)."""
+    st = steps[steps["usable"].astype(bool)] if "usable" in steps else steps
+    rows = []
+    for pair in pairs(configs):
+        common = set(st[st["stack"] == pair.baseline]["step"]) \
+            & set(st[st["stack"] == pair.changed]["step"])
+        head = {"setting": pair.setting, "baseline_stack": pair.baseline,
+                "changed_stack": pair.changed}
+        if not common:
+            rows.append({**head, "step": "none", "signal": "", "verdict": NO_DIFFERENCE,
+                         "likely_cause": "no usable step both stacks ran"})
+            continue
+        found = (_router_rows(pair, st, configs[pair.baseline]) if pair.setting == "router"
+                 else _topology_rows(pair, st, common) if pair.setting == "topology"
+                 else _offload_rows(pair, st, common))
+        rows += [{**head, **r} for r in found]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def summary_lines(table: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(findings for the headlines, warnings) from the check's rows."""
+    findings: list[str] = []
+    warnings: list[str] = []
+    if table is None or table.empty:
+        return findings, warnings
+    for _, r in table.iterrows():
+        what = (f"{r['changed_stack']} vs {r['baseline_stack']} ({r['setting']}), "
+                f"{r['step']}")
+        if r["verdict"] == NO_DIFFERENCE:
+            values = "" if pd.isna(r["baseline"]) and pd.isna(r["changed"]) else \
+                f" ({_fmt(r['baseline'])} vs {_fmt(r['changed'])})"
+            warnings.append(f"ablation check: {what}: no measurable difference in "
+                            f"{r['signal'] or 'its signal'}{values}; likely cause: "
+                            f"{r['likely_cause']}")
+        else:
+            findings.append(f"{what}: {r['signal']} {_fmt(r['baseline'])} -> "
+                            f"{_fmt(r['changed'])} ({r['verdict']}); {r['evidence']}")
+    return findings, warnings
+
+
+def _fmt(v: Any) -> str:
+    x = _f(v)
+    if math.isnan(x):
+        return "n/a"
+    return f"{x:.1%}" if abs(x) <= 1 else f"{x:,.0f}"
