@@ -164,49 +164,61 @@ def _pooled(st: pd.DataFrame, stack: str, steps: set[str], col: str, how: str) -
     return float(v.sum() if how == "sum" else v.mean())
 
 
-def _topology_rows(pair: Pair, st: pd.DataFrame, common: set[str]) -> list[dict]:
-    hb = _pooled(st, pair.baseline, common, "handoff_share", "mean")
-    hc = _pooled(st, pair.changed, common, "handoff_share", "mean")
-    nixl = _pooled(st, pair.changed, common, "server_kv_transfers", "sum")
-    est = _pooled(st, pair.changed, common, "kv_transfer_est_ms_mean", "mean")
-    ok = (not math.isnan(hc) and hc > 0.5) or (not math.isnan(nixl) and nixl > 0)
-    if ok:
-        cause = ""
-    elif math.isnan(hc) and math.isnan(nixl):
-        cause = "no request trace and no NIXL metrics: the transfer cannot be seen"
-    else:
-        cause = ("prompts were decoded where they were prefilled: the disaggregated stack "
-                 "served aggregated (no prefill worker registered, or a local prefill fallback)")
-    return [{"step": f"{len(common)} common step(s)",
-             "signal": "requests handed from a prefill to a decode worker",
-             "baseline": hb, "changed": hc, "delta": hc - hb,
-             "verdict": "KV moved between workers" if ok else NO_DIFFERENCE,
-             "evidence": f"NIXL transfers: {'not exported' if math.isnan(nixl) else int(nixl)};"
-                         f" frontend's estimated transfer latency "
-                         f"{'n/a' if math.isnan(est) else f'{est:.1f} ms'}",
-             "likely_cause": cause}]
+@dataclass(frozen=True)
+class Moving:
+    """A setting whose signal is something moving: KV between workers, to the offload tier.
+    It moved when `column` (pooled over the common steps) passes `above`, or `also` > 0."""
+
+    signal: str
+    column: str
+    how: str              # how steps pool: "mean" (a share) or "sum" (a count)
+    above: float
+    also: str             # a second counter of the same movement (a metric), summed
+    also_label: str
+    detail: str           # a figure shown as evidence, averaged over steps
+    verdict: str
+    unseen: str           # the cause when no metric showed anything
+    still: str            # the cause when the metrics were there and showed nothing
 
 
-def _offload_rows(pair: Pair, st: pd.DataFrame, common: set[str]) -> list[dict]:
-    ob = _pooled(st, pair.baseline, common, "server_offload_bytes", "sum")
-    oc = _pooled(st, pair.changed, common, "server_offload_bytes", "sum")
-    hits = _pooled(st, pair.changed, common, "server_offload_hits", "sum")
-    usage = _pooled(st, pair.changed, common, "server_kv_usage_max", "mean")
-    ok = (not math.isnan(oc) and oc > 0) or (not math.isnan(hits) and hits > 0)
-    if ok:
-        cause = ""
-    elif math.isnan(oc) and math.isnan(hits):
-        cause = ("not exported: the workers' /metrics have no vLLM offload counters (KVBM "
-                 "serves its own port, not scraped)")
-    else:
-        cause = (f"nothing was offloaded: the working set fit the GPU KV cache (usage max "
-                 f"{_pct(usage)}), so no block left it; offload shows only beyond GPU capacity")
-    return [{"step": f"{len(common)} common step(s)", "signal": "KV bytes moved to/from the "
-             "offload tier", "baseline": ob, "changed": oc, "delta": oc - ob,
-             "verdict": "offload tier used" if ok else NO_DIFFERENCE,
-             "evidence": f"prefix hits served by the offload tier: "
-                         f"{'not exported' if math.isnan(hits) else int(hits)}",
-             "likely_cause": cause}]
+MOVING = {
+    "topology": Moving(
+        "requests handed from a prefill to a decode worker", "handoff_share", "mean", 0.5,
+        "server_kv_transfers", "NIXL transfers", "kv_transfer_est_ms_mean",
+        "KV moved between workers",
+        "no request trace and no NIXL metrics: the transfer cannot be seen",
+        "prompts were decoded where they were prefilled: the disaggregated stack served "
+        "aggregated (no prefill worker registered, or a local prefill fallback)"),
+    "offload": Moving(
+        "KV bytes moved to/from the offload tier", "server_offload_bytes", "sum", 0.0,
+        "server_offload_hits", "prefix hits served by the offload tier",
+        "server_kv_usage_max", "offload tier used",
+        "not exported: the workers' /metrics have no vLLM offload counters (KVBM serves its "
+        "own port, not scraped)",
+        "nothing was offloaded: the working set fit the GPU KV cache (usage max {detail}), so "
+        "no block left it; offload shows only beyond GPU capacity"),
+}
+
+
+def _moving_rows(pair: Pair, st: pd.DataFrame, common: set[str]) -> list[dict]:
+    spec = MOVING[pair.setting]
+    base = _pooled(st, pair.baseline, common, spec.column, spec.how)
+    changed = _pooled(st, pair.changed, common, spec.column, spec.how)
+    also = _pooled(st, pair.changed, common, spec.also, "sum")
+    detail = _pooled(st, pair.changed, common, spec.detail, "mean")
+    shown = _pct(detail) if spec.detail.endswith("_max") else \
+        "n/a" if math.isnan(detail) else f"{detail:.1f} ms"
+    moved = (not math.isnan(changed) and changed > spec.above) \
+        or (not math.isnan(also) and also > 0)
+    seen = not (math.isnan(changed) and math.isnan(also))
+    return [{"step": f"{len(common)} common step(s)", "signal": spec.signal, "baseline": base,
+             "changed": changed, "delta": changed - base,
+             "verdict": spec.verdict if moved else NO_DIFFERENCE,
+             "evidence": f"{spec.also_label}: "
+                         f"{'not exported' if math.isnan(also) else f'{also:,.0f}'}; "
+                         f"{spec.detail}: {shown}",
+             "likely_cause": "" if moved else (spec.still.format(detail=shown) if seen
+                                               else spec.unseen)}]
 
 
 def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -223,8 +235,7 @@ def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]]) -> p
                          "likely_cause": "no usable step both stacks ran"})
             continue
         found = (_router_rows(pair, st, configs[pair.baseline]) if pair.setting == "router"
-                 else _topology_rows(pair, st, common) if pair.setting == "topology"
-                 else _offload_rows(pair, st, common))
+                 else _moving_rows(pair, st, common))
         rows += [{**head, **r} for r in found]
     return pd.DataFrame(rows, columns=COLUMNS)
 
