@@ -30,8 +30,14 @@ SETTINGS = {"router": ("router",), "topology": ("topology", "transfer", "workers
             "offload": ("kvOffload",)}
 NOT_COMPARED = ("name", "tags", "cost", "monitoring")
 ROUTED_WORKLOADS = ("multi_turn", "trace_replay")
-MIN_HIT_DELTA = 0.03      # smaller changes of the prefix hit rate are within run-to-run noise
-AFFINITY = 0.8            # a round-robin same-worker share this high is not chance
+# A router change counts when the hit rate moved by at least MIN_HIT_DELTA and by twice its
+# standard error (from the request trace, reports.routing), and follow-up turns were placed
+# differently (same-worker share apart by MIN_PLACEMENT_DELTA).
+MIN_HIT_DELTA = 0.03
+NOISE_SIGMAS = 2.0
+MIN_PLACEMENT_DELTA = 0.1
+# Round-robin keeping this much more than chance of the follow-ups on their worker: lockstep.
+AFFINITY_OVER_CHANCE = 0.15
 NO_DIFFERENCE = "NO MEASURABLE DIFFERENCE"
 COLUMNS = ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
            "changed", "delta", "verdict", "evidence", "likely_cause"]
@@ -99,36 +105,39 @@ def _lockstep(config: dict[str, Any], workers: int) -> str:
     return ""
 
 
-def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any]) -> str:
-    """Why a router change left the hit rate where it was (the first cause that fits)."""
+def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any], needed: float) -> str:
+    """Why a router change showed no measurable difference (the first cause that fits)."""
     hb, hc = _f(b.get("server_hit_rate")), _f(c.get("server_hit_rate"))
     sb, sc = _f(b.get("same_worker_share")), _f(c.get("same_worker_share"))
-    workers = int(_f(b.get("prompt_workers")) or 0) if not math.isnan(
-        _f(b.get("prompt_workers"))) else 0
+    workers = _f(b.get("prompt_workers"))
     chance = _f(b.get("chance_same_worker"))
     if math.isnan(hb) or math.isnan(hc):
         return "a side has no server hit rate (its frontend was not scraped)"
     if workers == 1:
         return "one worker served every prompt: there was nothing to route between"
-    if not math.isnan(sb) and sb >= AFFINITY and (math.isnan(sc) or sb >= sc - 0.1):
+    if not math.isnan(sb) and sb >= chance + AFFINITY_OVER_CHANCE \
+            and (math.isnan(sc) or sb >= sc - MIN_PLACEMENT_DELTA):
         return (f"accidental session affinity: round-robin sent {sb:.0%} of follow-up turns "
-                f"back to the worker of the previous turn (chance {_pct(chance)}), so "
-                "conversations advanced in lockstep" + _lockstep(config, workers))
+                f"back to the worker of the previous turn (chance {_pct(chance)}; the KV "
+                f"router {_pct(sc)}), so conversations advanced in lockstep"
+                + _lockstep(config, int(workers) if not math.isnan(workers) else 0))
     if max(hb, hc) < 0.05:
         return "the workload re-used nothing: no prefix for either router to hit"
-    full = [s for s in (b, c) if _f(s.get("server_preemptions")) > 0
-            or _f(s.get("server_kv_usage_max")) > 0.95]
-    if full:
+    if any(_f(s.get("server_preemptions")) > 0 or _f(s.get("server_kv_usage_max")) > 0.95
+           for s in (b, c)):
         return ("KV cache full (preemptions or usage > 95 %): evictions erase the history "
                 "either router could re-use")
     if math.isnan(sb) or math.isnan(sc):
         return "no routing evidence (request trace) in a run: where turns went is unknown"
-    if sc < chance + 0.1:
+    if sc < chance + MIN_PLACEMENT_DELTA:
         return (f"the KV router kept only {sc:.0%} of follow-up turns on their worker (chance "
                 f"{_pct(chance)}): load balancing outweighed the overlap, or KV events did "
                 "not reach the router")
-    return (f"turns stayed together ({sb:.0%} vs {sc:.0%}) yet the hit rate did not move: "
-            "look at the per-worker table")
+    if abs(sc - sb) < MIN_PLACEMENT_DELTA:
+        return (f"the router placed follow-up turns as round-robin did ({sb:.0%} vs {sc:.0%} "
+                "on the previous turn's worker): a hit-rate difference is not routing's")
+    return (f"within the step's noise: a change needs {needed * 100:.1f} points here (twice "
+            "its standard error from the request trace); a longer step would tell")
 
 
 def _router_rows(pair: Pair, st: pd.DataFrame, config: dict[str, Any]) -> list[dict]:
@@ -140,19 +149,23 @@ def _router_rows(pair: Pair, st: pd.DataFrame, config: dict[str, Any]) -> list[d
         if b["workload"] not in ROUTED_WORKLOADS:
             continue
         hb, hc = _f(b.get("server_hit_rate")), _f(c.get("server_hit_rate"))
+        sb, sc = _f(b.get("same_worker_share")), _f(c.get("same_worker_share"))
         delta = hc - hb
-        ok = not math.isnan(delta) and abs(delta) >= MIN_HIT_DELTA
-        evidence = (f"same-worker share of follow-up turns {_pct(_f(b.get('same_worker_share')))}"
-                    f" -> {_pct(_f(c.get('same_worker_share')))} (chance "
+        se = math.hypot(_f(b.get("trace_hit_rate_se")), _f(c.get("trace_hit_rate_se")))
+        needed = MIN_HIT_DELTA if math.isnan(se) else max(MIN_HIT_DELTA, NOISE_SIGMAS * se)
+        same_placement = abs(sc - sb) < MIN_PLACEMENT_DELTA      # False when unknown (NaN)
+        ok = not math.isnan(delta) and abs(delta) >= needed and not same_placement
+        evidence = (f"same-worker share of follow-up turns {_pct(sb)} -> {_pct(sc)} (chance "
                     f"{_pct(_f(b.get('chance_same_worker')))}); prompts per worker: "
                     f"{b.get('requests_per_worker') or 'n/a'} -> "
                     f"{c.get('requests_per_worker') or 'n/a'}")
         rows.append({"step": step, "signal": "server prefix hit rate", "baseline": hb,
                      "changed": hc, "delta": delta,
                      "verdict": (f"{'raised' if delta > 0 else 'lowered'} by "
-                                 f"{abs(delta) * 100:.1f} points") if ok else NO_DIFFERENCE,
+                                 f"{abs(delta) * 100:.1f} points (needed "
+                                 f"{needed * 100:.1f})") if ok else NO_DIFFERENCE,
                      "evidence": evidence,
-                     "likely_cause": "" if ok else router_cause(b, c, config)})
+                     "likely_cause": "" if ok else router_cause(b, c, config, needed)})
     return rows
 
 

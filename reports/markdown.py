@@ -157,8 +157,9 @@ SECTIONS = [
     ("ablation", "Ablation check: does each one-setting change show where it should?",
      "Stacks whose recorded configs differ in one setting (router, topology, offload) are "
      "compared on the server signal that setting should move, over usable steps both ran. "
-     f"A change below the threshold (router: {MIN_HIT_DELTA * 100:.0f} points of hit rate) "
-     "is NO MEASURABLE DIFFERENCE with its likely cause, not a finding."),
+     f"A router change must move the hit rate by {MIN_HIT_DELTA * 100:.0f} points and by twice "
+     "its standard error, with follow-up turns placed differently; anything less is NO "
+     "MEASURABLE DIFFERENCE with its likely cause, not a finding."),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
      "above 1 or a client-bound step means the harness distorted the figure. "

@@ -24,8 +24,9 @@ WORKER_COLUMNS = ["worker", "prompts", "decodes", "requests_counted", "prompt_to
                   "cached_tokens", "hit_rate", "follow_ups", "same_worker_follow_ups"]
 # The step's routing figures (steps.csv columns); NaN without a trace.
 FIGURES = ["traced_requests", "prompt_workers", "decode_workers", "follow_ups",
-           "same_worker_share", "chance_same_worker", "trace_hit_rate", "handoff_share",
-           "kv_transfer_est_ms_mean", "requests_per_worker", "routing_evidence"]
+           "same_worker_share", "chance_same_worker", "trace_hit_rate", "trace_hit_rate_se",
+           "handoff_share", "kv_transfer_est_ms_mean", "requests_per_worker",
+           "routing_evidence"]
 
 
 def worker_names(srv: pd.DataFrame, named: dict[str, str] | None) -> dict[str, str]:

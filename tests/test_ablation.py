@@ -73,7 +73,7 @@ def test_a_router_that_moved_the_hit_rate_is_a_finding():
     row = ablation_check(steps, _configs()).iloc[0]
     assert (row["setting"], row["baseline_stack"], row["changed_stack"]) == (
         "router", "local-agg", "local-agg-kv")
-    assert row["verdict"] == "raised by 15.0 points" and row["likely_cause"] == ""
+    assert row["verdict"] == "raised by 15.0 points (needed 3.0)" and row["likely_cause"] == ""
     assert "55.0% -> 95.0%" in row["evidence"]
 
 
@@ -103,6 +103,22 @@ def test_no_difference_names_the_first_cause_that_fits(extra, same, cause):
                           _step("local-agg-kv", 0.41, same[1], **extra)])
     row = ablation_check(steps, _configs()).iloc[0]
     assert row["verdict"] == NO_DIFFERENCE and cause in row["likely_cause"]
+
+
+def test_a_difference_within_the_steps_noise_or_without_other_placement_is_no_finding():
+    """5 points with a standard error of 3 points on each side is noise (needs 8.5); a real
+    hit-rate gap with turns placed as round-robin placed them is not the router's doing."""
+    noisy = pd.DataFrame([_step("local-agg", 0.45, 0.55, trace_hit_rate_se=0.03),
+                          _step("local-agg-kv", 0.50, 0.80, trace_hit_rate_se=0.03)])
+    row = ablation_check(noisy, _configs()).iloc[0]
+    assert row["verdict"] == NO_DIFFERENCE
+    assert "needs 8.5 points here" in row["likely_cause"]
+    quiet = noisy.assign(trace_hit_rate_se=0.005)
+    assert ablation_check(quiet, _configs()).iloc[0]["verdict"] == \
+        "raised by 5.0 points (needed 3.0)"
+    alike = pd.DataFrame([_step("local-agg", 0.40, 0.60), _step("local-agg-kv", 0.50, 0.62)])
+    row = ablation_check(alike, _configs()).iloc[0]
+    assert row["verdict"] == NO_DIFFERENCE and "as round-robin did" in row["likely_cause"]
 
 
 def test_unusable_steps_are_not_compared():

@@ -135,3 +135,21 @@ def test_a_target_without_a_trace_is_recorded_as_such(tmp_path):
     rec = request_trace.save_step_trace(Trace(), tmp_path, 0, 10, expected=2)
     assert (rec["records"], rec["follow_ups"], rec["same_worker_share"]) == (2, 1, 1.0)
     assert len((tmp_path / request_trace.STEP_FILE).read_text().splitlines()) == 2
+
+
+def test_hit_rate_error_leaves_out_the_turn_mix():
+    """First turns never hit, later ones do: that mix is the same in compared stacks, so it is
+    no error. Only what varies within a turn position (where the turn landed) is."""
+    def reqs(cached_second: list[int]) -> list[dict]:
+        out = []
+        for i, c in enumerate(cached_second):
+            out.append({"request_id": f"a{i}", "input_tokens": 100.0, "cached_tokens": 0.0,
+                        "turn": 0})
+            out.append({"request_id": f"b{i}", "input_tokens": 200.0, "cached_tokens": c,
+                        "turn": 1})
+        return out
+
+    steady = rev.hit_rate_se(reqs([100.0] * 20))
+    assert steady == pytest.approx(0.0, abs=1e-12)
+    mixed = rev.hit_rate_se(reqs([100.0, 0.0] * 10))
+    assert mixed > 0.03 and rev.hit_rate_se(reqs([100.0, 0.0] * 40)) < mixed / 1.9

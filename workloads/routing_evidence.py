@@ -23,7 +23,7 @@ from typing import Any
 SCHEMA = "dynamo.request.trace.v1"
 COLUMNS = ["request_id", "received_ms", "prefill_worker", "decode_worker", "input_tokens",
            "cached_tokens", "output_tokens", "predicted_overlap", "transfer_ms", "follows",
-           "follows_worker", "same_worker"]
+           "turn", "follows_worker", "same_worker"]
 
 
 def request_of(line: str) -> dict | None:
@@ -89,6 +89,7 @@ def requests(lines: Iterable[str]) -> list[dict[str, Any]]:
                 earlier = hit[0]
                 break
         row["follows"] = earlier["request_id"] if earlier else None
+        row["turn"] = earlier["turn"] + 1 if earlier else 0       # place in its chain
         row["follows_worker"] = earlier["prefill_worker"] if earlier else None
         row["same_worker"] = (earlier["prefill_worker"] == row["prefill_worker"]) \
             if earlier else None
@@ -118,6 +119,32 @@ def summary(reqs: list[dict[str, Any]]) -> dict[str, Any]:
         "same_worker_share": same / len(follow) if follow else math.nan,
         "chance_same_worker": 1 / len(workers) if workers else math.nan,
         "trace_hit_rate": cached / prompt if prompt else math.nan,
+        "trace_hit_rate_se": hit_rate_se(reqs),
         "handoff_share": len(handed) / n if n else math.nan,
         "kv_transfer_est_ms_mean": sum(transfer) / len(transfer) if transfer else math.nan,
     }
+
+
+def hit_rate_se(reqs: list[dict[str, Any]]) -> float:
+    """Standard error of the step's hit rate (cached / prompt tokens, a ratio of sums).
+
+    Linearised: each request contributes e = cached - R x prompt. Requests are grouped by
+    their place in a conversation (`turn`: the first turn never hits, later ones mostly do),
+    so the error is what placement and timing leave, not the turn mix, which compared stacks
+    share (same datasets). Within a group the e's are taken as independent.
+    """
+    ok = [r for r in reqs if not (math.isnan(r["input_tokens"])
+                                  or math.isnan(r["cached_tokens"]))]
+    prompt = sum(r["input_tokens"] for r in ok)
+    if len(ok) < 2 or not prompt:
+        return math.nan
+    rate = sum(r["cached_tokens"] for r in ok) / prompt
+    groups: dict[int, list[float]] = {}
+    for r in ok:
+        groups.setdefault(r["turn"], []).append(r["cached_tokens"] - rate * r["input_tokens"])
+    var = 0.0
+    for e in groups.values():
+        if len(e) > 1:
+            mean = sum(e) / len(e)
+            var += len(e) / (len(e) - 1) * sum((x - mean) ** 2 for x in e)
+    return math.sqrt(var) / prompt
