@@ -17,8 +17,9 @@ import pulumi
 from pulumi.runtime.config import CONFIG, is_config_secret
 
 from components.program import build
+from stacks.api_access import CONFIG_KEY as API_ACCESS_KEY
 from stacks.deploy_checks import DeployFacts
-from stacks.loader import PROJECT, StackError, parse_config
+from stacks.loader import PROJECT, StackError, load_stack_file, parse_config
 from stacks.preflight import load_base, run_preflight
 from stacks.schema import CONFIG_KEYS
 from stacks.stack_file import PROVIDER_NAMESPACES
@@ -55,18 +56,27 @@ def deploy_facts(cfg: pulumi.Config) -> DeployFacts:
     providers = {k: v for k, v in config.items()
                  if k.partition(":")[0] in PROVIDER_NAMESPACES}
     return DeployFacts(hf_token=hf_token_state(cfg), provider_config=providers,
-                       config_keys=tuple(config), deploying=True)
+                       config_keys=tuple(config), deploying=True,
+                       api_access=cfg.get(API_ACCESS_KEY))
 
 
 def main() -> None:
     cfg = pulumi.Config(PROJECT)
-    stack = parse_config(pulumi.get_stack(), read_config(cfg))
+    raw = read_config(cfg)
+    if not raw:
+        # A derived stack `<variant>.<base>` has no config of its own: its variant's file,
+        # attached to <base> (stacks/loader.py); any other stack without config fails below.
+        try:
+            raw = load_stack_file(pulumi.get_stack()).config
+        except StackError:
+            raw = {}
+    stack = parse_config(pulumi.get_stack(), raw)
     base = load_base(stack)
     report = run_preflight(stack, base, facts=deploy_facts(cfg))
     if report.problems:
         raise StackError(stack.name, report.problems)
     token = cfg.require_secret("hfToken") if base is None else None
-    for key, value in build(stack, base, token).items():
+    for key, value in build(stack, base, token, cfg.get(API_ACCESS_KEY)).items():
         pulumi.export(key, value)
 
 

@@ -17,6 +17,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components.api_access import eks_endpoint_args
 from components.network import Network, StackOnAws
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
@@ -83,8 +84,8 @@ class Cluster(pulumi.ComponentResource):
             private_subnet_ids=network.private_subnet_ids,
             public_subnet_ids=network.public_subnet_ids or None,
             node_associate_public_ip_address=False,
-            endpoint_private_access=True,
-            endpoint_public_access=True,
+            # Only the deployer's CIDRs reach the public endpoint, or none (api_access.py).
+            **eks_endpoint_args(args.api_access),
             authentication_mode=eks.AuthenticationMode.API,
             skip_default_node_group=True,
             # Nodes use the EKS-created cluster security group (EFA needs all traffic between
@@ -119,7 +120,8 @@ class Cluster(pulumi.ComponentResource):
         self.node_groups = NodeGroups(
             f"{name}-nodes",
             NodeGroupsArgs(stack=stack, groups=list(stack.cluster.node_groups),
-                           cluster=self.handle, tags=tags, install_device_plugins=True),
+                           cluster=self.handle, tags=tags, install_device_plugins=True,
+                           eks_version=stack.cluster.eks_version),
             opts=pulumi.ResourceOptions(parent=self, providers=[provider, k8s_provider]))
         self.handle.node_resources += self.node_groups.resources
         if stack.cluster.rdma is not None:

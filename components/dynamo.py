@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components import graph
+from components.charts import ChartRef, install
 from components.k8s import create_object, create_objects
 from components.loadgen_specs import loadgen_rbac
 from components.platform_values import CHART, platform_chart_version, platform_values
@@ -53,14 +53,16 @@ class PlatformArgs:
 
 
 class DynamoPlatform(pulumi.ComponentResource):
-    chart: k8s.helm.v4.Chart
+    chart: pulumi.Resource
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("dynamo-bench:infra:DynamoPlatform", name, None, opts)
         version = platform_chart_version(args.stack)
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart", name=PLATFORM_RELEASE, chart=CHART, version=version,
-            repository_opts={"repo": NGC_DYNAMO_REPO}, namespace=args.namespace,
+        # The chart applies its CRDs and the webhook certificate through hooks: a Release
+        # (components/charts.py).
+        self.chart = install(
+            f"{name}-chart", ChartRef(CHART, version, NGC_DYNAMO_REPO),
+            release=PLATFORM_RELEASE, namespace=args.namespace,
             values=platform_values(args.stack, prometheus_endpoint=args.prometheus_endpoint),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.register_outputs({"chartVersion": version})

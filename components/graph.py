@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from components import kv_config, recipe_specs
+from components import efa, kv_config, recipe_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -37,7 +37,6 @@ from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re
     FRONTEND_PORT,
     GRAPH_LABEL,
     HF_HOME,
-    ZONE_LABEL,
     component_names,
     deployment_name,
 )
@@ -59,9 +58,6 @@ from stacks.schema import (
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
-# Only the EFA worker pods carry this label: they require each other in one zone.
-EFA_ZONE_LABEL = "dynamo-bench.io/efa-zone-group"
-ZONE_KEY = ZONE_LABEL
 # Frontends and workers talk over TCP and publish events over ZMQ: no NATS, no etcd
 # (the platform chart is installed with both off and Kubernetes discovery).
 RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
@@ -69,11 +65,13 @@ RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def runtime_version_override(serving: ServingConfig) -> str | None:
-    """The Dynamo version for `runtimeVersionOverride` when the image tag does not state it
-    (a digest, or a tag that is not exactly the pinned version); None otherwise."""
+def runtime_version_override(serving: ServingConfig, image: str | None = None) -> str | None:
+    """The Dynamo version for `runtimeVersionOverride` when the image tag (of `image`, default
+    serving.image) does not state it (a digest, or a tag that is not exactly the pinned
+    version, such as the EFA build's `1.6.1-efa`); None otherwise."""
+    image = image or serving.image
     core = "{}.{}.{}".format(*kv_config.version_tuple(serving.dynamo_version))
-    tag = "" if serving.image_is_digest else serving.image.rsplit("/", 1)[-1].partition(":")[2]
+    tag = "" if "@sha256:" in image else image.rsplit("/", 1)[-1].partition(":")[2]
     return None if tag == core else core
 
 
@@ -95,9 +93,17 @@ def recipe_configmaps(stack: StackConfig, namespace: str) -> list[dict[str, Any]
     return recipe_specs.speculative_configmaps(stack, namespace, deployment_name(stack))
 
 
+def _model_cache_volume() -> dict[str, Any]:
+    return {"name": MODEL_CACHE_PVC, "persistentVolumeClaim": {"claimName": MODEL_CACHE_PVC}}
+
+
 def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
     serving = stack.serving
     assert serving is not None
+    # The frontend reads the tokenizer, chat template and context length of the model card from
+    # the model cache, as Dynamo's own recipes mount it ("Frontend needs read access to the
+    # model cache to register the model card", ai-dynamo/dynamo recipes/qwen3-32b/vllm/
+    # cloud-providers/disagg-1p1d-aws-efa/deploy.yaml); offline, like the workers.
     pod: dict[str, Any] = {
         "containers": [{
             "name": "main",
@@ -105,11 +111,15 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             "command": ["python3", "-m", "dynamo.frontend"],
             "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", serving.router.value,
                      *recipe_specs.frontend_recipe_args(stack)],
-            # its record of every request: the runner reads it after each step (routing
+            # plus its record of every request: the runner reads it after each step (routing
             # evidence: which worker, how many cached tokens; workloads.request_trace)
-            "env": _env(metrics.request_trace_env(metrics.REQUEST_TRACE_POD_PATH)),
+            "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1",
+                         **metrics.request_trace_env(metrics.REQUEST_TRACE_POD_PATH)}),
             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+            "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT,
+                              "readOnly": True}],
         }],
+        "volumes": [_model_cache_volume()],
     }
     if serving.frontend.node_group:
         pod["nodeSelector"] = {NODE_GROUP_LABEL: serving.frontend.node_group}
@@ -121,7 +131,8 @@ def _component(serving: ServingConfig, name: str, kind: str, replicas: int,
                pod_template: dict[str, Any]) -> dict[str, Any]:
     comp: dict[str, Any] = {"name": name, "type": kind, "replicas": replicas,
                             "podTemplate": pod_template}
-    override = runtime_version_override(serving)
+    override = runtime_version_override(
+        serving, pod_template["spec"]["containers"][0]["image"])
     if override:
         comp["runtimeVersionOverride"] = override
     return comp
@@ -151,6 +162,11 @@ class _Worker:
                 f"evenly over {self.w.node_count} nodes", "use a nodeCount that divides TP")])
         # A multinode worker runs one pod per node; each requests its share of the TP group.
         self.gpus_per_pod = self.w.gpus_per_pod
+        if self.rdma and self.w.node_count > 1:
+            raise StackError(stack.name, [Problem(
+                f"{self.field}.nodeCount", "a multinode worker's command is rewritten by the "
+                "Dynamo operator, which would drop the GPU pinning an EFA (privileged) worker "
+                "needs", "use nodeCount 1 with nixl-libfabric")])
 
     def args(self) -> list[str]:
         w, s, m = self.w, self.serving, self.stack.model
@@ -179,9 +195,11 @@ class _Worker:
             **kv_config.kvbm_env(self.serving, self.w.role),
         }
         if self.rdma:
-            values["FI_PROVIDER"] = "efa"
+            values.update(efa.REQUIRED_ENV)
         values.update(self.w.env)  # the stack's own env wins
-        return [*_env(values), _hf_token_env(),
+        pod_ip = ([] if kv_config.SIDE_CHANNEL_HOST_ENV in self.w.env
+                  else kv_config.side_channel_env(self.serving, self.w.role))
+        return [*_env(values), *pod_ip, _hf_token_env(),
                 *recipe_specs.speculative_env(self.serving, deployment_name(self.stack))]
 
     def memory_gib(self) -> int:
@@ -237,16 +255,15 @@ class _Worker:
     def pod_template(self, labels: dict[str, str]) -> dict[str, Any]:
         container: dict[str, Any] = {
             "name": "main",
-            "image": self.serving.image,
-            "command": ["python3", "-m", "dynamo.vllm"],
+            "image": efa.efa_runtime_image(self.serving.image) if self.rdma
+            else self.serving.image,
+            "command": efa.pinned_command() if self.rdma else list(efa.WORKER_MODULE),
             "args": self.args(),
             "env": self.env(),
             "resources": self.resources(),
             "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT}],
         }
-        volumes: list[dict[str, Any]] = [
-            {"name": MODEL_CACHE_PVC,
-             "persistentVolumeClaim": {"claimName": MODEL_CACHE_PVC}}]
+        volumes: list[dict[str, Any]] = [_model_cache_volume()]
         if self.kvbm_disk():
             volumes.append({"name": "kvbm-disk", "emptyDir": {"sizeLimit": self.kvbm_disk()}})
             container["volumeMounts"].append({"name": "kvbm-disk",
@@ -264,26 +281,14 @@ class _Worker:
             container["securityContext"] = {
                 "capabilities": {"add": list(recipe_specs.RDMA_CAPABILITIES)}}
         if self.rdma:
-            # libfabric needs the EFA device files and locked memory; EFA traffic does not
-            # cross AZs, so all EFA workers of the graph share one zone.
-            container["securityContext"] = {"privileged": True}
-            labels = {**labels, EFA_ZONE_LABEL: labels[GRAPH_LABEL]}
-            spec["affinity"] = self._one_zone_affinity(labels[GRAPH_LABEL])
+            # NIXL registers GPU memory with the EFA NIC, which needs a privileged container;
+            # the command pins the device plugin's GPUs (components/efa.py). EFA traffic does
+            # not cross AZs, so all EFA workers of the graph share one zone.
+            container["securityContext"] = efa.security_context()
+            labels = {**labels, efa.ZONE_GROUP_LABEL: labels[GRAPH_LABEL]}
+            spec["affinity"] = efa.one_zone_affinity(labels[GRAPH_LABEL],
+                                                     self.group.availability_zone)
         return {"metadata": {"labels": labels}, "spec": spec}
-
-    def _one_zone_affinity(self, graph: str) -> dict[str, Any]:
-        # The first EFA pod matches its own selector, which the scheduler accepts; every later
-        # one must join that pod's zone.
-        affinity: dict[str, Any] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuring"
-                                                    "Execution": [{
-            "labelSelector": {"matchLabels": {EFA_ZONE_LABEL: graph}},
-            "topologyKey": ZONE_KEY}]}}
-        if self.group.availability_zone:
-            affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{
-                    "key": ZONE_KEY, "operator": "In",
-                    "values": [self.group.availability_zone]}]}]}}
-        return affinity
 
     def component(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
         self.check_fits()

@@ -101,6 +101,28 @@ def kv_transfer_config(serving: ServingConfig, role: Role, *, rdma: bool) -> dic
             "kv_connector_extra_config": {"connectors": [nixl, offload]}}
 
 
+# Dynamo 1.6.1 sets the NIXL side-channel host only when the configured connector is a
+# NixlConnector or a PdConnector holding one (dynamo/vllm/args.py `_uses_nixl_connector`,
+# ai-dynamo 1.6.1), not inside a MultiConnector (NIXL + native offload): vLLM then advertises
+# localhost and the decode worker cannot reach the prefill worker (ai-dynamo/dynamo#11219).
+# Every NIXL worker gets its pod IP from the downward API, as the operator itself does for
+# multinode workers (deploy/operator/internal/dynamo/backend_vllm.go).
+SIDE_CHANNEL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
+
+
+def uses_nixl(serving: ServingConfig) -> bool:
+    """Do this stack's workers move KV with NIXL (every prefill and decode worker does)?"""
+    return serving.topology == Topology.DISAGGREGATED and serving.transfer != \
+        TransferBackend.NONE
+
+
+def side_channel_env(serving: ServingConfig, role: Role) -> list[dict[str, Any]]:
+    if not uses_nixl(serving) or role == Role.WORKER:
+        return []
+    return [{"name": SIDE_CHANNEL_HOST_ENV,
+             "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+
+
 def kv_events_config() -> dict[str, Any]:
     # Every pod has its own network namespace, so one fixed port serves all workers.
     return {"enable_kv_cache_events": True, "publisher": "zmq", "topic": "kv-events",

@@ -3,9 +3,15 @@ RBAC, the storage classes, the shared PVCs, the HF token Secret and the model do
 
 Functions take plain values (names, ids, tags, sizes) and return object dicts; the Pulumi
 components turn them into resources. Facts followed:
-- EFS CSI dynamic provisioning: `provisioningMode: efs-ap` + `fileSystemId` + `directoryPerms`
-  (aws-efs-csi-driver docs); access points enforce one POSIX identity, so every pod of the
-  PVC reads what the download Job wrote.
+- EFS through access points the program creates itself (aws.efs.AccessPoint, tagged like every
+  other resource), bound statically: a PersistentVolume per claim with
+  `volumeHandle: <fs-id>::<fsap-id>` on a provisioner-only StorageClass, as the driver's own
+  example does (kubernetes-sigs/aws-efs-csi-driver examples/kubernetes/access_points). The EKS
+  add-on cannot tag the access points it would create dynamically: `controller.tags` is a Helm
+  chart value, not an add-on configuration key (aws/containers-roadmap#2755, open), and the
+  add-on refuses unknown keys; the AWS-managed AmazonEFSCSIDriverPolicy would also refuse
+  custom tag keys on CreateAccessPoint (kubernetes-sigs/aws-efs-csi-driver#1921). An access
+  point enforces one POSIX identity, so every pod of a claim reads what the download Job wrote.
 - EBS CSI tags volumes from StorageClass parameters named `tagSpecification_<n>` with value
   `key=value` (aws-ebs-csi-driver docs/tagging.md); values are Go templates, so `{{` is refused.
   EKS Auto Mode's built-in EBS driver has the provisioner `ebs.csi.eks.amazonaws.com`.
@@ -79,19 +85,45 @@ def loadgen_rbac(namespace: str) -> list[dict[str, Any]]:
 
 # --- storage -------------------------------------------------------------------------------
 
-def efs_storage_class(file_system_id: str) -> dict[str, Any]:
-    if not file_system_id.startswith("fs-"):
-        raise ValueError(f"'{file_system_id}' is not an EFS file system id (fs-...)")
+# The POSIX identity every pod acts as on the shared file system (the load generator's user).
+EFS_POSIX_ID = 1000
+EFS_ROOT = "/dynamo-bench"
+
+
+def efs_storage_class() -> dict[str, Any]:
+    """The class the EFS volumes and claims name: provisioner only, so no claim is ever
+    provisioned dynamically (every EFS volume below is bound to its claim)."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": _meta(EFS_STORAGE_CLASS), "provisioner": EFS_PROVISIONER}
+
+
+def efs_access_point_path(claim: str) -> str:
+    """The directory an access point roots its claim at."""
+    return f"{EFS_ROOT}/{claim}"
+
+
+def efs_volume_name(namespace: str, claim: str) -> str:
+    return f"dynamo-bench-{namespace}-{claim}"
+
+
+def efs_persistent_volume(namespace: str, claim: str, gib: int, *, file_system_id: str,
+                          access_point_id: str) -> dict[str, Any]:
+    """The PersistentVolume of one claim, mounted through its access point; reserved for that
+    claim (claimRef). Retain: the data outlives the Kubernetes objects until the file system
+    goes with `pulumi destroy`."""
+    if not file_system_id.startswith("fs-") or not access_point_id.startswith("fsap-"):
+        raise ValueError(f"'{file_system_id}::{access_point_id}' is not an EFS file system "
+                         "id (fs-...) and access point id (fsap-...)")
     return {
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": _meta(EFS_STORAGE_CLASS),
-        "provisioner": EFS_PROVISIONER,
-        "parameters": {"provisioningMode": "efs-ap", "fileSystemId": file_system_id,
-                       "directoryPerms": "700", "basePath": "/dynamo-bench"},
-        # Deleting a claim deletes its access point (the data stays on the file system until
-        # the file system goes), so `pulumi destroy` leaves no access point behind.
-        "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate",
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": _meta(efs_volume_name(namespace, claim)),
+        "spec": {"capacity": {"storage": f"{gib}Gi"}, "volumeMode": "Filesystem",
+                 "accessModes": ["ReadWriteMany"],
+                 "persistentVolumeReclaimPolicy": "Retain",
+                 "storageClassName": EFS_STORAGE_CLASS,
+                 "claimRef": {"namespace": namespace, "name": claim},
+                 "csi": {"driver": EFS_PROVISIONER,
+                         "volumeHandle": f"{file_system_id}::{access_point_id}"}},
     }
 
 
@@ -118,23 +150,29 @@ def ebs_storage_class(tags: dict[str, str], *, auto_mode: bool = False) -> dict[
     }
 
 
-def storage_classes(*, efs_file_system_id: str, tags: dict[str, str],
-                    auto_mode: bool = False) -> list[dict[str, Any]]:
-    """The EFS access-point class (RWX, model cache and results) and the tagged EBS gp3 class."""
-    return [efs_storage_class(efs_file_system_id), ebs_storage_class(tags, auto_mode=auto_mode)]
+def storage_classes(*, tags: dict[str, str], auto_mode: bool = False) -> list[dict[str, Any]]:
+    """The EFS class (static volumes: model cache and results) and the tagged EBS gp3 class."""
+    return [efs_storage_class(), ebs_storage_class(tags, auto_mode=auto_mode)]
+
+
+def efs_claim_sizes(*, model_cache_gib: int, results_gib: int) -> dict[str, int]:
+    """The RWX claims on EFS and their sizes: the model cache (workers, frontend and the
+    download Job) and the results (the load generator)."""
+    return {MODEL_CACHE_PVC: model_cache_gib, RESULTS_PVC: results_gib}
 
 
 def _rwx_claim(name: str, namespace: str, gib: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": _meta(name, namespace),
             "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": EFS_STORAGE_CLASS,
+                     "volumeName": efs_volume_name(namespace, name),
                      "resources": {"requests": {"storage": f"{gib}Gi"}}}}
 
 
 def pvcs(namespace: str, *, model_cache_gib: int, results_gib: int) -> list[dict[str, Any]]:
-    """RWX claims on EFS: the model cache (workers and the download Job) and the results."""
-    return [_rwx_claim(MODEL_CACHE_PVC, namespace, model_cache_gib),
-            _rwx_claim(RESULTS_PVC, namespace, results_gib)]
+    """The RWX claims, each bound to its own EFS volume (efs_persistent_volume)."""
+    return [_rwx_claim(name, namespace, gib) for name, gib in efs_claim_sizes(
+        model_cache_gib=model_cache_gib, results_gib=results_gib).items()]
 
 
 def hf_token_secret(namespace: str, token: str) -> dict[str, Any]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from components import monitoring_specs as specs
+from components.charts import ChartRef, install
 from components.conventions import MONITORING_NAMESPACE
 from components.k8s import create_object, create_objects
 from stacks.k8s_names import PROMETHEUS_PORT
@@ -36,6 +37,7 @@ class MonitoringArgs:
 class Monitoring(pulumi.ComponentResource):
     prometheus_service: str
     ready: list[pulumi.Resource]
+    grafana_admin_password: pulumi.Output[str] | None = None
 
     def __init__(self, name: str, args: MonitoringArgs,
                  opts: pulumi.ResourceOptions | None = None):
@@ -47,25 +49,38 @@ class Monitoring(pulumi.ComponentResource):
                           "labels": {"app.kubernetes.io/part-of": "dynamo-bench"}}},
             pulumi.ResourceOptions(parent=self))
         after_ns = pulumi.ResourceOptions(parent=self, depends_on=[namespace, *args.depends_on])
-        prometheus = k8s.helm.v4.Chart(
-            f"{name}-kube-prometheus-stack", name=PROMETHEUS_RELEASE,
-            chart=specs.KUBE_PROMETHEUS_CHART,
-            version=stack.monitoring.kube_prometheus_stack_version,
-            repository_opts={"repo": PROMETHEUS_COMMUNITY_REPO},
-            namespace=MONITORING_NAMESPACE, values=specs.kube_prometheus_values(stack),
-            opts=after_ns)
+        admin = self._grafana_admin(name, after_ns) if stack.monitoring.grafana else []
+        # Its admission webhook certificate comes from hook Jobs: a Release (charts.py).
+        prometheus = install(
+            f"{name}-kube-prometheus-stack",
+            ChartRef(specs.KUBE_PROMETHEUS_CHART, stack.monitoring.kube_prometheus_stack_version,
+                     PROMETHEUS_COMMUNITY_REPO),
+            release=PROMETHEUS_RELEASE, namespace=MONITORING_NAMESPACE,
+            values=specs.kube_prometheus_values(stack), opts=pulumi.ResourceOptions.merge(
+                after_ns, pulumi.ResourceOptions(depends_on=admin)))
         self.ready = [prometheus]
         if stack.monitoring.dcgm_exporter:
             # Its ServiceMonitor needs the Prometheus operator's CRDs.
-            self.ready.append(k8s.helm.v4.Chart(
-                f"{name}-dcgm-exporter", name="dcgm-exporter", chart=specs.DCGM_EXPORTER_CHART,
-                version=specs.DCGM_EXPORTER_CHART_VERSION,
-                repository_opts={"repo": DCGM_EXPORTER_REPO},
-                namespace=MONITORING_NAMESPACE, values=specs.dcgm_exporter_values(stack),
-                opts=pulumi.ResourceOptions.merge(
+            self.ready.append(install(
+                f"{name}-dcgm-exporter", ChartRef(specs.DCGM_EXPORTER_CHART,
+                                                  specs.DCGM_EXPORTER_CHART_VERSION,
+                                                  DCGM_EXPORTER_REPO),
+                release="dcgm-exporter", namespace=MONITORING_NAMESPACE,
+                values=specs.dcgm_exporter_values(stack), opts=pulumi.ResourceOptions.merge(
                     after_ns, pulumi.ResourceOptions(depends_on=[prometheus]))))
         if stack.monitoring.grafana:
             self.ready += create_objects(specs.dashboard_configmaps(MONITORING_NAMESPACE),
                                          after_ns)
         self.prometheus_service = PROMETHEUS_SERVICE
         self.register_outputs({"prometheusService": PROMETHEUS_SERVICE})
+
+    def _grafana_admin(self, name: str, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """A generated admin password, kept in the stack state as a secret, in the Secret the
+        chart reads (grafana.admin.existingSecret), never the chart's default."""
+        password = random.RandomPassword(f"{name}-grafana-admin", length=32, special=False,
+                                         opts=pulumi.ResourceOptions(parent=self))
+        self.grafana_admin_password = pulumi.Output.secret(password.result)
+        shape = specs.grafana_admin_secret(MONITORING_NAMESPACE, "placeholder")
+        secret = {**shape, "stringData": self.grafana_admin_password.apply(
+            lambda p: specs.grafana_admin_secret(MONITORING_NAMESPACE, p)["stringData"])}
+        return [password, create_object(secret, opts)]

@@ -27,6 +27,10 @@ DCGM_EXPORTER_CHART_VERSION = "4.8.2"
 DASHBOARD_LABEL = "grafana_dashboard"
 DASHBOARD_LABEL_VALUE = "1"
 PROMETHEUS_VOLUME_GIB = 50
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+GRAFANA_ADMIN_USER = "admin"
+GRAFANA_USER_KEY = "admin-user"           # the chart's default key names
+GRAFANA_PASSWORD_KEY = "admin-password"
 
 
 def _cluster_ip() -> dict[str, str]:
@@ -59,6 +63,10 @@ def kube_prometheus_values(stack: StackConfig) -> dict[str, Any]:
     grafana: dict[str, Any] = {"enabled": mon.grafana}
     if mon.grafana:
         grafana.update({
+            # The generated password's Secret (grafana chart 10.1.4 values.yaml `admin`), so
+            # neither the chart default nor the password itself is in the values.
+            "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": GRAFANA_USER_KEY,
+                      "passwordKey": GRAFANA_PASSWORD_KEY},
             "service": _cluster_ip(),
             "affinity": cpu,
             "sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL,
@@ -73,6 +81,16 @@ def kube_prometheus_values(stack: StackConfig) -> dict[str, Any]:
         "prometheusOperator": {"affinity": cpu},
         "kube-state-metrics": {"affinity": cpu},
     }
+
+
+def grafana_admin_secret(namespace: str, password: str) -> dict[str, Any]:
+    """The Secret Grafana reads its admin user and password from."""
+    if not password:
+        raise ValueError("the Grafana admin password is empty")
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": GRAFANA_ADMIN_SECRET, "namespace": namespace,
+                         "labels": {"app.kubernetes.io/part-of": "dynamo-bench"}},
+            "stringData": {GRAFANA_USER_KEY: GRAFANA_ADMIN_USER, GRAFANA_PASSWORD_KEY: password}}
 
 
 def dcgm_exporter_values(stack: StackConfig) -> dict[str, Any]:

@@ -9,16 +9,19 @@ import pulumi
 import pulumi_aws as aws
 
 from components.node_specs import choose_zones, pinned_zone, subnet_plan
+from stacks.api_access import ApiAccess
 from stacks.schema import StackConfig
 
 
 @dataclass(frozen=True)
 class StackOnAws:
-    """The args of the cluster and its network: the stack, its cost tags, the AWS provider."""
+    """The args of the cluster and its network: the stack, its cost tags, the AWS provider and
+    who may reach the Kubernetes API endpoint."""
 
     stack: StackConfig
     tags: dict[str, str]
     provider: aws.Provider
+    api_access: ApiAccess = ApiAccess(())
 
 
 class Network(pulumi.ComponentResource):

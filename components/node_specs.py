@@ -1,12 +1,6 @@
-"""Pure builders for the cluster's compute: subnet plan, AZ choice, launch-template pieces,
-EKS Auto Mode NodeClass/NodePool objects and device-plugin chart values.
-
-Field names of the Auto Mode objects follow the EKS user guide (awsdocs/amazon-eks-user-guide,
-latest/ug/automode/create-node-class.adoc, create-node-pool.adoc, auto-odcr.adoc and
-auto-accelerated.adoc): NodeClass `eks.amazonaws.com/v1` spec.role / subnetSelectorTerms /
-securityGroupSelectorTerms / ephemeralStorage / tags / capacityReservationSelectorTerms, and
-NodePool `karpenter.sh/v1` spec.template.{metadata.labels, spec.nodeClassRef, requirements,
-taints}, spec.limits, spec.disruption.
+"""Pure builders for the cluster's compute: subnet plan, AZ choice, launch-template pieces
+and device-plugin chart values (EKS Auto Mode NodeClass/NodePool objects:
+components/auto_mode_specs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +9,6 @@ import ipaddress
 from dataclasses import dataclass
 
 from components.conventions import (
-    GPU_RESOURCE,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
@@ -36,10 +29,6 @@ _MNG_CAPACITY = {CapacityType.ON_DEMAND: "ON_DEMAND", CapacityType.SPOT: "SPOT",
                  CapacityType.CAPACITY_BLOCK: "CAPACITY_BLOCK"}
 _EKS_TAINT_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
                      "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-# Karpenter's capacity-type label values (reservations and capacity blocks are "reserved").
-_KARPENTER_CAPACITY = {CapacityType.ON_DEMAND: "on-demand", CapacityType.SPOT: "spot",
-                       CapacityType.RESERVATION: "reserved",
-                       CapacityType.CAPACITY_BLOCK: "reserved"}
 
 
 def instance_of(group: NodeGroup) -> InstanceType:
@@ -157,73 +146,13 @@ def root_volume(group: NodeGroup) -> list[dict]:
                      "delete_on_termination": "true"}}]
 
 
+# IMDSv2 only, and one hop: the node itself reaches instance metadata (and its role), a pod
+# one network hop behind it does not. Nothing here needs it from a pod: the CSI drivers get
+# their roles from EKS Pod Identity and the EBS CSI node plugin falls back to the Kubernetes
+# API for its metadata (EKS best practices, Security: "Restrict the use of IMDS", hop limit 1;
+# the EKS-optimized launch template default of 2 is meant for IRSA-less pods).
 IMDSV2_REQUIRED = {"http_endpoint": "enabled", "http_tokens": "required",
-                   # 2 hops: pods that need instance metadata sit one hop behind the node.
-                   "http_put_response_hop_limit": 2}
-
-
-# --- EKS Auto Mode -------------------------------------------------------------------------
-
-def auto_mode_name(group: NodeGroup) -> str:
-    # "default" is reserved for the built-in NodeClass.
-    return f"dynamo-bench-{group.name}"
-
-
-def subnet_selector_terms(subnet_ids: list[str]) -> list[dict[str, str]]:
-    return [{"id": s} for s in subnet_ids]
-
-
-def node_class(group: NodeGroup, *, role: object, subnet_terms: object,
-               security_group_id: object, tags: dict[str, str]) -> dict:
-    """`role`, `subnet_terms` and `security_group_id` may be Pulumi Outputs (they come from the
-    cluster, or from the base stack's outputs)."""
-    spec: dict = {
-        "role": role,
-        "subnetSelectorTerms": subnet_terms,
-        "securityGroupSelectorTerms": [{"id": security_group_id}],
-        "ephemeralStorage": {"size": f"{group.disk_gib}Gi"},
-        "tags": dict(tags),
-    }
-    if group.capacity_reservation_id:
-        spec["capacityReservationSelectorTerms"] = [{"id": group.capacity_reservation_id}]
-    return {"apiVersion": "eks.amazonaws.com/v1", "kind": "NodeClass",
-            "metadata": {"name": auto_mode_name(group)}, "spec": spec}
-
-
-def node_pool(group: NodeGroup, zone: str | None) -> dict:
-    inst = instance_of(group)
-    requirements = [
-        {"key": "eks.amazonaws.com/instance-family", "operator": "In", "values": [inst.family]},
-        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [inst.name]},
-        {"key": "karpenter.sh/capacity-type", "operator": "In",
-         "values": [_KARPENTER_CAPACITY[group.capacity_type]]},
-        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-    ]
-    if zone:
-        requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In",
-                             "values": [zone]})
-    template_spec: dict = {
-        "nodeClassRef": {"group": "eks.amazonaws.com", "kind": "NodeClass",
-                         "name": auto_mode_name(group)},
-        "requirements": requirements,
-    }
-    if inst.gpu is not None:
-        template_spec["taints"] = [{"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE,
-                                    "effect": GPU_TAINT_EFFECT}]
-        limits = {GPU_RESOURCE: str(inst.gpus_per_node * group.count)}
-    else:
-        limits = {"cpu": str(inst.vcpus * group.count)}
-    return {
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": auto_mode_name(group)},
-        "spec": {
-            "template": {"metadata": {"labels": node_labels(group)}, "spec": template_spec},
-            # The pool never grows past the stack's node count: cost stays what pre-flight said.
-            "limits": limits,
-            # Only empty nodes go; a node under a running benchmark is never consolidated.
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"},
-        },
-    }
+                   "http_put_response_hop_limit": 1}
 
 
 # --- device plugins (node group mode only: Auto Mode ships both) ---------------------------

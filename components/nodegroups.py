@@ -4,8 +4,9 @@ placement group when KV moves over LIBFABRIC), or EKS Auto Mode NodeClass/NodePo
 
 Used by the cluster (its own groups) and by an attached variant (its extra groups, on the base
 cluster). Device plugins are installed only in node-group mode (Auto Mode ships the NVIDIA and
-EFA plugins): the NVIDIA plugin once per cluster, the EFA plugin where EFA is used. Never any
-GPU Operator driver or toolkit part: the GPU AMI already carries them.
+EFA plugins in its node AMIs, stacks/auto_mode.py: a second one must never run there): the
+NVIDIA plugin once per cluster, the EFA plugin where EFA is used. Never any GPU Operator driver
+or toolkit part: the GPU AMI already carries them.
 """
 
 from __future__ import annotations
@@ -16,20 +17,22 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
-import pulumi_kubernetes as k8s
 
+from components import auto_mode_specs as auto
 from components import node_specs as ns
+from components.charts import ChartRef, install
 from components.k8s import create_object
 from components.tags import launch_template_tag_specifications
+from stacks.node_images import NVIDIA_AMI
 from stacks.schema import ComputeMode, NodeGroup, StackConfig
 
 if TYPE_CHECKING:
     from components.cluster import ClusterHandle
 
-NVIDIA_DEVICE_PLUGIN = {"chart": "nvidia-device-plugin", "version": "0.18.0",
-                        "repo": "https://nvidia.github.io/k8s-device-plugin"}
-EFA_DEVICE_PLUGIN = {"chart": "aws-efa-k8s-device-plugin", "version": "v0.5.29",
-                     "repo": "https://aws.github.io/eks-charts"}
+NVIDIA_DEVICE_PLUGIN = ChartRef("nvidia-device-plugin", "0.18.0",
+                                "https://nvidia.github.io/k8s-device-plugin")
+EFA_DEVICE_PLUGIN = ChartRef("aws-efa-k8s-device-plugin", "v0.5.29",
+                             "https://aws.github.io/eks-charts")
 SYSTEM_NAMESPACE = "kube-system"
 
 
@@ -41,6 +44,8 @@ class NodeGroupsArgs:
     tags: dict[str, str]
     # The NVIDIA plugin runs on every catalogue GPU type, so only the cluster owner installs it.
     install_device_plugins: bool
+    # The cluster's Kubernetes minor (the base's for a variant): picks the pinned AMI release.
+    eks_version: str
 
 
 class NodeGroups(pulumi.ComponentResource):
@@ -100,6 +105,9 @@ class NodeGroups(pulumi.ComponentResource):
             node_role_arn=cluster.node_role_arn,
             subnet_ids=subnets,
             ami_type=ns.AMI_GPU if ns.is_gpu(group) else ns.AMI_CPU,
+            # One pinned AMI release (and so one NVIDIA driver) per Kubernetes minor:
+            # stacks/node_images.py, checked against the serving image by pre-flight.
+            release_version=NVIDIA_AMI[args.eks_version].release_version,
             instance_types=[group.instance_type],
             capacity_type=ns.managed_capacity_type(group),
             # Typed args, not dicts: a remote component's inputs are not key-translated.
@@ -133,11 +141,9 @@ class NodeGroups(pulumi.ComponentResource):
             self.efa_device_plugin_installed = True
 
     @staticmethod
-    def _chart(name: str, ref: dict[str, str], values: dict,
-               opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
-        return k8s.helm.v4.Chart(name, chart=ref["chart"], version=ref["version"],
-                                 repository_opts={"repo": ref["repo"]},
-                                 namespace=SYSTEM_NAMESPACE, values=values, opts=opts)
+    def _chart(name: str, ref: ChartRef, values: dict,
+               opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        return install(name, ref, namespace=SYSTEM_NAMESPACE, values=values, opts=opts)
 
     # --- EKS Auto Mode -------------------------------------------------------------------
 
@@ -145,13 +151,13 @@ class NodeGroups(pulumi.ComponentResource):
                          subnets: pulumi.Output[list[str]]) -> None:
         cluster = self._args.cluster
         opts = pulumi.ResourceOptions(parent=self)
-        node_class = create_object(ns.node_class(
+        node_class = create_object(auto.node_class(
             group, role=cluster.auto_mode_role_name,
-            subnet_terms=subnets.apply(ns.subnet_selector_terms),
+            subnet_terms=subnets.apply(auto.subnet_selector_terms),
             security_group_id=cluster.security_group_id, tags=self._args.tags), opts)
         # The pool's name and kind are fixed; only its requirements depend on the zone.
-        pool = {**ns.node_pool(group, None),
-                "spec": zone.apply(lambda z: ns.node_pool(group, z)["spec"])}
+        pool = {**auto.node_pool(group, None),
+                "spec": zone.apply(lambda z: auto.node_pool(group, z)["spec"])}
         pool_resource = create_object(pool, pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(depends_on=[node_class])))
         self.resources += [node_class, pool_resource]

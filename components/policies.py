@@ -27,13 +27,13 @@ from pulumi_policy import (
 from components.conventions import HF_TOKEN_KEY, HF_TOKEN_SECRET
 from components.tags import REQUIRED_TAG_KEYS, is_taggable
 from stacks.catalog import INSTANCE_TYPES
+from stacks.offline import HELM_TYPES
 
 NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_CLASS = "kubernetes:eks.amazonaws.com/v1:NodeClass"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 SERVICE = "kubernetes:core/v1:Service"
-HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 EXPOSED_SERVICE_TYPES = ("LoadBalancer", "NodePort")
 TOKEN_ENV_NAMES = (HF_TOKEN_KEY, "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN")
 # A Hugging Face user access token: "hf_" and 30+ letters/digits.
@@ -130,7 +130,7 @@ def _validate_services(args: ResourceValidationArgs, report: ReportViolation) ->
             name = (args.props.get("metadata") or {}).get("name")
             report(f"Service {name} is {kind}: the frontend, Prometheus and Grafana stay "
                    "ClusterIP (use kubectl port-forward)", None)
-    elif args.resource_type == HELM_CHART:
+    elif args.resource_type in HELM_TYPES:
         for hit in _exposed_helm_services(args.props.get("values") or {}):
             report(f"Helm values {hit}: keep every Service ClusterIP", None)
 
@@ -145,17 +145,23 @@ no_exposed_services = ResourceValidationPolicy(
 
 def _validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == LAUNCH_TEMPLATE:
-        tokens = (args.props.get("metadataOptions") or {}).get("httpTokens")
+        options = args.props.get("metadataOptions") or {}
+        tokens = options.get("httpTokens")
         if tokens != "required":
             report(f"launch template metadataOptions.httpTokens is {tokens!r}: nodes must "
                    "require IMDSv2 (httpTokens: required)", None)
+        hops = options.get("httpPutResponseHopLimit")
+        if hops != 1:
+            report(f"launch template metadataOptions.httpPutResponseHopLimit is {hops!r}: "
+                   "keep instance metadata (and the node role) out of pods' reach with 1; "
+                   "pods get AWS roles from EKS Pod Identity", None)
     elif args.resource_type in NODE_GROUP_TYPES and not args.props.get("launchTemplate"):
         report("node group without a launch template gets EKS's default, which allows IMDSv1: "
                "give it a launch template with httpTokens: required", None)
 
 
 imdsv2_required = ResourceValidationPolicy(
-    name="imdsv2-required", description="Nodes require IMDSv2.",
+    name="imdsv2-required", description="Nodes require IMDSv2 with a hop limit of 1.",
     enforcement_level=EnforcementLevel.MANDATORY, validate=_validate_imdsv2)
 
 

@@ -30,11 +30,14 @@ from components.dynamo import (
 )
 from components.monitoring import Monitoring, MonitoringArgs, prometheus_url
 from components.network import StackOnAws
-from components.node_specs import instance_of, uses_efa
+from components.node_specs import uses_efa
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
+from stacks.api_access import ApiAccess, parse_api_access
+from stacks.auto_mode import has_efa as auto_mode_has_efa
 from stacks.loader import PROJECT
+from stacks.node_images import NVIDIA_AMI
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
 
@@ -55,7 +58,7 @@ def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode)
         if group is None:
             return False
         if mode == ComputeMode.AUTO:
-            has = instance_of(group).efa_interfaces > 0  # Auto Mode attaches EFA itself
+            has = auto_mode_has_efa(group)  # dynamic pools only (stacks/auto_mode.py)
         else:
             has = uses_efa(group, stack if group.name in own or base is None else base)
         if not has:
@@ -64,20 +67,23 @@ def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode)
 
 
 def build(stack: StackConfig, base: StackConfig | None,
-          hf_token: pulumi.Output[str] | None) -> dict[str, Any]:
+          hf_token: pulumi.Output[str] | None, api_access: str | None = None) -> dict[str, Any]:
     """Create the stack's resources; returns the stack outputs. `hf_token` (a Pulumi secret)
-    is needed by a stack that owns its storage."""
+    and `api_access` are needed by a stack that owns its storage and cluster."""
     tags = stack_tags(stack)
     if base is not None:
         return _build_variant(stack, base, tags)
-    assert hf_token is not None, "pre-flight (stacks.deploy_checks) refuses a missing token"
-    return _build_owned(stack, tags, hf_token)
+    access, problems = parse_api_access(api_access)
+    assert hf_token is not None and access is not None and not problems, \
+        "pre-flight (stacks.deploy_checks) refuses a missing token or endpoint access first"
+    return _build_owned(stack, tags, hf_token, access)
 
 
 def _build_owned(stack: StackConfig, tags: dict[str, str],
-                 hf_token: pulumi.Output[str]) -> dict:
+                 hf_token: pulumi.Output[str], access: ApiAccess) -> dict:
     provider = aws_provider(stack, stack.cluster.region, tags)
-    cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider),
+    cluster = Cluster("cluster", StackOnAws(stack=stack, tags=tags, provider=provider,
+                                            api_access=access),
                       opts=pulumi.ResourceOptions(providers=[provider]))
     h = cluster.handle
     opts = pulumi.ResourceOptions(providers=[provider, h.k8s_provider])
@@ -121,10 +127,17 @@ def _build_owned(stack: StackConfig, tags: dict[str, str],
     }
     if h.node_role_arn is not None:
         outputs["nodeRoleArn"] = h.node_role_arn
+        # The node image every managed group runs (the run record keeps it beside the driver
+        # the pods report).
+        node = NVIDIA_AMI[stack.cluster.eks_version]
+        outputs["nodeAmiRelease"] = node.release_version
+        outputs["nodeNvidiaDriver"] = node.nvidia_driver
     if h.auto_mode_role_name is not None:
         outputs["autoModeNodeRoleName"] = h.auto_mode_role_name
     if monitoring:
         outputs["prometheusService"] = monitoring.prometheus_service
+        if monitoring.grafana_admin_password is not None:   # a secret output
+            outputs["grafanaAdminPassword"] = monitoring.grafana_admin_password
         # In-cluster URL; the runner reaches it through the API server's service proxy.
         outputs["prometheusUrl"] = prometheus_url()
     if stack.serving is not None:
@@ -172,7 +185,7 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
     if stack.cluster.node_groups:
         extra = NodeGroups("extra-nodes", NodeGroupsArgs(
             stack=stack, groups=list(stack.cluster.node_groups), cluster=h, tags=tags,
-            install_device_plugins=False), opts=opts)
+            install_device_plugins=False, eks_version=base.cluster.eks_version), opts=opts)
         waits += extra.resources
         extra_names = extra.names
     downloads = planned_downloads(stack, base)
@@ -197,6 +210,8 @@ def _build_variant(stack: StackConfig, base: StackConfig, tags: dict[str, str]) 
         "prometheusService": ref.get_output("prometheusService"),
         "prometheusUrl": ref.get_output("prometheusUrl"),
         "pvcNames": ref.get_output("pvcNames"),
+        "nodeAmiRelease": ref.get_output("nodeAmiRelease"),
+        "nodeNvidiaDriver": ref.get_output("nodeNvidiaDriver"),
         "nodeGroupNames": ref.require_output("nodeGroupNames").apply(
             lambda names: [*names, *extra_names]),
     }

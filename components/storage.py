@@ -1,9 +1,10 @@
 """Storage of a base or standalone stack: an encrypted, elastic-throughput EFS file system with a
 mount target in the private subnet of every AZ (EFS allows one per AZ; nodes in any subnet of
-that AZ use it), NFS 2049 from the VPC only, the EFS CSI add-on (and the
-EBS CSI add-on on node groups; Auto Mode has its own EBS driver) with Pod Identity roles, the
-storage classes, the RWX claims and the Hugging Face token Secret. `ModelDownload` holds the
-Jobs that fill the model cache once (components/downloads.py plans them).
+that AZ use it), NFS 2049 from the VPC only, one tagged EFS access point per claim with its
+statically bound PersistentVolume (components/loadgen_specs.py says why), the EFS CSI add-on
+(and the EBS CSI add-on on node groups; Auto Mode has its own EBS driver) with Pod Identity
+roles, the storage classes, the RWX claims and the Hugging Face token Secret. `ModelDownload`
+holds the Jobs that fill the model cache once (components/downloads.py plans them).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from components.cluster import ClusterHandle
 from components.downloads import Download, download_job
 from components.k8s import create_object, create_objects
 from components.placement import cpu_node_affinity
-from components.tags import ebs_csi_addon_configuration, efs_csi_addon_configuration
+from components.tags import ebs_csi_addon_configuration
 from stacks.schema import ClusterConfig, ComputeMode, StackConfig
 
 NFS_PORT = 2049
@@ -60,9 +61,10 @@ class Storage(pulumi.ComponentResource):
         mounts = [aws.efs.MountTarget(f"{name}-efs-{zone}", file_system_id=fs.id,
                                       subnet_id=subnet, security_groups=[group.id], opts=child)
                   for zone, subnet in cluster.subnets_by_zone.items()]
+        # No configuration: the add-on's schema has no key that tags access points
+        # (aws/containers-roadmap#2755); the access points below are tagged by Pulumi.
         addons = [self._csi_addon(name, "aws-efs-csi-driver", EFS_CSI_SERVICE_ACCOUNT,
-                                  "service-role/AmazonEFSCSIDriverPolicy",
-                                  efs_csi_addon_configuration(tags))]
+                                  "service-role/AmazonEFSCSIDriverPolicy", None)]
         auto = cluster.compute_mode == ComputeMode.AUTO
         if not auto:
             addons.append(self._csi_addon(name, "aws-ebs-csi-driver", EBS_CSI_SERVICE_ACCOUNT,
@@ -70,30 +72,43 @@ class Storage(pulumi.ComponentResource):
                                           ebs_csi_addon_configuration(tags)))
         k8s_opts = pulumi.ResourceOptions(parent=self,
                                           depends_on=[*args.depends_on, *mounts, *addons])
-        classes = fs.id.apply(lambda fid: specs.storage_classes(
-            efs_file_system_id=fid, tags=tags, auto_mode=auto))
-        # The class objects need the file system id, known only after creation: build each
-        # from its own Output so its spec is still one plain dict per resource.
-        self.ready = [self._from_output(classes, i, k8s_opts) for i in range(2)]
+        self.ready = create_objects(specs.storage_classes(tags=tags, auto_mode=auto), k8s_opts)
+        sizes = specs.efs_claim_sizes(model_cache_gib=args.stack.storage.model_cache_gib,
+                                      results_gib=args.stack.storage.results_gib)
+        volume_opts = pulumi.ResourceOptions.merge(
+            k8s_opts, pulumi.ResourceOptions(depends_on=list(self.ready)))
+        volumes = [self._efs_volume(name, fs, claim, gib, volume_opts)
+                   for claim, gib in sizes.items()]
         claims = specs.pvcs(args.namespace, model_cache_gib=args.stack.storage.model_cache_gib,
                             results_gib=args.stack.storage.results_gib)
         claim_opts = pulumi.ResourceOptions.merge(
-            k8s_opts, pulumi.ResourceOptions(depends_on=self.ready))
-        self.ready += create_objects(claims, claim_opts)
+            k8s_opts, pulumi.ResourceOptions(depends_on=[*self.ready, *volumes]))
+        self.ready += [*volumes, *create_objects(claims, claim_opts)]
         self.ready.append(self._token_secret(k8s_opts))
         self.file_system_id = fs.id
         self.pvc_names = [c["metadata"]["name"] for c in claims]
         self.register_outputs({"fileSystemId": fs.id, "pvcNames": self.pvc_names})
 
-    def _from_output(self, objs: pulumi.Output[list[dict]], index: int,
-                     opts: pulumi.ResourceOptions) -> pulumi.Resource:
-        # Names and kinds do not depend on the id, so they are read from a placeholder build.
-        shape = specs.storage_classes(efs_file_system_id="fs-00000000", tags=self._args.tags,
-                                      auto_mode=self._args.cluster.compute_mode
-                                      == ComputeMode.AUTO)[index]
-        obj = {k: (objs.apply(lambda o, k=k: o[index][k]) if k == "parameters" else v)
-               for k, v in shape.items()}
-        return create_object(obj, opts)
+    def _efs_volume(self, name: str, fs: aws.efs.FileSystem, claim: str, gib: int,
+                    opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        """A tagged access point for `claim` and the PersistentVolume mounting it."""
+        args = self._args
+        ident = specs.EFS_POSIX_ID
+        point = aws.efs.AccessPoint(
+            f"{name}-efs-{claim}", file_system_id=fs.id,
+            posix_user={"uid": ident, "gid": ident},
+            root_directory={"path": specs.efs_access_point_path(claim), "creation_info": {
+                "owner_uid": ident, "owner_gid": ident, "permissions": "0750"}},
+            tags={**args.tags, "Name": f"{name}-{claim}"}, opts=pulumi.ResourceOptions(
+                parent=self))
+        # Name and kind do not depend on the ids, so they come from a placeholder build.
+        shape = specs.efs_persistent_volume(args.namespace, claim, gib,
+                                            file_system_id="fs-0", access_point_id="fsap-0")
+        spec = pulumi.Output.all(fs.id, point.id).apply(
+            lambda ids: specs.efs_persistent_volume(
+                args.namespace, claim, gib, file_system_id=ids[0],
+                access_point_id=ids[1])["spec"])
+        return create_object({**shape, "spec": spec}, opts)
 
     def _token_secret(self, opts: pulumi.ResourceOptions) -> pulumi.Resource:
         shape = specs.hf_token_secret(self._args.namespace, "placeholder")
@@ -103,7 +118,7 @@ class Storage(pulumi.ComponentResource):
         return create_object(secret, opts)
 
     def _csi_addon(self, name: str, addon: str, service_account: str, policy: str,
-                   configuration: str) -> aws.eks.Addon:
+                   configuration: str | None) -> aws.eks.Addon:
         args = self._args
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(

@@ -7,7 +7,8 @@ resource without them is invisible to both. Tags reach resources three ways:
   components such as pulumi-eks);
 - explicit `tags=` on each taggable resource (visible to the policy pack, which sees inputs);
 - controller settings: launch-template tag specifications, Auto Mode NodeClass `spec.tags`,
-  the EBS/EFS CSI drivers' extra tags.
+  the EBS CSI add-on's extra volume tags. EFS access points are created by the program itself
+  (the EFS CSI add-on has no configuration key that tags the ones it would create).
 """
 
 from __future__ import annotations
@@ -42,13 +43,11 @@ def launch_template_tag_specifications(tags: dict[str, str]) -> list[dict]:
             for kind in ("instance", "volume", "network-interface")]
 
 
-def efs_csi_addon_configuration(tags: dict[str, str]) -> str:
-    """EKS add-on configuration for the EFS CSI driver: tags for the access points it creates."""
-    return json.dumps({"controller": {"tags": dict(tags)}}, sort_keys=True)
-
-
 def ebs_csi_addon_configuration(tags: dict[str, str]) -> str:
-    """EKS add-on configuration for the EBS CSI driver: tags on every volume it provisions."""
+    """EKS add-on configuration for the EBS CSI driver: tags on every volume it provisions.
+    `controller.extraVolumeTags` is a key of the add-on's own configuration schema (as
+    `aws eks describe-addon-configuration --addon-name aws-ebs-csi-driver` prints it; excerpt
+    vendored in tests/schemas/eks-addons/ with its source)."""
     return json.dumps({"controller": {"extraVolumeTags": dict(tags)}}, sort_keys=True)
 
 

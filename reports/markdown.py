@@ -21,6 +21,7 @@ from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
+from workloads.attest_checks import summary_line
 
 _LATENCY_PCT = re.compile(r"^(ttft|itl|request_latency|conversation_latency|tok_s_per_user|"
                           r"output_tok_s_per_user|long_ttft)_p(\d+)(_ms)?$")
@@ -100,6 +101,8 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
                      "ended": r.ended_at or "?", "dynamo-bench": str(commit)[:12],
                      "AIPerf": v.get("aiperf", "?"), "Dynamo": v.get("dynamo", "?"),
                      "Python": v.get("python", "?"), "datasets (sha256)": ds,
+                     # the deployment checked against the stack before any load
+                     "attestation": summary_line(r.extra.get("attestations")),
                      "folder": str(r.path)})
     return md_table(pd.DataFrame(rows))
 

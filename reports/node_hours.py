@@ -159,7 +159,7 @@ _NOT_BILLING = ("shutting-down", "terminated", "stopping", "stopped")
 
 # The stack's node group of an instance: EKS managed node groups tag their instances with the
 # group's name (components/nodegroups.py names each group after the stack's); Auto Mode with
-# its NodePool's (components/node_specs.auto_mode_name: "dynamo-bench-<group>").
+# its NodePool's (components/auto_mode_specs.auto_mode_name: "dynamo-bench-<group>").
 _GROUP_TAGS = (("eks:nodegroup-name", ""), ("karpenter.sh/nodepool", "dynamo-bench-"))
 
 

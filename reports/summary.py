@@ -4,7 +4,8 @@ every warning, before any table (pure: tables in, markdown out).
 `facts` gathers them; `render` writes them. The ablation check (reports.ablation) adds a
 headline for each one-setting pair whose signal moved and a warning, with the likely cause, for
 each that did not. Two inputs can come from elsewhere:
-`attestations` ({stack: one line}) says how a cluster run proved where it ran, and
+`attestations` ({stack: one line}; default: each run record's own) says how a run proved what
+it ran on, and
 `cost_warnings` lists the caveats of the dollar figures; when not given, a run without
 attestation says so and the unverified or unknown prices the cost table used are named.
 """
@@ -21,6 +22,7 @@ from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.stackinfo import REHEARSAL, StackInfo
+from workloads.attest_checks import summary_line
 from workloads.manifest import COMPLETE
 
 
@@ -34,12 +36,23 @@ class SummaryFacts:
 
 
 def where_it_ran(info: StackInfo, attestation: str | None) -> str:
+    proof = f"attestation: {attestation}" if attestation else \
+        "no attestation recorded in the run record"
     if info.rehearsal:
         return (f"`{info.name}`: **{REHEARSAL}.** It imitates {info.workers} on "
                 f"{info.gpu_types or 'no GPUs'}; dollar figures price that layout as if it "
-                "ran on AWS")
-    proof = attestation or "no attestation recorded in the run record"
+                f"ran on AWS; {proof}")
     return f"`{info.name}`: real cluster ({info.gpu_types}, {info.workers}); {proof}"
+
+
+def attestation_lines(records: list[RunRecord]) -> dict[str, str]:
+    """{stack: the attestation line of each of its runs} from the run records."""
+    out: dict[str, list[str]] = {}
+    for r in records:
+        line = summary_line(r.extra.get("attestations"))
+        out.setdefault(r.stack, []).append(line if len(records) == 1 else
+                                           f"run {r.run_id}: {line}")
+    return {stack: "; ".join(lines) for stack, lines in out.items()}
 
 
 def price_warnings(cost: pd.DataFrame) -> list[str]:
@@ -108,7 +121,8 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
           infos: dict[str, StackInfo], slo: Slo, attestations: dict[str, str] | None = None,
           cost_warnings: list[str] | None = None) -> SummaryFacts:
     f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()))
-    f.where = [where_it_ran(i, (attestations or {}).get(s)) for s, i in infos.items()]
+    attested = attestation_lines(records) if attestations is None else attestations
+    f.where = [where_it_ran(i, attested.get(s)) for s, i in infos.items()]
     n = {c: int(steps[c].sum()) for c in ("attempted", "completed", "failed", "truncated",
                                           "cancelled")}
     workloads = ", ".join(f"{w} ({k} step(s))" for w, k in

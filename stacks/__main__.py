@@ -13,7 +13,13 @@ from rich.table import Table
 from stacks.eks_versions import today
 from stacks.estimate import cold_restarts, restart_seconds
 from stacks.forecast import Campaign, plan_campaigns
-from stacks.loader import STACKS_DIR, StackError, all_stack_names, load_stack
+from stacks.loader import (
+    STACKS_DIR,
+    StackError,
+    all_stack_names,
+    derived_stack_names,
+    load_stack,
+)
 from stacks.preflight import PreflightReport, check_stack
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -107,8 +113,10 @@ def _print_problems(name: str, problems: list) -> None:
 
 
 @app.command()
-def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pulumi.<name>.yaml)."),
-          all_: bool = typer.Option(False, "--all", help="Check every stack in the stacks dir."),
+def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pulumi.<name>.yaml), "
+                                         "or <variant>.<base>: a variant on another base."),
+          all_: bool = typer.Option(False, "--all", help="Check every stack in the stacks dir "
+                                    "and every <variant>.<base> the bases allow."),
           stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
                                           help="Folder of Pulumi.<stack>.yaml files."),
           as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
@@ -120,7 +128,8 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
     and the others are still checked.
     """
     on = _as_of(as_of)
-    names = all_stack_names(stacks_dir) if all_ else list(stacks or [])
+    names = ([*all_stack_names(stacks_dir), *derived_stack_names(stacks_dir)] if all_
+             else list(stacks or []))
     if not names:
         console.print("name one or more stacks, or pass --all")
         raise typer.Exit(2)
@@ -202,7 +211,7 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
     known = []
-    for n in all_stack_names(stacks_dir):
+    for n in [*all_stack_names(stacks_dir), *derived_stack_names(stacks_dir)]:
         try:
             known.append(load_stack(n, stacks_dir))
         except StackError:

@@ -139,9 +139,9 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     ]
 }
 
-# Fixed fees, per hour (us-east-1). Auto Mode adds a per-instance management fee that AWS prices
-# as a fraction of the instance price. 12 % is an approximation NOT confirmed against the
-# price list here; check the EKS pricing page (or set it from your bill) before trusting it.
+# Fixed fees, per hour (us-east-1). Auto Mode adds a management fee per instance-hour that AWS
+# prices per instance type; 12 % of on-demand is an approximation NOT confirmed against the
+# price list (why: stacks/service_prices.AUTO_MODE_FEE); reports mark it unverified.
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 EKS_AUTO_MODE_FEE_FRACTION = 0.12
 EFS_STANDARD_USD_PER_GB_MONTH = 0.30

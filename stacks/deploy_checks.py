@@ -2,11 +2,12 @@
 Pulumi program through `stacks.preflight.run_preflight`.
 
 `DeployFacts` carries them: every config key (full `<namespace>:<key>`), the providers' own
-config, and how the Hugging Face token is stored. The program reads them from Pulumi's
+config, how the Hugging Face token is stored, and who may reach the cluster's API endpoint
+(`dynamo-bench:apiAccessCidrs`, stacks/api_access.py). The program reads them from Pulumi's
 config; `stacks check` from the stack file, which is where `pulumi config set --secret` writes
 (Pulumi.yaml sets `stackConfigDir: stacks`). In the file the token may still be missing (it is
-set just before `pulumi up`), so the CLI checks it only when it is there; the program also
-requires it.
+set just before `pulumi up`), so the CLI checks it, and the endpoint access, only when they are
+there; the program requires both for a stack that owns its cluster.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from stacks.api_access import parse_api_access
 from stacks.errors import Problem
 from stacks.k8s_names import dynamo_namespace
 from stacks.schema import CONFIG_KEYS, StackConfig
@@ -32,6 +34,8 @@ class DeployFacts:
     config_keys: tuple[str, ...] = ()
     # The Pulumi program itself: the stack must be one `pulumi up` can build.
     deploying: bool = False
+    # dynamo-bench:apiAccessCidrs as Pulumi reads it (None: not set)
+    api_access: str | None = None
 
 
 def deploy_problems(stack: StackConfig, base: StackConfig | None,
@@ -43,6 +47,9 @@ def deploy_problems(stack: StackConfig, base: StackConfig | None,
                  "empty": "is empty"}[facts.hf_token]
         out.append(Problem(f"{P}hfToken", f"the Hugging Face token {state}; the model download "
                            "and the workers read it from a Secret", HF_TOKEN_FIX))
+    owns_cluster = base is None and not stack.is_attached and stack.target == "aws"
+    if owns_cluster and (facts.deploying or facts.api_access is not None):
+        out += parse_api_access(facts.api_access)[1]
     if facts.deploying and stack.target != "aws":
         out.append(Problem(f"{P}target", f"target is {stack.target}: it runs on the local "
                            "engine and has no infrastructure", "use `python -m workloads run`, "

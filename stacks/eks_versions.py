@@ -10,7 +10,10 @@ version lifecycle on EKS", release calendar (awsdocs/amazon-eks-user-guide,
 latest/ug/versioning/kubernetes-versions.adoc, commit 013856044148: rows 1.29-1.34). The 1.35
 row was not in that stored page; its dates come from two third-party copies of the calendar
 (endoflife.date/amazon-eks, and aws-samples' sample-apex-skills cluster-lifecycle reference,
-"last verified 2026-04-24"), which agree with each other and with the 14 + 12 month rule.
+"last verified 2026-04-24"), which agree with each other and with the 14 + 12 month rule; EKS
+offered 1.35 from early 2026 (awslabs/mountpoint-s3-csi-driver#685, 2026-02-04: "EKS now
+supports v1.35"; awslabs/cdk-eks-blueprints#1246 maps its add-on defaults, e.g.
+aws-ebs-csi-driver v1.57.1-eksbuild.1, eks-pod-identity-agent v1.3.10-eksbuild.2).
 
 Price: "clusters running on a Kubernetes version in the extended support window will be
 charged a total of $0.60 per cluster per hour ... Pricing for clusters running Kubernetes
@@ -23,6 +26,7 @@ third-party summaries of it dated March-June 2026 give the same two rates.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass
 from enum import Enum
 
@@ -87,8 +91,21 @@ EKS_VERSIONS: dict[str, EksVersion] = {v.version: v for v in (
 )}
 
 
+# Pins the estimate date of every command and of the Pulumi program (which has no --as-of):
+# a YYYY-MM-DD day. The tests set it so no test changes with the calendar.
+AS_OF_ENV = "DYNAMO_BENCH_AS_OF"
+
+
 def today() -> dt.date:
-    """The estimate date: today in UTC (EKS bills extended support by UTC days)."""
+    """The estimate date: $DYNAMO_BENCH_AS_OF when set, else today in UTC (EKS bills extended
+    support by UTC days)."""
+    pinned = os.environ.get(AS_OF_ENV, "").strip()
+    if pinned:
+        try:
+            return dt.date.fromisoformat(pinned)
+        except ValueError:
+            raise ValueError(f"{AS_OF_ENV}={pinned!r} is not a date: write YYYY-MM-DD or "
+                             "unset it") from None
     return dt.datetime.now(dt.UTC).date()
 
 

@@ -226,6 +226,9 @@ def hourly_cost(stack: StackConfig, groups: list[NodeGroup], compute_mode: Compu
     cost.prices.add(EKS_CONTROL_PLANE.key)
     cost.shared.add(label)
     add_storage_and_network(cost, storage_gib, 0 if existing_vpc else 1)
+    if compute_mode == ComputeMode.AUTO:
+        cost.excluded.append("nodes Auto Mode's built-in system / general-purpose NodePools "
+                             "launch for pods outside the stack's pools")
     return cost
 
 

@@ -7,6 +7,8 @@ is vetted first (stacks.stack_file: encoding, duplicate keys, namespaces, empty 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ from stacks.schema import CONFIG_KEYS, StackConfig
 from stacks.stack_file import PROJECT, SECRET_KEYS, StackFile
 
 __all__ = ["PROJECT", "P", "SECRET_KEYS", "STACKS_DIR", "Problem", "StackError", "StackFile",
-           "all_stack_names", "base_candidates", "load_stack", "load_stack_file",
+           "all_stack_names", "base_candidates", "derived_stack_names", "load_stack",
+           "load_stack_file",
            "parse_config", "problems_from_validation", "read_stack_file", "stack_file"]
 
 # Prefix of a stack-config field path in a Problem (`dynamo-bench:serving.workers[0]...`).
@@ -33,6 +36,7 @@ PATTERN_RULES = {
     r"^vpc-[0-9a-f]{8,17}$": "'vpc-' and 8-17 lowercase hex digits",
     r"^subnet-[0-9a-f]{8,17}$": "'subnet-' and 8-17 lowercase hex digits",
     r"^[A-Za-z0-9_.-]+$": "letters, digits, '_', '.' and '-' (a stack name)",
+    r"^[A-Za-z0-9_-]+$": "letters, digits, '_' and '-' (a base stack's name)",
     r"^\d+[hdw]$": "a whole number and h, d or w (e.g. 15d)",
     r"^[\w.-]+/[\w.-]+$": "<organisation>/<name> of letters, digits, '_', '.' and '-'",
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "lowercase letters, digits and '-', starting and "
@@ -120,8 +124,11 @@ def read_stack_file(path: Path) -> dict[str, Any]:
 
 
 def load_stack_file(name: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
-    """Stack file `name`, vetted (StackError when it is missing or says something it cannot)."""
+    """Stack file `name`, vetted (StackError when it is missing or says something it cannot);
+    a derived name `<variant>.<base>` without a file of its own is the variant on that base."""
     path = stack_file(name, stacks_dir)
+    if not path.exists() and (derived := _derived_stack_file(name, stacks_dir)) is not None:
+        return derived
     if not path.exists():
         known = ", ".join(all_stack_names(stacks_dir)) or "none"
         raise StackError(name, [Problem("stack", f"no stack file {path.name} in {stacks_dir}",
@@ -145,3 +152,55 @@ def base_candidates(stacks_dir: Path = STACKS_DIR) -> list[str]:
         if stack.target == "aws" and stack.is_base and not stack.is_attached:
             out.append(name)
     return out
+
+
+# --- derived stacks: a variant of one base run on another without copying its file ----------
+# The stack `<variant>.<base>` is the file of <variant> with cluster.attachTo set to <base>,
+# allowed when <base> declares `cluster.variantsOf: <the variant's own base>` (same node-group
+# names). Pulumi stack names may hold '.', stack files and base names here do not.
+DERIVED_SEPARATOR = "."
+
+
+def _cluster_key(file: StackFile, key: str) -> object:
+    return (file.config.get("cluster") or {}).get(key)
+
+
+def _derived_stack_file(name: str, stacks_dir: Path) -> StackFile | None:
+    variant, sep, base = name.rpartition(DERIVED_SEPARATOR)
+    if not sep or not stack_file(variant, stacks_dir).exists() \
+            or not stack_file(base, stacks_dir).exists():
+        return None
+    where = "stack (the stack name)"
+    file = files.read(stack_file(variant, stacks_dir), CONFIG_KEYS)
+    own_base = _cluster_key(file, "attachTo")
+    if not own_base:
+        raise StackError(name, [Problem(where, f"'{variant}' attaches to no base, so it cannot "
+                                        f"run on '{base}' as '{name}'", f"use {variant}")])
+    twin = _cluster_key(files.read(stack_file(base, stacks_dir), CONFIG_KEYS), "variantsOf")
+    if twin != own_base:
+        fits = [n for n in derived_stack_names(stacks_dir) if n.startswith(variant + ".")]
+        raise StackError(name, [Problem(
+            where, f"base '{base}' does not run the variants of '{own_base}' (its "
+            f"cluster.variantsOf is {twin or 'unset'})",
+            f"use {', '.join(fits)}" if fits else
+            f"set cluster.variantsOf: {own_base} on a base with the same node groups")])
+    config = copy.deepcopy(file.config)
+    config["cluster"] = {**config["cluster"], "attachTo": base}
+    return dataclasses.replace(file, name=name, config=config)
+
+
+def derived_stack_names(stacks_dir: Path = STACKS_DIR) -> list[str]:
+    """Every `<variant>.<base>` the stack files allow (see _derived_stack_file)."""
+    attached: dict[str, list[str]] = {}
+    twins: dict[str, str] = {}
+    for name in all_stack_names(stacks_dir):
+        try:
+            file = files.read(stack_file(name, stacks_dir), CONFIG_KEYS)
+        except StackError:
+            continue
+        if isinstance(own := _cluster_key(file, "attachTo"), str):
+            attached.setdefault(own, []).append(name)
+        if isinstance(twin := _cluster_key(file, "variantsOf"), str):
+            twins[name] = twin
+    return sorted(f"{v}{DERIVED_SEPARATOR}{base}" for base, twin in twins.items()
+                  for v in attached.get(twin, []))

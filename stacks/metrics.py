@@ -43,16 +43,30 @@ WORKER_PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
 WORKER_EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
 WORKER_EXTERNAL_PREFIX_CACHE_HITS = "vllm:external_prefix_cache_hits_total"
 
-# KV moved between workers (disaggregated NIXL transfer) and to/from the offload tier, real
-# vLLM only: vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py NixlPromMetrics
-# (histograms vllm:nixl_xfer_time_seconds, vllm:nixl_bytes_transferred) and
-# offloading_connector.py OffloadPromMetrics (counter vllm:kv_offload_total_bytes, labelled
-# transfer_type GPU_to_CPU / CPU_to_GPU; exposed with _total). Read on vLLM's main branch, not
-# at the 0.31.0 tag ai-dynamo 1.6.1 pins: the reports say "not exported" when a run lacks them.
-# KVBM (Dynamo < 1.6) serves its kvbm_* counters on a port of its own, not scraped here.
-WORKER_NIXL_XFER_TIME = "vllm:nixl_xfer_time_seconds"        # histogram
-WORKER_NIXL_BYTES = "vllm:nixl_bytes_transferred"            # histogram
-WORKER_KV_OFFLOAD_BYTES = "vllm:kv_offload_total_bytes_total"  # counter
+# --- run-time attestation (workloads/attest_parse.py) --------------------------------------
+# KV events the KV router applied to its index, on the frontend (seen live on the local engine,
+# labels event_type=stored|removed|cleared and status=ok|...; ai-dynamo 1.6.1
+# prometheus_names.kvrouter.KV_CACHE_EVENTS_APPLIED).
+ROUTER_KV_EVENTS_APPLIED = "dynamo_component_kv_cache_events_applied"
+# vLLM's NIXL connector metrics (vLLM metrics docs "NIXL KV Connector Metrics";
+# vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py NixlPromMetrics): a histogram of
+# bytes per transfer, observed where the KV is pulled (the decode worker), and a counter of
+# failed transfers. Dynamo's EKS EFA guide reads the same pair to verify a transfer ("published
+# to vLLM's own metrics endpoint (typically DYN_SYSTEM_PORT)", eks/efa.md Verification 4).
+WORKER_NIXL_BYTES_TRANSFERRED = "vllm:nixl_bytes_transferred"
+WORKER_NIXL_FAILED_TRANSFERS = "vllm:nixl_num_failed_transfers_total"
+# vLLM's native KV offloading (OffloadingConnector) counts bytes stored from GPU to CPU. The
+# name changed across vLLM versions: the flat counters vllm:kv_offload_store_bytes (load: _load_)
+# and, before them, vllm:kv_offload_total_bytes{transfer_type="GPU_to_CPU"} (still exported as
+# deprecated in the versions that have both; vllm/.../offloading/metrics.py). Either counts.
+WORKER_KV_OFFLOAD_STORE_BYTES = ("vllm:kv_offload_store_bytes_total",
+                                 "vllm:kv_offload_store_bytes")
+WORKER_KV_OFFLOAD_LOAD_BYTES = ("vllm:kv_offload_load_bytes_total",
+                                "vllm:kv_offload_load_bytes")
+WORKER_KV_OFFLOAD_TOTAL_BYTES = "vllm:kv_offload_total_bytes_total"  # by transfer_type
+# Transfer time of the same NIXL transfers (histogram; its count is the number of transfers),
+# NixlPromMetrics as above: what the ablation check counts for a disaggregated stack.
+WORKER_NIXL_XFER_TIME = "vllm:nixl_xfer_time_seconds"
 
 # --- Prometheus itself -------------------------------------------------------------------------
 SCRAPE_UP = "up"  # 1 while a scrape target (a pod of a PodMonitor) answers
@@ -67,7 +81,9 @@ DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
 DCGM = (DCGM_GPU_UTIL, DCGM_FB_USED, DCGM_FB_FREE, DCGM_GPU_TEMP, DCGM_POWER_USAGE)
 VLLM_ENGINE_ONLY = (WORKER_PREFIX_CACHE_QUERIES, WORKER_PREFIX_CACHE_HITS,
                     WORKER_EXTERNAL_PREFIX_CACHE_QUERIES, WORKER_EXTERNAL_PREFIX_CACHE_HITS,
-                    WORKER_NIXL_XFER_TIME, WORKER_NIXL_BYTES, WORKER_KV_OFFLOAD_BYTES)
+                    WORKER_NIXL_BYTES_TRANSFERRED, WORKER_NIXL_FAILED_TRANSFERS,
+                    WORKER_NIXL_XFER_TIME, WORKER_KV_OFFLOAD_TOTAL_BYTES,
+                    *WORKER_KV_OFFLOAD_STORE_BYTES, *WORKER_KV_OFFLOAD_LOAD_BYTES)
 
 
 # --- the frontend's per-request records (its request trace) --------------------------------------

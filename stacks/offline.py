@@ -32,14 +32,21 @@ from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _sync_await
 
-from stacks.loader import PROJECT, load_stack, read_stack_file, stack_file
+from stacks.loader import PROJECT, load_stack, load_stack_file
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT_DIR / "__main__.py"
 ORGANIZATION = "organization"          # the DIY backend's organization name
 ACCOUNT = "123456789012"
 SECRET_KEYS = (f"{PROJECT}:hfToken",)
+# The Pulumi types a Helm chart installation is recorded as (components/charts.py).
+HELM_CHART = "kubernetes:helm.sh/v4:Chart"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HELM_TYPES = (HELM_CHART, HELM_RELEASE)
 PLACEHOLDER_TOKEN = "hf_offline_placeholder_not_a_real_token"
+# Who may reach the API endpoint when a stack is rendered offline: a documentation range
+# (RFC 5737 TEST-NET-2), never a real network.
+PLACEHOLDER_API_ACCESS = '["198.51.100.0/24"]'
 
 _SIG = rpc._special_sig_key
 _SECRET_SIG = rpc._special_secret_sig
@@ -47,7 +54,8 @@ _RESOURCE_SIG = rpc._special_resource_sig
 _OUTPUT_SIG = rpc._special_output_value_sig
 _ID_PREFIX = {"Vpc": "vpc", "Subnet": "subnet", "SecurityGroup": "sg", "FileSystem": "fs",
               "LaunchTemplate": "lt", "InternetGateway": "igw", "NatGateway": "nat",
-              "Eip": "eipalloc", "RouteTable": "rtb", "PlacementGroup": "pg"}
+              "Eip": "eipalloc", "RouteTable": "rtb", "PlacementGroup": "pg",
+              "AccessPoint": "fsap"}
 
 
 @dataclass
@@ -141,6 +149,8 @@ class RecordingMocks(Mocks):
             state.setdefault("latestVersion", 1)
         if args.typ == "eks:index:Cluster":
             state.update(self._eks_cluster(args))
+        if args.typ == "random:index/randomPassword:RandomPassword":
+            state["result"] = f"offline-{_short_hash(args.name)}"
         return resource_id, state
 
     def _eks_cluster(self, args: MockResourceArgs) -> dict[str, Any]:
@@ -231,12 +241,19 @@ class ProgramRun:
     def of_type(self, type_token: str) -> list[Recorded]:
         return [r for r in self.resources if r.type == type_token]
 
+    def helm_charts(self) -> dict[str, Recorded]:
+        """Every chart installation (a v4 Chart or a v3 Release), by chart name."""
+        return {r.inputs["chart"]: r for r in self.resources if r.type in HELM_TYPES}
 
-def config_strings(raw: dict[str, Any], hf_token: str | None) -> dict[str, str]:
+
+def config_strings(raw: dict[str, Any], hf_token: str | None,
+                   api_access: str | None = PLACEHOLDER_API_ACCESS) -> dict[str, str]:
     """Stack-file config as Pulumi passes it to a program: structured values as JSON text."""
     out = {f"{PROJECT}:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
     if hf_token is not None:
         out[f"{PROJECT}:hfToken"] = hf_token
+    if api_access is not None:
+        out[f"{PROJECT}:apiAccessCidrs"] = api_access
     return out
 
 
@@ -289,7 +306,7 @@ def run_stack(name: str, *, hf_token: str | None = PLACEHOLDER_TOKEN,
     cache = {} if cache is None else cache
     if name in cache:
         return cache[name]
-    raw = read_stack_file(stack_file(name))
+    raw = load_stack_file(name).config   # a derived `<variant>.<base>` too
     attach = (raw.get("cluster") or {}).get("attachTo")
     outputs: dict[str, tuple[dict[str, Any], set[str]]] = {}
     region = (raw.get("cluster") or {}).get("region", "us-east-1")

@@ -7,7 +7,8 @@ notes (the EKS version's support status). `check_stack(name)` loads a stack file
 for an attached variant) and runs it. The checks themselves live by subject:
 stacks.deploy_checks (what Pulumi knows), stacks.aws_checks, stacks.serving_checks,
 stacks.worker_checks and stacks.pods (GPU memory, node packing), stacks.engine_flags,
-stacks.k8s_checks, stacks.workload_checks, stacks.recipe_checks, stacks.checkpoint_checks.
+stacks.k8s_checks, stacks.workload_checks, stacks.recipe_checks, stacks.checkpoint_checks,
+stacks.auto_mode (what EKS Auto Mode cannot do).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pydantic.alias_generators import to_camel
 
+from stacks.auto_mode import auto_mode_notes, check_auto_mode
 from stacks.aws_checks import check_aws
 from stacks.catalog import INSTANCE_TYPES
 from stacks.checkpoint_checks import check_model_cache
@@ -40,6 +42,7 @@ from stacks.loader import (
     stack_file,
 )
 from stacks.memory import WorkerMemory
+from stacks.node_images import check_node_driver
 from stacks.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.schema import ClusterConfig, ComputeMode, StackConfig
 from stacks.serving_checks import check_serving
@@ -182,11 +185,14 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         check_workloads(stack, out)
         report.notes += lockstep_notes(stack)
         check_recipe(stack, base, cluster, out)
+    check_node_driver(stack, base, out)
+    check_auto_mode(stack, base, out)
     if base is None:
         check_cluster_rdma(stack.cluster, out)
     eks = EKS_VERSIONS.get(owner.cluster.eks_version)
     if eks is not None:
         report.notes.append(eks.describe(on))
+    report.notes += auto_mode_notes(stack, base)
     report.hourly = cluster_hourly_cost(stack, cluster, owner.storage.model_cache_gib, on=on)
     report.planned_hours = planned_hours(stack)
     if stack.target == "aws" and report.planned_cost > stack.cost.budget_usd:
@@ -221,7 +227,7 @@ def file_facts(file: StackFile) -> DeployFacts:
     """What the stack file says beyond the typed config (the CLI's DeployFacts)."""
     keys = tuple(f"{PROJECT}:{k}" for k in file.config) + tuple(file.provider_config)
     return DeployFacts(hf_token=file.hf_token, provider_config=file.provider_config,
-                       config_keys=keys)
+                       config_keys=keys, api_access=file.api_access)
 
 
 def check_stack(name: str, stacks_dir: Path = STACKS_DIR, *,

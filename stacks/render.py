@@ -18,14 +18,13 @@ from typing import Any
 
 import yaml
 
-from stacks.offline import ProgramRun, Recorded, run_stack
+from stacks.offline import HELM_RELEASE, HELM_TYPES, ProgramRun, Recorded, run_stack
 
-HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 REDACTED = "[secret]"
 
 
 def is_kubernetes_object(r: Recorded) -> bool:
-    return (r.custom and r.type.startswith("kubernetes:") and r.type != HELM_CHART
+    return (r.custom and r.type.startswith("kubernetes:") and r.type not in HELM_TYPES
             and not r.type.startswith("pulumi:providers:"))
 
 
@@ -61,8 +60,10 @@ def helm_releases(run: ProgramRun) -> list[dict[str, Any]]:
     return sorted(({"release": r.inputs.get("name", r.name), "chart": r.inputs.get("chart"),
              "version": r.inputs.get("version"),
              "repository": (r.inputs.get("repositoryOpts") or {}).get("repo"),
-             "namespace": r.inputs.get("namespace"), "values": r.inputs.get("values", {})}
-            for r in run.of_type(HELM_CHART)), key=lambda r: r["release"])
+             "namespace": r.inputs.get("namespace"), "values": r.inputs.get("values", {}),
+             "installed_as": "helm.v3.Release (runs hooks)" if r.type == HELM_RELEASE
+             else "helm.v4.Chart"}
+            for r in run.resources if r.type in HELM_TYPES), key=lambda r: r["release"])
 
 
 def aws_resources(run: ProgramRun) -> list[dict[str, Any]]:

@@ -47,6 +47,12 @@ class CapacityType(str, Enum):
     CAPACITY_BLOCK = "capacity-block"    # an EC2 Capacity Block for ML (also cr-...)
 
 
+class Provisioning(str, Enum):
+    """EKS Auto Mode NodePool mode (stacks.auto_mode): `count` nodes kept, or up to `count`."""
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
 class NodeGroup(Schema):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,38}$")]
     instance_type: str
@@ -56,6 +62,8 @@ class NodeGroup(Schema):
     # Pin the group to one AZ (EFA and capacity reservations live in one AZ).
     availability_zone: str | None = None
     disk_gib: Annotated[int, Field(ge=20, le=16384)] = 200
+    # computeMode auto only; unset: static for CPU groups, dynamic for GPU groups.
+    provisioning: Provisioning | None = None
 
     @model_validator(mode="after")
     def _reservation_needs_id(self) -> NodeGroup:
@@ -91,7 +99,7 @@ class ClusterConfig(Schema):
     # Checked by pre-flight against botocore's region data (stacks.aws_checks).
     region: str = "us-east-1"
     # Checked by pre-flight against the EKS version lifecycle catalogue (stacks.eks_versions).
-    eks_version: str = "1.33"
+    eks_version: str = "1.35"
     compute_mode: ComputeMode = ComputeMode.NODEGROUPS
     node_groups: list[NodeGroup] = []
     vpc: VpcConfig = VpcConfig()
@@ -99,6 +107,8 @@ class ClusterConfig(Schema):
     allow_multinode: bool = False
     # RDMA device plugin (InfiniBand for NIXL/UCX); its resource name is what workers request.
     rdma: RdmaDevicePlugin | None = None
+    # A base whose variants also run on this base (same group names), as `<variant>.<this>`.
+    variants_of: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]+$")] = None
 
     @model_validator(mode="after")
     def _unique_groups(self) -> ClusterConfig:

@@ -59,10 +59,19 @@ EFS_STANDARD = ServicePrice(
     "EFS Standard storage", EFS_STANDARD_USD_PER_GB_MONTH, "per GB-month", "2026-06-13",
     "aws.amazon.com/efs/pricing ($0.30/GB-month); factualminds.com EFS pricing, us-east-1, "
     "June 2026", True)
+# AWS publishes the Auto Mode management fee per instance type, per hour, in the AmazonEKS
+# price list (products with eksproducttype "AutoMode", operation "EKSAutoUsage": awslabs/
+# eks-node-viewer pkg/aws/pricing.go updateAutoManagementPricing; vantage-sh/ec2instances.info
+# scraper/aws/ec2/eks_auto_mode.go, merged 2026-07-20). Searched on 2026-12-01: no stored copy
+# of that table or of the EKS pricing page gives the figure of any type we use (p4d, g6e, m7i,
+# p6-b200); third parties quote ~12 % of on-demand (factualminds.com, June 2026; awslabs/
+# eks-node-viewer#368), and the one per-type figure found, m5.large $0.01152 against $0.096
+# on-demand, is 12 % exactly but sits in a test fixture, not a price source. So the fee stays
+# this UNVERIFIED fraction until the pricing API (or your bill) says otherwise.
 AUTO_MODE_FEE = ServicePrice(
-    "EKS Auto Mode fee", EKS_AUTO_MODE_FEE_FRACTION, "x instance price", "",
-    "an approximation (~12 % of on-demand) quoted by third parties; AWS prices it per instance "
-    "type and that table was not found: set the real figure from your bill", False)
+    "EKS Auto Mode fee", EKS_AUTO_MODE_FEE_FRACTION, "x instance price", "2026-12-01",
+    "approximation: 12 % of the on-demand price per instance-hour; AWS's per-type fee "
+    "(AmazonEKS price list, operation EKSAutoUsage) was not reachable", False)
 
 SERVICE_PRICES: dict[str, ServicePrice] = {p.key: p for p in (
     NAT_GATEWAY, PUBLIC_IPV4, EBS_GP3, EKS_CONTROL_PLANE, EFS_STANDARD, AUTO_MODE_FEE)}

@@ -20,6 +20,7 @@ hands it, so a key the CLI refuses is refused by `pulumi up` too.
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ from stacks.errors import Problem, StackError
 PROJECT = "dynamo-bench"
 # Config keys of the project that are not part of the schema (read by the program itself).
 SECRET_KEYS = ("hfToken",)
+# Keys about who deploys, not about the experiment: set with `pulumi config set` in the same
+# file, read by the Pulumi program, never part of the stack's typed config.
+API_ACCESS_KEY = "apiAccessCidrs"      # stacks/api_access.py
+DEPLOYER_KEYS = (*SECRET_KEYS, API_ACCESS_KEY)
 # Namespaces a stack file may also hold: Pulumi's own and the providers the program uses
 # (requirements.txt: pulumi-aws, pulumi-eks, pulumi-kubernetes).
 PROVIDER_NAMESPACES = ("aws", "eks", "kubernetes", "pulumi")
@@ -54,6 +59,7 @@ class StackFile:
     path: Path
     config: dict[str, Any]
     hf_token: str | None = None            # "secret", "plain", or None when absent
+    api_access: str | None = None          # dynamo-bench:apiAccessCidrs as Pulumi reads it
     provider_config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -224,16 +230,16 @@ def parse_yaml(path: Path, text: str) -> Any:
 def config_key_problems(keys: list[str], schema_keys: tuple[str, ...]) -> list[Problem]:
     """Every config key is `<namespace>:<key>`: the project's (a known key) or a provider's."""
     problems = []
-    allowed = ", ".join(f"{PROJECT}:{k}" for k in (*schema_keys, *SECRET_KEYS))
+    allowed = ", ".join(f"{PROJECT}:{k}" for k in (*schema_keys, *DEPLOYER_KEYS))
     for key in keys:
         ns, colon, short = str(key).partition(":")
         if not colon:
-            fix = (f"write {PROJECT}:{key}" if key in schema_keys or key in SECRET_KEYS else
+            fix = (f"write {PROJECT}:{key}" if key in schema_keys or key in DEPLOYER_KEYS else
                    f"write <namespace>:{key} (one of {allowed}, or a provider's key)")
             problems.append(Problem(str(key), "config key without a namespace: Pulumi would "
                                     "read it as a key of no project", fix))
         elif ns == PROJECT:
-            if short not in schema_keys and short not in SECRET_KEYS:
+            if short not in schema_keys and short not in DEPLOYER_KEYS:
                 problems.append(Problem(str(key), "unknown config key", f"use one of {allowed}"))
         elif ns not in PROVIDER_NAMESPACES:
             close = difflib.get_close_matches(ns.lower(), [PROJECT], n=1, cutoff=0.6)
@@ -281,7 +287,7 @@ def vet_config(path: Path, doc: Any, schema_keys: tuple[str, ...]) -> StackFile:
     problems = config_key_problems(list(config), schema_keys)
     raw: dict[str, Any] = {}
     providers: dict[str, Any] = {}
-    hf_token = None
+    hf_token = api_access = None
     for key, value in config.items():
         ns, _, short = key.partition(":")
         if value is None:
@@ -292,12 +298,15 @@ def vet_config(path: Path, doc: Any, schema_keys: tuple[str, ...]) -> StackFile:
             providers[key] = value
         elif ns == PROJECT and short in SECRET_KEYS:
             hf_token = token_state(value)
+        elif ns == PROJECT and short == API_ACCESS_KEY:
+            # Pulumi hands a structured value to the program as JSON text
+            api_access = value if isinstance(value, str) else json.dumps(value)
         elif ns == PROJECT and short in schema_keys:
             raw[short] = value
     if problems:
         raise StackError(name, problems)
     return StackFile(name=name, path=path, config=raw, hf_token=hf_token,
-                     provider_config=providers)
+                     api_access=api_access, provider_config=providers)
 
 
 def read(path: Path, schema_keys: tuple[str, ...]) -> StackFile:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from stacks.catalog import INSTANCE_TYPES, InstanceType, ModelArchitecture
+from stacks.gpudirect import has_gpudirect_rdma
 from stacks.loader import P, Problem
 from stacks.memory import WorkerMemory, worker_memory
 from stacks.model_catalog import DRAFT_MODELS
@@ -156,5 +157,11 @@ def check_workers(stack: StackConfig, cluster: ClusterConfig,
         if serving.transfer == TransferBackend.NIXL_LIBFABRIC and inst.efa_interfaces == 0:
             out.append(Problem(f"{P}serving.transfer", f"nixl-libfabric needs EFA; {inst.name} "
                                f"(worker {i}) has none", "use nixl-ucx or an EFA instance type"))
+        elif serving.transfer == TransferBackend.NIXL_LIBFABRIC and not has_gpudirect_rdma(
+                inst.name):
+            out.append(Problem(f"{P}serving.transfer", f"nixl-libfabric moves KV GPU-to-GPU "
+                               f"with GPUDirect RDMA, which nothing confirms on {inst.name} "
+                               f"(worker {i}; stacks/gpudirect.py)", "use nixl-ucx (TCP, KV "
+                               "staged through host memory) or a type listed there"))
     check_node_packing(serving, cluster, out)
     return table

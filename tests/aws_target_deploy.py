@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tests.aws_target_fake import Component, FakeCluster, JobRun
+from tests.aws_target_fake_serving import engine_log
 from workloads import k8s_scripts
 from workloads.k8s_jobs import RESULTS_MOUNT
 
@@ -213,10 +214,20 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
                                      ("cpu-c", "system", "us-east-1c", "m7i.2xlarge")):
         cluster.add_node(name, group, zone, itype)
     comps = []
+    serving = stack.serving
+    cluster.serving.disaggregated = serving.topology.value == "disaggregated"
+    cluster.serving.router_kv = serving.router.value == "kv"
+    cluster.serving.offload = serving.kv_offload.kind != "none"
+    quantization = {"bf16": None, "fp8": "fp8", "nvfp4": "modelopt_fp4"}[
+        stack.model.precision.value]
     for i, c in enumerate(dgd["spec"]["components"]):
         backend = "LIBFABRIC" if efa else "UCX"
-        log = ("INFO vllm starting\n" + (f"Backend {backend} was instantiated\n"
-                                         if c["type"] in ("prefill", "decode") else "")
+        worker = c["type"] != "frontend"
+        log = ("INFO vllm starting\n"
+               + (engine_log(stack.model.id, revision=stack.model.revision,
+                             quantization=quantization) if worker else "")
+               + (f"Backend {backend} was instantiated\n"
+                  if c["type"] in ("prefill", "decode") else "")
                + ("torch.OutOfMemoryError: CUDA out of memory\n" if c["name"] == crash else ""))
         comps.append(Component(c["name"], c["type"], c["replicas"],
                                 frontend_node if c["type"] == "frontend" else f"p4d-{i % 2}",
@@ -240,8 +251,18 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
     return Deployed(cluster, stack, outputs, graph)
 
 
-def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | None = None):
+def aws_target(d: Deployed, tmp: Path, run_id: str = "run-1", messages: list | None = None,
+               kv_capacity_tokens: list[int] | None = None):
     from workloads.targets.aws import AwsTarget
     return AwsTarget(d.stack, tmp / "engine", run_id=run_id, outputs_file=d.outputs,
                      kube=d.cluster.kube(), clock=d.cluster.clock,
-                     report=(messages.append if messages is not None else None))
+                     report=(messages.append if messages is not None else None),
+                     kv_capacity_tokens=kv_capacity_tokens)
+
+
+def connect_runner(monkeypatch, d: Deployed) -> Deployed:
+    """The client boundary for `python -m workloads run`: the aws target connects to the fake
+    cluster (and its clock) instead of a real API server."""
+    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
+    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
+    return d

@@ -9,12 +9,12 @@ in-cluster HTTP the aws target uses, with small simulated controllers:
   produce what AIPerf would (real exports copied from tests/fixtures/runs) on the fake results
   PVC (a temp directory);
 - exec in the transfer pod runs the real in-pod scripts with this interpreter, the PVC mount
-  mapped onto that directory; exec in a serving pod answers the versions probe as the image
-  would, and the request-trace read runs the real script on the frontend pod's trace file
-  would;
+  mapped onto that directory; exec in a serving pod answers the versions, GPU and metrics
+  probes as the image would, and the request-trace read runs the real script on the frontend
+  pod's trace file;
 - the frontend and Prometheus answer through an httpx.MockTransport.
 Time is a FakeClock: every wait advances it, so no test waits on a real clock. Every object
-the runner creates is validated with kubernetes_validate strict (1.33) on creation.
+the runner creates is validated with kubernetes_validate strict (K8S_VERSION) on creation.
 The API methods themselves are in tests/aws_target_fake_api.py; a stack deployed on this
 cluster (and the exports its Jobs leave) in tests/aws_target_deploy.py.
 """
@@ -34,8 +34,10 @@ import httpx
 
 from stacks.metrics import REQUEST_TRACE_POD_PATH
 from tests.aws_target_fake_api import FakeBatchV1, FakeCoreV1, FakeCustomObjects, _not_found
+from tests.aws_target_fake_serving import FakeServing
 from tests.k8s_validation import validate_builtin
 from workloads import k8s_scripts
+from workloads.attest_scripts import GPU_PROBE, METRICS_GET
 from workloads.k8s_client import ExecResult, Kube
 from workloads.k8s_graph import OP_COMPONENT_LABEL, OP_GRAPH_LABEL
 from workloads.k8s_jobs import RESULTS_MOUNT
@@ -110,6 +112,7 @@ class FakeCluster:
         self.versions = {"ai-dynamo": "1.6.1", "ai-dynamo-runtime": "1.6.1", "vllm": "0.11.0",
                          "nixl": "0.7.1", "nixl-cu12": None, "nixl-cu13": None,
                          "torch": "2.8.0", "ucx-py": None}
+        self.serving = FakeServing()
         self.core, self.batch = FakeCoreV1(self), FakeBatchV1(self)
         self.custom = FakeCustomObjects(self)
 
@@ -152,6 +155,10 @@ class FakeCluster:
                "spec": {**tmpl["spec"], "nodeName": comp.node},
                "_fake": {"created": t0, "comp": comp, "ip": f"10.0.{self._uid // 250}."
                                                              f"{self._uid % 250 + 1}"}}
+        if comp.type != "frontend":   # scheduled where the device plugin has free GPUs
+            gpu_nodes = [comp.node, *sorted(n for n in self.nodes if n != comp.node
+                                            and n.startswith(comp.node.split("-")[0]))]
+            pod["spec"]["nodeName"] = self.serving.allocate(pod, gpu_nodes)
         self.pods[(ns, pod["metadata"]["name"])] = pod
         return pod
 
@@ -292,6 +299,16 @@ class FakeCluster:
             done = subprocess.run([sys.executable, "-c", argv[2], str(self.trace_file(pod)),
                                    *argv[4:]], capture_output=True, timeout=60)
             return ExecResult(done.stdout, done.stderr, done.returncode)
+        if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", GPU_PROBE]:
+            return ExecResult(self.serving.probe(obj), b"", 0)
+        if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", METRICS_GET]:
+            comp = obj["_fake"]["comp"]
+            first = min(n for (_, n), p in self.pods.items() if p["_fake"].get("comp") is comp)
+            kind_first = comp is next(c for c in self.components[next(iter(self.dgds))]
+                                      if c.type == comp.type)
+            return ExecResult(self.serving.metrics(comp.type, kind_first
+                                                   and obj["metadata"]["name"] == first),
+                              b"", 0)
         return ExecResult(b"", f"{argv[0]}: not found".encode(), 127)
 
     def handle_http(self, request: httpx.Request) -> httpx.Response:
@@ -308,6 +325,12 @@ class FakeCluster:
         if path == "/v1/models":
             data = [{"id": model, "object": "model"}] if self.workers_ready() else []
             return httpx.Response(200, json={"object": "list", "data": data})
+        if path == "/v1/chat/completions" and not json.loads(request.content).get("stream"):
+            body = json.loads(request.content)
+            usage = self.serving.chat(body["messages"][-1]["content"])
+            return httpx.Response(200, json={"object": "chat.completion", "usage": usage,
+                                             "choices": [{"index": 0, "message": {
+                                                 "role": "assistant", "content": "KV"}}]})
         if path == "/v1/chat/completions":
             assert graph
             chunks = [{"choices": [{"delta": {"content": w}}]} for w in ("KV ", "blocks ")]
@@ -325,5 +348,5 @@ class FakeCluster:
                     transport=httpx.MockTransport(self.handle_http))
 
     def record_create(self, obj: dict) -> None:
-        validate_builtin(obj)   # strict 1.33: unknown fields or kinds fail the test
+        validate_builtin(obj)   # strict (K8S_VERSION): unknown fields or kinds fail the test
         self.created.append(copy.deepcopy(obj))

@@ -1,6 +1,6 @@
 """The client-boundary calls of the fake cluster (tests/aws_target_fake.py): the CoreV1Api,
 BatchV1Api and CustomObjectsApi methods the aws target uses, with the real client's names and
-arguments, over the cluster's in-memory objects. Creations are validated strictly (1.33)."""
+arguments, over the cluster's in-memory objects. Creations are validated strictly (K8S_VERSION)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,7 @@ class FakeCoreV1:
             raise ApiException(status=409, reason="Precondition failed: UID mismatch")
         del self.c.pods[(namespace, name)]
         self.c.deleted.append(("Pod", namespace, name))
+        self.c.serving.release(name)
         comp = pod["_fake"].get("comp")
         if comp is not None:   # the operator replaces it
             graph = pod["metadata"]["labels"][OP_GRAPH_LABEL]

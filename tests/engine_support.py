@@ -109,3 +109,20 @@ def started_pids(manifest: dict) -> list[int]:
             if rec.get("aiperf_pid"):
                 pids.append(rec["aiperf_pid"])
     return pids
+
+
+def start_local(tmp_path: Path, name: str, **stack_kw):
+    """A small local stack (write_stack) checked by pre-flight and started on the engine."""
+    from stacks.preflight import check_stack
+    from workloads.model_folder import build_model_folder
+    from workloads.targets.local import LocalTarget
+
+    stacks = tmp_path / "stacks"
+    write_stack(stacks, name, **stack_kw)
+    report = check_stack(name, stacks)
+    assert report.ok, report.problems
+    model = build_model_folder(tmp_path / "hf", report.stack.model.id, report.stack.model.arch)
+    target = LocalTarget(report.stack, tmp_path / "engine", model=model,
+                         kv_capacity_tokens=[m.kv_capacity_tokens for m in report.memory])
+    target.start()
+    return target

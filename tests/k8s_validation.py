@@ -19,7 +19,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-K8S_VERSION = "1.33.0"
+K8S_VERSION = "1.35.0"  # the shipped stacks' EKS version (stacks/Pulumi.base-*.yaml)
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 DGD_CRD = REFERENCE / "crds" / "nvidia.com_dynamographdeployments.yaml"
 PLATFORM_VALUES = REFERENCE / "helm" / "dynamo-platform" / "values.yaml"

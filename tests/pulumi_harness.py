@@ -14,7 +14,13 @@ import copy
 import json
 from typing import Any
 
-from stacks.loader import all_stack_names, load_stack, read_stack_file, stack_file
+from stacks.loader import (
+    all_stack_names,
+    derived_stack_names,
+    load_stack,
+    read_stack_file,
+    stack_file,
+)
 from stacks.offline import (
     PLACEHOLDER_TOKEN,
     SECRET_KEYS,
@@ -33,8 +39,10 @@ _CACHE: dict[str, ProgramRun] = {}
 
 
 def aws_stacks() -> list[str]:
-    """Every stack file whose target is aws (local stacks have no infrastructure)."""
-    return [n for n in all_stack_names() if load_stack(n).target == "aws"]
+    """Every stack file whose target is aws (local stacks have no infrastructure), and every
+    variant on another base its bases allow (`<variant>.<base>`, stacks/loader.py)."""
+    files = [n for n in all_stack_names() if load_stack(n).target == "aws"]
+    return [*files, *derived_stack_names()]
 
 
 def run(name: str) -> ProgramRun:

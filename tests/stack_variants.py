@@ -90,8 +90,8 @@ def copy_shipped(stacks_dir: Path) -> Path:
 
 def check(stacks_dir: Path, *names: str, as_of: str = CATALOGUE_DATE.isoformat()
           ) -> tuple[int, str]:
-    """`python -m stacks check` on a date pinned to the EKS catalogue's (EKS 1.33, the shipped
-    stacks' version, is offered then), so no test changes with the calendar."""
+    """`python -m stacks check` on a date pinned to the EKS catalogue's (EKS 1.35, the shipped
+    stacks' version, is in standard support then), so no test changes with the calendar."""
     result = CliRunner().invoke(app, ["check", *names, "--stacks-dir", str(stacks_dir),
                                       "--as-of", as_of])
     assert result.exception is None or isinstance(result.exception, SystemExit), \

@@ -169,3 +169,19 @@ def test_the_summary_carries_findings_and_flags():
     f = facts({"ablation": table}, steps, [], infos, DEFAULT_SLOS[0], cost_warnings=[])
     assert any("no measurable difference" in w and "accidental session affinity" in w
                for w in f.warnings)
+
+
+def test_offload_bytes_count_each_generation_of_vllm_names_once():
+    """Newer vLLM exports the flat store / load counters and, deprecated, the older total by
+    direction: the same bytes twice. The flat pair wins; the old total alone still counts."""
+    from reports.server import offload_bytes
+    from stacks import metrics as m
+
+    def srv(*series):
+        return pd.DataFrame([{"metric": name, "stat": "total", "value": v, "labels": "{}",
+                              "endpoint": "w"} for name, v in series])
+    both = srv((m.WORKER_KV_OFFLOAD_STORE_BYTES[1], 3e9), (m.WORKER_KV_OFFLOAD_LOAD_BYTES[1], 1e9),
+               (m.WORKER_KV_OFFLOAD_TOTAL_BYTES.removesuffix("_total"), 4e9))
+    assert offload_bytes(both) == 4e9
+    assert offload_bytes(srv((m.WORKER_KV_OFFLOAD_TOTAL_BYTES, 2e9))) == 2e9
+    assert math.isnan(offload_bytes(srv((m.WORKER_PREEMPTIONS, 0.0))))

@@ -58,14 +58,14 @@ def test_cost_shows_computed_beside_billed(monkeypatch, tmp_path):
     out = " ".join(res.output.split())
     # By hand, 00:00-04:00: p4d 4 h + 2 h (terminated 02:00) = 6 x 21.957642 = 131.75;
     # m7i 4 x 0.8064 = 3.23; root volumes 6 node-h x 500 GiB + 4 x 200 GiB = 3,800 GiB-h x
-    # $0.08 / 730 = 0.42; EKS 1.33 is in extended support on 2026-08-01 (standard ended
-    # 2026-07-29): 4 x 0.60 = 2.40; EFS 200 GiB x 0.30 / 730 x 4 = 0.33; NAT gateway + its
-    # IPv4 address 4 x (0.045 + 0.005) = 0.20. Total 138.32.
-    assert "agg-a100-standalone: computed $138.32 vs billed $133.10" in out
-    assert "EKS control plane (EKS 1.33 in extended support on 2026-08-01)" in out
+    # $0.08 / 730 = 0.42; EKS 1.35 is in standard support on 2026-08-01 (until 2027-03-27):
+    # 4 x 0.10 = 0.40; EFS 200 GiB x 0.30 / 730 x 4 = 0.33; NAT gateway + its IPv4 address
+    # 4 x (0.045 + 0.005) = 0.20. Total 136.32.
+    assert "agg-a100-standalone: computed $136.32 vs billed $133.10" in out
+    assert "EKS control plane" in out and "extended support on" not in out
     # GPU nodes 131.7459 + their root volumes 0.3288 = 132.07; shared: m7i 3.2256 + its root
-    # volume 0.0877 + EKS 2.40 + EFS 0.3288 + NAT 0.20 = 6.24
-    assert "│ GPU nodes │ │ 132.07 │" in out and "│ shared fixed costs │ │ 6.24 │" in out
+    # volume 0.0877 + EKS 0.40 + EFS 0.3288 + NAT 0.20 = 4.24
+    assert "│ GPU nodes │ │ 132.07 │" in out and "│ shared fixed costs │ │ 4.24 │" in out
     assert "unverified prices: m7i.4xlarge (catalogue 2025-01-01)" in out
     assert "lags usage by up to 24 h" in out
     assert "price p4d.24xlarge: $21.9576/h (catalogue 2026-07-28" in out
@@ -81,9 +81,9 @@ def test_cost_shows_computed_beside_billed(monkeypatch, tmp_path):
                                        "--price-cache", str(tmp_path / "prices.json")])
     out = " ".join(res.output.split())
     assert res.exit_code == 0, res.output
-    # 1 node-h x 21.957642 + its 500 GiB-h root volume 0.054795 + 1 h x (EKS 0.60, extended
-    # support + EFS 200 GiB x 0.30 / 730 + NAT 0.05) = 22.74
-    assert "agg-a100: computed $22.74 vs billed $88.00" in out
+    # 1 node-h x 21.957642 + its 500 GiB-h root volume 0.054795 + 1 h x (EKS 0.10, standard
+    # support + EFS 200 GiB x 0.30 / 730 + NAT 0.05) = 22.24
+    assert "agg-a100: computed $22.24 vs billed $88.00" in out
     assert "bill under the base's tag (base-a100)" in out
 
 
@@ -111,10 +111,10 @@ def test_base_and_variant_split_the_same_bill_without_counting_nodes_twice(monke
     assert base.exit_code == 0, base.output
     b = _table(base.output)
     # 1 h of the whole base: GPU nodes 2 x 21.957642 + 10.49264 + root volumes 1,500 GiB-h x
-    # 0.08 / 730 = 54.57; shared: 2 x 0.8064 + 400 GiB-h 0.0438 + EKS 0.60 (1.33 in extended
-    # support on 2026-08-01) + EFS 0.0822 + NAT 0.05 = 2.39; total 56.96 (the base's hourly
+    # 0.08 / 730 = 54.57; shared: 2 x 0.8064 + 400 GiB-h 0.0438 + EKS 0.10 (1.35 in standard
+    # support on 2026-08-01) + EFS 0.0822 + NAT 0.05 = 1.89; total 56.46 (the base's hourly
     # estimate on that day: `stacks plan --as-of 2026-08-01` agrees)
-    assert (b["GPU nodes"], b["shared fixed costs"], b["total"]) == ("54.57", "2.39", "56.96")
+    assert (b["GPU nodes"], b["shared fixed costs"], b["total"]) == ("54.57", "1.89", "56.46")
     assert "they are not additions to it" in " ".join(base.output.split())
 
     # the variant's run record: one p4d for its workers, one CPU node for its frontend
@@ -130,9 +130,9 @@ def test_base_and_variant_split_the_same_bill_without_counting_nodes_twice(monke
     v = _table(variant.output)
     shared = "shared (base-a100's fixed costs)"
     # its own part: the p4d node-hour 21.957642 + its 500 GiB-h root volume 0.0548 = 22.01;
-    # the base's fixed costs over its hour: CPU node 0.8064 + 0.0219 + EKS 0.60 + EFS 0.0822
-    # + NAT 0.05 = 1.56
-    assert (v["this variant"], v[shared], v["total"]) == ("22.01", "1.56", "23.57")
+    # the base's fixed costs over its hour: CPU node 0.8064 + 0.0219 + EKS 0.10 (1.35, standard
+    # support) + EFS 0.0822 + NAT 0.05 = 1.06
+    assert (v["this variant"], v[shared], v["total"]) == ("22.01", "1.06", "23.07")
     assert v["nodes p4d.24xlarge (1.00 node-h x $21.9576)"] == "21.96"
     # a part of the base's bill, never more than it, and said so
     assert float(v["this variant"]) <= float(b["GPU nodes"])

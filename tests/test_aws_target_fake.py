@@ -49,8 +49,9 @@ def test_start_on_a_ready_graph_records_where_and_what_runs(tmp_path):
     d, target, _ = _started(tmp_path)
     info = target.describe()
     assert info["dynamo_version"] == "1.6.1"
-    (image, versions), = info["versions"].items()
-    assert image == d.stack.serving.image and versions["vllm"] == "0.11.0"
+    # one probe per distinct image: the frontend's and the EFA workers' (components/efa.py)
+    assert set(info["versions"]) == {d.stack.serving.image, d.stack.serving.image + "-efa"}
+    assert info["versions"][d.stack.serving.image + "-efa"]["vllm"] == "0.11.0"
     assert info["kv_transfer"]["used"] == "LIBFABRIC"          # seen in the workers' logs
     configured = info["kv_transfer"]["pods"][0]["configured"]
     assert configured["connector"] == "NixlConnector" and configured["backends"] == ["LIBFABRIC"]
@@ -201,6 +202,8 @@ def test_large_dataset_goes_through_the_results_pvc(tmp_path, monkeypatch):
 def test_cold_restart_deletes_only_this_graphs_worker_pods(tmp_path):
     d, target, _ = _started(tmp_path, stack="agg-a100")
     other = deploy(tmp_path / "other", "agg-a100-kv")   # another stack, same namespace,
+    for extra in ("p4d-2", "p4d-3"):                     # on two more p4d nodes,
+        d.cluster.add_node(extra, "p4d", "us-east-1a", "p4d.24xlarge")
     for key, dgd in other.cluster.dgds.items():          # same component names
         d.cluster.add_graph(dgd, other.cluster.components[key])
     before = {k: p["metadata"]["uid"] for k, p in d.cluster.pods.items()}

@@ -11,7 +11,7 @@ import pytest
 
 from reports.build import build_report
 from reports.node_hours import usage_from_manifest
-from tests.aws_target_deploy import NAMESPACE, deploy
+from tests.aws_target_deploy import NAMESPACE, connect_runner, deploy
 from workloads import k8s_jobs
 from workloads.runner import RunOptions, run
 from workloads.steps import plan
@@ -19,11 +19,7 @@ from workloads.steps import plan
 
 @pytest.fixture
 def deployed(tmp_path, monkeypatch):
-    d = deploy(tmp_path, "agg-a100")
-    # The client boundary: the target connects to the fake instead of a real API server.
-    monkeypatch.setattr("workloads.targets.aws.connect", lambda cfg: d.cluster.kube())
-    monkeypatch.setattr("workloads.targets.aws.Clock", lambda: d.cluster.clock)
-    return d
+    return connect_runner(monkeypatch, deploy(tmp_path, "agg-a100"))
 
 
 def _opts(tmp_path, d, run_id="e2e") -> RunOptions:
@@ -106,5 +102,5 @@ def test_ctrl_c_mid_run_leaves_a_resumable_run_and_only_others_jobs(tmp_path, de
     assert len(m["steps"][first]["history"]) == 0
     assert len(m["attempts"]) == 2
     nodes = {n["node"]: n for n in m["nodes"]}     # one record per node over both attempts
-    assert set(nodes) == {"cpu-a", "p4d-1"}   # the frontend's and the workers' nodes
+    assert set(nodes) == {"cpu-a", "p4d-0", "p4d-1"}   # the frontend's and the workers' nodes
     assert all(n["end"] is not None and n["start"] < n["end"] for n in nodes.values())

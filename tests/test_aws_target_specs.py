@@ -1,6 +1,6 @@
-"""The aws target's pure parts: Job / ConfigMap / pod / RBAC objects (strict 1.33 schema), the
-in-pod scripts (run for real), graph readiness and evidence from API objects, stack outputs
-(file, Pulumi CLI, refusals, the prometheusUrl output)."""
+"""The aws target's pure parts: Job / ConfigMap / pod / RBAC objects (strict K8S_VERSION
+schema), the in-pod scripts (run for real), graph readiness and evidence from API objects,
+stack outputs (file, Pulumi CLI, refusals, the prometheusUrl output)."""
 
 from __future__ import annotations
 
@@ -239,6 +239,14 @@ def test_crash_loop_and_bad_image_are_fatal_unschedulable_is_not():
                                         restarts=1)).fatal
     assert k8s_graph.pod_state(_pod("x", "w", ready=False,
                                     waiting="CreateContainerConfigError")).fatal
+    missing = _pod("x", "w", ready=False, waiting="ErrImagePull")
+    missing["status"]["containerStatuses"][0]["state"]["waiting"]["message"] = (
+        'failed to pull image "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1-efa": '
+        "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1-efa: not found")
+    assert k8s_graph.pod_state(missing).fatal            # the tag does not exist
+    slow = _pod("x", "w", ready=False, waiting="ImagePullBackOff")
+    slow["status"]["containerStatuses"][0]["state"]["waiting"]["message"] = "i/o timeout"
+    assert not k8s_graph.pod_state(slow).fatal           # a registry blip is waited for
     pending = _pod("x", "w", ready=False)
     pending["status"]["conditions"][0] = {"type": "PodScheduled", "status": "False",
                                           "message": "0/3 nodes have nvidia.com/gpu"}

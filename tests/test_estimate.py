@@ -19,7 +19,7 @@ from stacks.schema import StackConfig
 
 P4D, M7I_4XL, G6E_12XL = 21.957642, 0.8064, 10.49264  # $/h on-demand, us-east-1
 EKS = 0.10
-# EKS 1.33 is in standard support that day (stacks.eks_versions): the $0.10/h rate.
+# EKS 1.35 (the shipped stacks) is in standard support that day (stacks.eks_versions): $0.10/h.
 ON = dt.date(2026, 7, 1)
 EFS_200_GIB = 200 * 0.30 / 730  # $0.30 per GB-month, 730 h per month -> $0.0822/h
 GP3 = 0.08 / 730                # EBS gp3 $0.08 per GiB-month, per GiB-hour

@@ -131,7 +131,7 @@ def test_grouping_lone_base_brings_its_variants_and_standalones_stay_apart(a100)
 
 
 def test_plan_cli_prints_the_campaign_ratio():
-    # EKS 1.33 in standard support that day: the $0.10/h control plane
+    # EKS 1.35 in standard support that day: the $0.10/h control plane
     res = CliRunner().invoke(app, ["plan", "agg-a100", "disagg-a100", "--as-of", "2026-07-01"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())

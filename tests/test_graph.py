@@ -20,6 +20,7 @@ from graph_stacks import (
 )
 from k8s_validation import validate_dgd, validate_pod_templates
 
+from components import efa as efa_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -81,7 +82,8 @@ def test_disaggregated_has_prefill_and_decode_with_nixl_and_gpus_equal_tp(name):
             assert nixl["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
             assert "kv_buffer_device" not in nixl
             assert int(c["resources"]["limits"][EFA_RESOURCE]) >= 1
-            assert c["securityContext"] == {"privileged": True}
+            assert c["securityContext"] == efa_specs.security_context()
+            assert c["command"] == efa_specs.pinned_command()
             assert env_of(c)["FI_PROVIDER"] == "efa"
             zone = comp["podTemplate"]["spec"]["affinity"]["podAffinity"]
             term = zone["requiredDuringSchedulingIgnoredDuringExecution"][0]
@@ -100,12 +102,22 @@ def test_disaggregated_has_prefill_and_decode_with_nixl_and_gpus_equal_tp(name):
 
 def test_libfabric_stacks_exist_and_ucx_stack_runs_without_rdma():
     assert {"disagg-a100", "disagg-a100-kv", "disagg-l40s-decode"} <= set(DISAGG)
+    # g6e: no confirmed GPUDirect RDMA, so the L40S decode trial moves KV over UCX/TCP.
+    assert load_stack("disagg-l40s-decode").serving.transfer == TransferBackend.NIXL_UCX
     ucx = [n for n in DISAGG if load_stack(n).serving.transfer == TransferBackend.NIXL_UCX]
     assert ucx  # local-disagg: exercised by the parametrised test's non-EFA branch
 
 
+def _l40s_over_libfabric() -> dict:
+    """disagg-l40s-decode as it was before g6e moved to UCX: p4d and g6e workers on EFA (the
+    graph builds it; pre-flight refuses LIBFABRIC on g6e)."""
+    stack = variant("disagg-l40s-decode", transfer="nixl-libfabric")
+    cluster = effective_cluster(stack, load_stack("base-a100"))
+    return build_graph_deployment(stack, namespace=NAMESPACE, efa=True, cluster=cluster)
+
+
 def test_efa_devices_follow_the_node_share():
-    comps = components(graph_of("disagg-l40s-decode"))
+    comps = components(_l40s_over_libfabric())
     # p4d: 4 EFA interfaces / 8 GPUs -> a TP4 pod gets 2; g6e.12xlarge: 1 interface / 4 GPUs.
     assert main(comps["prefill-p4d"])["resources"]["limits"][EFA_RESOURCE] == "2"
     assert main(comps["decode-g6e"])["resources"]["limits"][EFA_RESOURCE] == "1"
@@ -227,7 +239,11 @@ def test_digest_image_sets_runtime_version_override_everywhere():
         assert comp["runtimeVersionOverride"] == "1.6.1"
         assert main(comp)["image"] == digest
     tagged = graph_of("disagg-a100-kv")
-    assert all("runtimeVersionOverride" not in c for c in tagged["spec"]["components"])
+    # Only a tag that is exactly the pinned version needs no override (the EFA workers' tag
+    # 1.6.1-efa parses as another version, so they carry one).
+    for c in tagged["spec"]["components"]:
+        exact = main(c)["image"].endswith(":1.6.1")
+        assert ("runtimeVersionOverride" not in c) == exact, c["name"]
 
 
 def test_worker_pod_mounts_cache_reads_token_and_lands_on_its_gpu_group():
@@ -293,7 +309,7 @@ def test_attached_variant_needs_the_base_cluster():
 
 
 def test_efa_groups_in_different_zones_are_refused():
-    stack = load_stack("disagg-l40s-decode")
+    stack = variant("disagg-l40s-decode", transfer="nixl-libfabric")
     base = load_stack("base-a100")
     cluster = effective_cluster(stack, base)
     groups = [g.model_copy(update={"availability_zone": "us-east-1b"}) if g.name == "g6e"

@@ -70,8 +70,7 @@ def test_no_exposed_services_fails_on_load_balancer_and_node_port() -> None:
     assert violations(no_exposed_services, "kubernetes:core/v1:Service", service)
     service["spec"]["type"] = "ClusterIP"
     assert not violations(no_exposed_services, "kubernetes:core/v1:Service", service)
-    chart = next(r for r in run("base-a100").of_type("kubernetes:helm.sh/v4:Chart")
-                 if r.inputs["chart"] == "kube-prometheus-stack")
+    chart = run("base-a100").helm_charts()["kube-prometheus-stack"]
     props = copy.deepcopy(chart.inputs)
     props["values"]["grafana"]["service"]["type"] = "NodePort"
     assert violations(no_exposed_services, chart.type, props)
@@ -79,6 +78,11 @@ def test_no_exposed_services_fails_on_load_balancer_and_node_port() -> None:
 
 def test_imdsv2_fails_on_optional_tokens_and_template_less_groups() -> None:
     props, urn = _planted("aws:ec2/launchTemplate:LaunchTemplate")
+    assert props["metadataOptions"]["httpPutResponseHopLimit"] == 1   # the shipped templates
+    assert not violations(imdsv2_required, "aws:ec2/launchTemplate:LaunchTemplate", props, urn)
+    props["metadataOptions"]["httpPutResponseHopLimit"] = 2   # pods could reach the node role
+    assert violations(imdsv2_required, "aws:ec2/launchTemplate:LaunchTemplate", props, urn)
+    props["metadataOptions"]["httpPutResponseHopLimit"] = 1
     props["metadataOptions"]["httpTokens"] = "optional"
     assert violations(imdsv2_required, "aws:ec2/launchTemplate:LaunchTemplate", props, urn)
     props, urn = _planted("eks:index:ManagedNodeGroup")

@@ -225,7 +225,7 @@ def test_base_b200_declares_no_rdma_plugin_on_efa_and_installs_the_efa_plugin() 
     assert not objects(result, "DaemonSet")
     assert not [o for _, o in objects(result, "ConfigMap")
                 if o["metadata"]["name"] == "rdma-shared-dev-plugin"]
-    charts = {r.inputs["chart"] for r in result.of_type("kubernetes:helm.sh/v4:Chart")}
+    charts = set(result.helm_charts())
     assert "aws-efa-k8s-device-plugin" in charts
 
 
@@ -281,14 +281,13 @@ def test_no_plugin_where_none_is_declared() -> None:
         assert not objects(run(name), "DaemonSet"), name
 
 
-def test_auto_mode_base_still_installs_the_rdma_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_mode_refuses_the_infiniband_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The InfiniBand B200 twin is no AWS instance type, so no Auto Mode NodePool can launch it:
+    # pre-flight refuses the pair before anything is created (stacks/auto_mode.py).
     use_infiniband(monkeypatch)
     result = run_config("base-b200-ib-auto", ib_base_raw({"cluster.computeMode": "auto"}))
-    assert result.error is None, result.error
-    _, config, _, ds = rdma_plugin(result)
-    assert config["configList"][0]["resourceName"] == "shared_ib"
-    charts = {r.inputs["chart"] for r in result.of_type("kubernetes:helm.sh/v4:Chart")}
-    assert "nvidia-device-plugin" not in charts  # Auto Mode ships it; it ships no RDMA plugin
+    assert result.resources == []
+    assert "EKS Auto Mode does not list the" in str(result.error)
 
 
 @pytest.mark.parametrize("name", sorted(IB_RECIPE_EDITS))
@@ -334,8 +333,7 @@ def test_deploy_warns_what_the_plugin_advertises_on_efa() -> None:
 # --- DCGM exporter placement -----------------------------------------------------------------
 
 def dcgm_affinity(base: str) -> dict[str, Any]:
-    (chart,) = [r for r in run(base).of_type("kubernetes:helm.sh/v4:Chart")
-                if r.inputs["chart"] == "dcgm-exporter"]
+    chart = run(base).helm_charts()["dcgm-exporter"]
     return chart.inputs["values"]["affinity"]
 
 

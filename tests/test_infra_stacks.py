@@ -32,7 +32,7 @@ def types(result: ProgramRun) -> set[str]:
 
 
 def charts(result: ProgramRun) -> dict[str, dict]:
-    return {r.inputs["chart"]: r.inputs for r in result.of_type("kubernetes:helm.sh/v4:Chart")}
+    return {c: r.inputs for c, r in result.helm_charts().items()}
 
 
 def kinds(result: ProgramRun) -> list[str]:

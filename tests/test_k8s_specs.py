@@ -1,5 +1,6 @@
 """Every object the spec builders produce is valid: graphs against the CRD (unknown fields
-rejected), built-in kinds against the Kubernetes 1.33 schema (unknown kinds are failures)."""
+rejected), built-in kinds against the Kubernetes schema of K8S_VERSION (unknown kinds are
+failures)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from k8s_validation import (
 from kubernetes_validate import SchemaNotFoundError
 
 from components.loadgen_specs import (
+    efs_persistent_volume,
     hf_token_secret,
     loadgen_rbac,
     model_download_job,
@@ -88,10 +90,10 @@ def test_crd_rejects_wrong_values_not_only_names():
 def _builtin_objects() -> list[dict]:
     stack = load_stack("base-a100")
     objs = [*loadgen_rbac("bench"),
-            *storage_classes(efs_file_system_id="fs-0123456789abcdef0",
-                             tags=stack.resource_tags()),
-            *storage_classes(efs_file_system_id="fs-0123456789abcdef0",
-                             tags=stack.resource_tags(), auto_mode=True),
+            *storage_classes(tags=stack.resource_tags()),
+            *storage_classes(tags=stack.resource_tags(), auto_mode=True),
+            efs_persistent_volume("dynamo", "model-cache", 200, file_system_id="fs-0123456789a",
+                                  access_point_id="fsap-0123456789abcdef0"),
             *pvcs("dynamo", model_cache_gib=200, results_gib=20),
             hf_token_secret("dynamo", "hf_dummy"),
             model_download_job("dynamo", model_id="Qwen/Qwen3-30B-A3B", revision=None,

@@ -25,6 +25,7 @@ from components.loadgen_specs import (
     EBS_AUTO_MODE_PROVISIONER,
     EBS_PROVISIONER,
     ebs_storage_class,
+    efs_persistent_volume,
     hf_token_secret,
     loadgen_rbac,
     model_download_job,
@@ -80,14 +81,22 @@ def test_ebs_class_on_auto_mode_and_bad_tags():
         ebs_storage_class({"owner": "{{ .PVCName }}"})
 
 
-def test_efs_class_uses_access_points_on_the_given_file_system():
-    efs, ebs = storage_classes(efs_file_system_id="fs-0abc1234", tags={"project": "x"})
+def test_efs_volumes_are_static_and_bound_to_their_claim_through_an_access_point():
+    efs, ebs = storage_classes(tags={"project": "x"})
     assert efs["metadata"]["name"] == EFS_STORAGE_CLASS
-    assert efs["parameters"]["provisioningMode"] == "efs-ap"
-    assert efs["parameters"]["fileSystemId"] == "fs-0abc1234"
+    assert efs["provisioner"] == "efs.csi.aws.com" and "parameters" not in efs  # no dynamic
     assert ebs["kind"] == "StorageClass"
+    pv = efs_persistent_volume("dynamo", MODEL_CACHE_PVC, 200, file_system_id="fs-0abc1234",
+                               access_point_id="fsap-0123456789abcdef0")
+    assert pv["spec"]["csi"] == {"driver": "efs.csi.aws.com",
+                                 "volumeHandle": "fs-0abc1234::fsap-0123456789abcdef0"}
+    assert pv["spec"]["claimRef"] == {"namespace": "dynamo", "name": MODEL_CACHE_PVC}
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    claim = pvcs("dynamo", model_cache_gib=200, results_gib=20)[0]
+    assert claim["spec"]["volumeName"] == pv["metadata"]["name"]
     with pytest.raises(ValueError, match="fs-"):
-        storage_classes(efs_file_system_id="vol-123", tags={})
+        efs_persistent_volume("dynamo", RESULTS_PVC, 20, file_system_id="vol-123",
+                              access_point_id="fsap-1")
 
 
 def test_pvcs_are_rwx_on_efs_with_configured_sizes():

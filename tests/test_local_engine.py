@@ -7,11 +7,9 @@ import re
 import httpx
 import psutil
 import pytest
-from engine_support import needs_engine, write_stack
+from engine_support import needs_engine, start_local
 
 from stacks import metrics
-from stacks.preflight import check_stack
-from workloads.model_folder import build_model_folder
 from workloads.smoke import smoke_test, stream_chat, warm_up
 from workloads.targets.local import LocalTarget, registered_workers
 from workloads.targets.processes import pid_alive
@@ -27,15 +25,7 @@ DYNAMO_NAMES = sorted(v for k, v in vars(metrics).items()
 
 
 def _start(tmp_path, name: str, **stack_kw) -> LocalTarget:
-    stacks = tmp_path / "stacks"
-    write_stack(stacks, name, **stack_kw)
-    report = check_stack(name, stacks)
-    assert report.ok, report.problems
-    model = build_model_folder(tmp_path / "hf", report.stack.model.id, report.stack.model.arch)
-    target = LocalTarget(report.stack, tmp_path / "engine", model=model,
-                         kv_capacity_tokens=[m.kv_capacity_tokens for m in report.memory])
-    target.start()
-    return target
+    return start_local(tmp_path, name, **stack_kw)
 
 
 @pytest.fixture(scope="module")

@@ -329,8 +329,20 @@ def test_require_valid_raises_with_every_problem(stacks_dir: Path) -> None:
 def test_problem_names_field_and_fix() -> None:
     report = run_preflight(load_stack("agg-a100").model_copy(
         update={"cost": load_stack("agg-a100").cost.model_copy(update={"budget_usd": 1.0})}),
-        load_stack("base-a100"), on=dt.date(2026, 7, 1))  # EKS 1.33 in standard support
+        load_stack("base-a100"), on=dt.date(2026, 7, 1))  # EKS 1.35 in standard support
     (problem,) = report.problems
     assert str(problem).startswith(f"{F}cost.budgetUsd: estimated $45.91/h x 1.75 h = $81 "
                                    "exceeds the ceiling $1")
     assert str(problem).endswith("-> fix: raise the budget or plan fewer/shorter workloads")
+
+
+def test_libfabric_on_a_type_without_confirmed_gpudirect_rdma_is_refused():
+    # NIXL LIBFABRIC moves KV GPU-to-GPU over EFA with GPUDirect RDMA; nothing confirms it on
+    # g6e (stacks/gpudirect.py), so the L40S decode trial ships with nixl-ucx (TCP).
+    from graph_stacks import variant
+    stack = variant("disagg-l40s-decode", transfer="nixl-libfabric")
+    problems = run_preflight(stack, load_stack("base-a100")).problems
+    assert [p.field for p in problems] == ["dynamo-bench:serving.transfer"]
+    assert "g6e.12xlarge" in problems[0].message and "nixl-ucx" in problems[0].fix
+    assert run_preflight(load_stack("disagg-l40s-decode"), load_stack("base-a100")).ok
+    assert run_preflight(load_stack("disagg-a100"), load_stack("base-a100")).ok  # p4d: yes

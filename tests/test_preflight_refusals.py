@@ -310,6 +310,13 @@ CASES = [
          "the Hugging Face token is stored in plain text",
          change=edit("hfToken", "hf_plaintexttoken"),
          fix=edit("hfToken", {"secure": "v1:Zm9vYmFy"})),
+    Case("api_endpoint_open_to_the_internet", "program", "base-a100", F + "apiAccessCidrs",
+         "opens the Kubernetes API endpoint to the whole internet",
+         change=edit("apiAccessCidrs", ["0.0.0.0/0"]),
+         fix=edit("apiAccessCidrs", ["203.0.113.7/32"])),
+    Case("api_endpoint_access_not_a_cidr", "program", "agg-a100-standalone",
+         F + "apiAccessCidrs", "'10.0.0.300/32' is not a CIDR",
+         change=edit("apiAccessCidrs", ["10.0.0.300/32"]), fix=edit("apiAccessCidrs", "private")),
     Case("disk_offload_dynamo_1_6_has_no_disk_tier", "program", "disagg-a100-kv-offload",
          F + "serving.kvOffload.kind", "disk offload needs KVBM",
          change=edit("serving.kvOffload", {"kind": "disk", "cpuGb": 50, "diskGb": 100}),
@@ -321,8 +328,12 @@ CASES = [
          fix=edit(f"{W0}.nodeCount", 1)),
     Case("efa_workers_in_two_zones", "program", "disagg-l40s-decode", F + "serving.transfer",
          "nixl-libfabric workers sit in node groups pinned to different zones",
-         change=edit("cluster.attachTo", "base-two-zones"),
-         setup=base_copy("base-two-zones", {"cluster.nodeGroups.1.availabilityZone":
+         # decode on a second A100 group (GPUDirect RDMA, so LIBFABRIC is allowed there) in
+         # another zone: EFA traffic does not cross zones
+         change=both(edit("cluster.attachTo", "base-two-zones"),
+                     edit("serving.transfer", "nixl-libfabric")),
+         setup=base_copy("base-two-zones", {"cluster.nodeGroups.1.instanceType": "p4de.24xlarge",
+                                            "cluster.nodeGroups.1.availabilityZone":
                                             "us-east-1b"})),
     # --- 6. the B200 seed recipes ------------------------------------------------------------
     Case("ax_k2_worker_below_400_gib", "recipe", "agg-b200-axk2",

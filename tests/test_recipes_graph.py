@@ -11,6 +11,7 @@ from graph_stacks import NAMESPACE, components, env_of, flag, graph_of, json_fla
 from k8s_validation import validate_builtin, validate_dgd, validate_pod_templates
 from recipe_stacks import IB_RECIPE_EDITS, RECIPES, changed, ib_base, ib_recipe, use_infiniband
 
+from components import efa
 from components.graph import build_graph_deployment, recipe_configmaps
 from components.recipe_specs import ACCEPTANCE_LABEL, checkpoints_to_download
 from stacks.loader import load_stack
@@ -148,7 +149,8 @@ def test_shipped_disagg_moves_kv_with_nixl_libfabric_over_efa(name: str) -> None
         assert nixl["kv_connector"] == "NixlConnector"
         assert nixl["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
         assert env_of(c)["FI_PROVIDER"] == "efa"
-        assert c["securityContext"] == {"privileged": True}
+        assert c["securityContext"] == efa.security_context()
+        assert c["command"] == efa.pinned_command()   # privileged: GPUs pinned to the plugin's
 
 
 def test_ax_k2_disagg_identical_speculation_on_both_roles() -> None:

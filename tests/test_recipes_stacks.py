@@ -12,7 +12,7 @@ from stacks.__main__ import app
 from stacks.catalog import INSTANCE_TYPES, Fabric
 from stacks.estimate import model_load_seconds
 from stacks.forecast import base_campaign
-from stacks.loader import all_stack_names, load_stack
+from stacks.loader import all_stack_names, derived_stack_names, load_stack
 from stacks.model_catalog import SERVING_RULES
 from stacks.preflight import check_stack
 from stacks.schema import RouterMode, Topology, TransferBackend
@@ -53,7 +53,7 @@ def test_stack_passes_preflight_within_its_budget(name: str) -> None:
 
 def test_cli_checks_every_stack() -> None:
     result = CliRunner().invoke(app, ["check", "--all"])
-    n = len(all_stack_names())
+    n = len(all_stack_names()) + len(derived_stack_names())   # `<variant>.<base>` pairs too
     assert result.exit_code == 0, result.output
     assert f"{n}/{n} stack(s) valid" in result.output
 

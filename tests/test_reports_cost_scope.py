@@ -34,7 +34,8 @@ def test_estimate_with_an_unknown_instance_type_says_unknown(tmp_path):
 
 def test_estimate_uses_the_price_recorded_with_the_run(tmp_path):
     row = _with(tmp_path, group_type=NEW_TYPE, prices={NEW_TYPE: {"usdPerHour": 40.0}})
-    hourly = (40.0 + 2 * 0.8064 + 3 * 200 * GP3 + 0.10 + 200 * 0.30 / 730 + NAT)
+    # EKS 0.60: the fixture run (2026-11-30) is past EKS 1.33's standard support (2026-07-29)
+    hourly = (40.0 + 2 * 0.8064 + 3 * 200 * GP3 + 0.60 + 200 * 0.30 / 730 + NAT)
     assert row["period_cost_usd"] == pytest.approx(hourly * row["hours"], rel=1e-6)
     assert row["gpu_cost_usd_per_h"] == pytest.approx(40.0)
     # nobody verified a price only the record carries: the row and report.md say so
@@ -49,6 +50,7 @@ def test_measured_nodes_of_an_unknown_type_make_the_cost_unknown_or_use_the_reco
     assert row["cost_basis"].startswith("measured") and math.isnan(row["period_cost_usd"])
     assert f"node-h of {NEW_TYPE}" in row["cost_scope"]
     priced = _with(tmp_path / "b", nodes=nodes, prices={NEW_TYPE: 40.0})
-    # the node and its 200 GiB root volume (group p4d of the record's cluster), EKS, EFS, NAT
-    hourly = 40.0 + 200 * GP3 + 0.10 + 200 * 0.30 / 730 + NAT
+    # the node and its 200 GiB root volume (group p4d of the record's cluster), EKS (extended
+    # support on the run's day: 0.60), EFS, NAT
+    hourly = 40.0 + 200 * GP3 + 0.60 + 200 * 0.30 / 730 + NAT
     assert priced["period_cost_usd"] == pytest.approx(hourly * priced["hours"], rel=1e-6)

@@ -374,7 +374,8 @@ def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_override
     row, hours, _ = cost_row(tmp_path, edit)
     base_cache_gib = load_stack("base-b200").storage.model_cache_gib
     assert base_cache_gib == 2000
-    expected = hours * (100.0 + FIXTURE_EKS_USD_PER_HOUR + NAT_HOUR
+    # the shipped base-b200 pins EKS 1.35, in standard support on the run's day: $0.10/h
+    expected = hours * (100.0 + 0.10 + NAT_HOUR
                         + base_cache_gib * EFS_STANDARD_USD_PER_GB_MONTH / HOURS_PER_MONTH)
     assert row["cost_basis"].startswith("measured")
     assert math.isclose(row["period_cost_usd"], expected, rel_tol=1e-6)

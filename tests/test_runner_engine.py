@@ -78,7 +78,12 @@ def test_a_run_completes_with_zero_errors(tiny_run):
 def test_manifest_records_what_ran(tiny_run):
     _, run_dir, m = tiny_run
     attempt = m["attempts"][-1]
-    assert [p["name"] for p in attempt["phases"]][:3] == ["startup", "smoke", "warmup"]
+    assert [p["name"] for p in attempt["phases"]][:4] == ["startup", "attestation", "smoke",
+                                                          "warmup"]
+    # the engine was attested before the smoke test and after each cold restart (the three
+    # prefix-cache steps), every time passing the checks the mocker can show
+    assert len(m["attestations"]) == 1 + sum(1 for s in m["steps"].values() if s.get("cold"))
+    assert all(a["ok"] and a["target"] == "local" for a in m["attestations"])
     assert attempt["phases"][-1]["name"] == "shutdown"
     assert all(p["start"] and p["end"] for p in attempt["phases"])
     assert attempt["versions"]["aiperf"] == "0.13.0" and attempt["versions"]["dynamo"] == "1.6.1"

@@ -11,12 +11,12 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.loader import STACKS_DIR, all_stack_names, load_stack
+from stacks.loader import STACKS_DIR, all_stack_names, derived_stack_names, load_stack
 
 REPO = STACKS_DIR.parent
-# Pinned estimate dates: EKS 1.33 (every shipped stack) is in standard support on the first and
-# in extended support on the second (stacks.eks_versions), so no test changes with the calendar.
-STANDARD_DAY, EXTENDED_DAY = "2026-07-01", "2026-12-01"
+# Pinned estimate dates: EKS 1.35 (every shipped stack) is in standard support on both; the
+# second is the EKS catalogue's date (stacks.eks_versions), so no test changes with the calendar.
+STANDARD_DAY, CATALOGUE_DAY = "2026-07-01", "2026-12-01"
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -27,10 +27,11 @@ def run(*args: str) -> tuple[int, str]:
 def test_check_all_in_a_real_process_passes_and_prints_every_table() -> None:
     env = {**os.environ, "COLUMNS": "200"}
     proc = subprocess.run([sys.executable, "-m", "stacks", "check", "--all", "--as-of",
-                           EXTENDED_DAY], cwd=REPO, env=env,
+                           CATALOGUE_DAY], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    names = all_stack_names()
+    names = [*all_stack_names(), *derived_stack_names()]   # `<variant>.<base>` pairs too
+    assert "agg-a100.base-a100-auto" in names
     for name in names:
         stack = load_stack(name)
         assert f"\n{name} (target {stack.target}," in proc.stdout
@@ -85,24 +86,25 @@ def test_local_stack_is_priced_as_its_aws_equivalent() -> None:
 
 
 def test_control_plane_is_priced_at_the_extended_rate_past_standard_support() -> None:
-    """EKS 1.33: standard support ends 2026-07-29 (AWS release calendar), $0.10 -> $0.60/h."""
-    code, before = run("check", "agg-a100", "--as-of", "2026-07-28")
+    """EKS 1.35: standard support ends 2027-03-27 (EKS release calendar), $0.10 -> $0.60/h."""
+    code, before = run("check", "agg-a100", "--as-of", "2027-03-26")
     assert code == 0, before
     assert "EKS control plane $0.10" in " ".join(before.split())
-    code, after = run("check", "agg-a100", "--as-of", "2026-07-29")
+    assert "note: EKS 1.35: standard support until 2027-03-27" in " ".join(before.split())
+    code, after = run("check", "agg-a100", "--as-of", "2027-03-27")
     assert code == 0, after
     flat = " ".join(after.split())
-    assert "EKS control plane (EKS 1.33 in extended support on 2026-07-29) $0.60" in flat
+    assert "EKS control plane (EKS 1.35 in extended support on 2027-03-27) $0.60" in flat
     assert "cost estimate: $46.41/h" in flat   # 45.91 + 0.50
-    assert "note: EKS 1.33: extended support since 2026-07-29, until 2027-07-29" in flat
+    assert "note: EKS 1.35: extended support since 2027-03-27, until 2028-03-27" in flat
 
 
 def test_a_version_eks_no_longer_offers_is_refused_listing_the_offered_ones() -> None:
-    code, out = run("check", "base-a100", "--as-of", "2027-07-29")
+    code, out = run("check", "base-a100", "--as-of", "2028-03-27")
     flat = " ".join(out.split())
     assert code == 2, out
-    assert ("- dynamo-bench:cluster.eksVersion: EKS no longer offers 1.33: its extended support "
-            "ended 2027-07-29; on 2027-07-29 EKS offers 1.34, 1.35") in flat
+    assert ("- dynamo-bench:cluster.eksVersion: EKS no longer offers 1.35: its extended support "
+            "ended 2028-03-27; on 2028-03-27 EKS offers none in the catalogue") in flat
 
 
 def test_as_of_must_be_a_date() -> None:

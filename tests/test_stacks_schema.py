@@ -19,7 +19,7 @@ from stacks.loader import (
 from stacks.schema import CapacityType, Precision, Role, Topology, TransferBackend
 
 PLAN = {
-    "base-a100", "agg-a100", "agg-a100-standalone", "disagg-a100", "agg-a100-kv",
+    "base-a100", "base-a100-auto", "agg-a100", "agg-a100-standalone", "disagg-a100", "agg-a100-kv",
     "disagg-a100-kv", "disagg-a100-kv-offload", "disagg-l40s-decode", "agg-l40s-fp8",
     "local-agg", "local-disagg", "local-agg-kv",
     # B200 recipes (issue 7): a base, and per model a recipe pair plus a baseline

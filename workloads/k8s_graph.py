@@ -32,6 +32,11 @@ CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 FATAL_WAITING = ("InvalidImageName", "CreateContainerConfigError", "CreateContainerError")
 # A container crash-looping this many times is reported as fatal (model load keeps failing).
 CRASHLOOP_FATAL_RESTARTS = 3
+# A pull that failed because the registry has no such tag never succeeds by waiting (a slow
+# pull is waited for): the pinned image, e.g. the EFA build `vllm-runtime:<version>-efa`, is
+# confirmed to exist at the first pull.
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+_MISSING_IMAGE = re.compile(r"not found|manifest unknown|does not exist", re.IGNORECASE)
 
 
 def ts(value: str | None) -> datetime | None:
@@ -112,7 +117,8 @@ def pod_state(pod: dict) -> PodState:
         fatal = restarts >= CRASHLOOP_FATAL_RESTARTS
     elif reason:
         problem = f"{reason}: {waiting.get('message') or ''}".strip().rstrip(":")
-        fatal = reason in FATAL_WAITING
+        fatal = reason in FATAL_WAITING or (reason in PULL_FAILURES and bool(
+            _MISSING_IMAGE.search(waiting.get("message") or "")))
     else:
         sched = _condition(pod, "PodScheduled")
         if sched.get("status") == "False":

@@ -86,10 +86,17 @@ QUERIES: tuple[Query, ...] = (
     # offload should move (reports.ablation).
     Query("kv_transfers", _increase(f"{m.WORKER_NIXL_XFER_TIME}_count"),
           (m.WORKER_NIXL_XFER_TIME,), engine=False),
-    Query("kv_transfer_bytes", _increase(f"{m.WORKER_NIXL_BYTES}_sum"),
-          (m.WORKER_NIXL_BYTES,), engine=False),
-    Query("kv_offload_bytes_by_direction", _increase(m.WORKER_KV_OFFLOAD_BYTES, "transfer_type"),
-          (m.WORKER_KV_OFFLOAD_BYTES,), engine=False),
+    Query("kv_transfer_bytes", _increase(f"{m.WORKER_NIXL_BYTES_TRANSFERRED}_sum"),
+          (m.WORKER_NIXL_BYTES_TRANSFERRED,), engine=False),
+    # offloaded bytes under either generation of vLLM's names (stacks.metrics): the flat
+    # store / load counters, or the older one labelled by direction
+    Query("kv_offload_store_bytes", _increase(m.WORKER_KV_OFFLOAD_STORE_BYTES[0]),
+          (m.WORKER_KV_OFFLOAD_STORE_BYTES[0],), engine=False),
+    Query("kv_offload_load_bytes", _increase(m.WORKER_KV_OFFLOAD_LOAD_BYTES[0]),
+          (m.WORKER_KV_OFFLOAD_LOAD_BYTES[0],), engine=False),
+    Query("kv_offload_bytes_by_direction",
+          _increase(m.WORKER_KV_OFFLOAD_TOTAL_BYTES, "transfer_type"),
+          (m.WORKER_KV_OFFLOAD_TOTAL_BYTES,), engine=False),
     Query("gpu_util_mean", f"avg(avg_over_time({m.DCGM_GPU_UTIL}[{{w}}]))",
           (m.DCGM_GPU_UTIL,), engine=False),
     Query("gpu_fb_used_max_mib", f"max(max_over_time({m.DCGM_FB_USED}[{{w}}]))",

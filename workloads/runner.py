@@ -142,7 +142,9 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
             else:   # a deployed stack: AIPerf runs as a Kubernetes Job in its cluster
                 target = make_target(stack, workdir, run_id=run_id, stacks_dir=opts.stacks_dir,
                                      outputs_file=opts.outputs_file,
-                                     report=lambda msg: console.print(msg, markup=False))
+                                     report=lambda msg: console.print(msg, markup=False),
+                                     kv_capacity_tokens=[m.kv_capacity_tokens
+                                                         for m in report.memory])
                 executor = None   # the target's own, once it has started
             _serve_and_load(stack, target, executor, manifest, pending, run_dir, opts, console)
             status = _final_status(manifest, steps)
@@ -182,6 +184,11 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
         phase["endpoints"] = ep.metrics
         if info.get("startup"):   # a cluster's model load and start-up, apart from the load
             phase["target_startup"] = info["startup"]
+    # Before any load: is the deployment what the stack says? A failed check refuses the run
+    # with its evidence (workloads/attest_checks.py).
+    with manifest.phase("attestation") as phase:
+        phase["result"] = step_exec.attest(target, manifest, "before the smoke test")
+        console.print(f"attestation: {phase['result']}", markup=False)
     # How this machine reaches the frontend: directly (local), or through the cluster's API
     # server (aws); `None` means plain httpx.
     http = target.http_client() if hasattr(target, "http_client") else None

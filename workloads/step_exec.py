@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from workloads import request_trace, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
+from workloads.attest_checks import AttestationRefused
 from workloads.datasets import block_reuse, fit_context, write_jsonl
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, RUNNING, now
 from workloads.outcomes import step_problems
@@ -109,6 +110,17 @@ class StepContext:
     tokenizer_trust_remote_code: bool = False
 
 
+def attest(target: Any, manifest, when: str) -> str:
+    """Attest the target, keep the record in the manifest (`attestations`) and refuse with the
+    evidence when a check failed; returns the attestation's one-line verdict."""
+    attestation = target.attest(when)
+    manifest.data.setdefault("attestations", []).append({"at": now(), **attestation.record()})
+    manifest.save()
+    if not attestation.ok:
+        raise AttestationRefused(attestation.refusal())
+    return attestation.line()
+
+
 def step_dir(run_dir: Path, step: Step) -> Path:
     return run_dir / step.id
 
@@ -165,6 +177,9 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
         restart = ctx.target.restart_workers()
         manifest.update_step(step.id, cold_restart_s=round(time.monotonic() - t0, 3),
                              **({"cold_restart": restart} if restart else {}))
+        # New pods: attest them again before any load reaches them.
+        manifest.update_step(step.id, attestation=attest(ctx.target, manifest,
+                                                         f"after the cold restart of {step.id}"))
 
     endpoints = ctx.target.endpoints()   # after a restart: a cluster's pod IPs change
     rows, dataset = step_dataset(step)

@@ -41,6 +41,10 @@ class Target(Protocol):
         """Restart every worker (empty KV caches: a cold-cache step), ready on return; may
         return what the restart did, for the step's record."""
 
+    def attest(self, when: str):
+        """Evidence that the deployment is what the stack says, judged check by check
+        (workloads.attest_checks.Attestation); the runner refuses the run when one fails."""
+
     def problems(self) -> list[str]:
         """What is wrong right now (a process that exited, ...); empty when healthy."""
 

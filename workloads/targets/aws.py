@@ -25,9 +25,12 @@ from pathlib import Path
 from stacks.estimate import model_load_seconds
 from stacks.k8s_names import NODE_GROUP_LABEL, ZONE_LABEL, cpu_node_groups
 from stacks.loader import STACKS_DIR, load_stack
+from stacks.node_images import image_cuda
 from stacks.preflight import effective_cluster
 from stacks.schema import ComputeMode, StackConfig
-from workloads import k8s_cluster, k8s_graph, k8s_jobs
+from workloads import attest_aws, attest_probe, k8s_cluster, k8s_graph, k8s_jobs
+from workloads.attest_checks import Attestation, evaluate
+from workloads.attest_parse import expected
 from workloads.k8s_client import (
     Clock,
     Kube,
@@ -70,7 +73,7 @@ class AwsTarget:
     def __init__(self, stack: StackConfig, workdir: Path, *, run_id: str | None = None,
                  stacks_dir: Path = STACKS_DIR, outputs_file: Path | None = None,
                  kube: Kube | None = None, clock: Clock | None = None, report=None,
-                 **_ignored):
+                 kv_capacity_tokens: list[int] | None = None, **_ignored):
         if stack.serving is None:
             raise TargetError(f"stack '{stack.name}' serves nothing (no serving block)")
         self.stack, self.workdir = stack, Path(workdir)
@@ -99,6 +102,13 @@ class AwsTarget:
         self.stopped: str | None = None
         self.stop_errors: list[str] = []
         self.traces = FrontendTraces(self.kube, self.namespace)
+        # GPU KV capacity of the workers that offload (pre-flight), for the overflow probe.
+        self.offload_capacity = sum(
+            tokens * w.replicas for w, tokens in zip(stack.serving.workers,
+                                                    kv_capacity_tokens or [], strict=False)
+            if w.role.value in ("worker", "prefill"))
+        self.attestations = 0
+        self.gpu_drivers: list[str] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -150,6 +160,29 @@ class AwsTarget:
         self._observe()
         return {"selector": selector, "deleted": [p["metadata"]["name"] for p in old],
                 "wait": wait, **_load_summary(self.pods, self._pods_of(names))}
+
+    def attest(self, when: str) -> Attestation:
+        """Evidence from the running pods and metrics, judged against the stack
+        (workloads/attest_checks.py)."""
+        serving = self.stack.serving
+        x = expected(self.stack, self.kind,
+                     image_cuda(serving.image, serving.dynamo_version).min_driver)
+        pods = self._pods_of([*k8s_graph.worker_components(self.dgd),
+                              *k8s_graph.frontend_components(self.dgd)])
+        self.attestations += 1
+        with self.kube.http(timeout_s=300.0) as http:
+            evidence = attest_probe.collect(
+                x, base_url=self.service.base_url, client=http,
+                scrape=lambda: attest_aws.scrape(self.kube, self.namespace, self.dgd, pods),
+                tag=f"{self.run_id}-{self.token}-{self.attestations}",
+                offload_capacity_tokens=self.offload_capacity, sleep=self.clock.sleep,
+                now=self.clock.now)
+        evidence["pods"] = attest_aws.pod_evidence(self.kube, self.namespace, self.dgd, pods)
+        evidence["node_image"] = {"ami_release": self.outputs.get("nodeAmiRelease"),
+                                  "driver": self.outputs.get("nodeNvidiaDriver")}
+        self.gpu_drivers = sorted({g["driver"] for p in evidence["pods"].values()
+                                   for g in (p.get("gpu_probe") or {}).get("gpus") or []})
+        return evaluate(x, evidence, when)
 
     def stop(self) -> None:
         """Delete this run's Jobs first, then its ConfigMaps and transfer pod. Idempotent."""
@@ -233,6 +266,10 @@ class AwsTarget:
             "outputs": public_outputs(self.outputs), "prometheus": self.prometheus,
             "startup": self.startup, "pods": [k8s_graph.pod_record(p) for p in self.pods],
             "versions": self.versions, "kv_transfer": self.kv,
+            # the NVIDIA driver the workers' GPUs report (attestation), beside the node image
+            "gpu_drivers": self.gpu_drivers,
+            "node_image": {"ami_release": self.outputs.get("nodeAmiRelease"),
+                           "driver": self.outputs.get("nodeNvidiaDriver")},
             "loadgen": {"image": self.image, "zone": self.placement and self.placement.zone,
                         "node_groups": list(self.placement.node_groups)
                         if self.placement else [],

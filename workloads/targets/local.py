@@ -24,7 +24,9 @@ from urllib.parse import unquote
 import httpx
 
 from stacks.schema import Role, StackConfig, Topology
-from workloads import request_trace
+from workloads import attest_probe, request_trace
+from workloads.attest_checks import Attestation, evaluate
+from workloads.attest_parse import expected
 from workloads.model_folder import ModelFolder
 from workloads.targets import Endpoints, TargetError
 from workloads.targets.processes import ManagedProcess, free_port, start_process, wait_until
@@ -148,6 +150,7 @@ class LocalTarget:
         self.trace_path = self.workdir / "logs" / "request-trace.jsonl"
         self.env: dict[str, str] = {}
         self.version = "unknown"
+        self.attestations = 0
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -196,6 +199,21 @@ class LocalTarget:
             return []
         with self.trace_path.open(errors="replace") as f:
             return request_trace.lines_in_window(f, since_ms, until_ms)
+
+    def attest(self, when: str) -> Attestation:
+        """The checks the mocker can show (model, prefix cache, KV events); the rest are
+        marked not applicable (workloads/attest_checks.py)."""
+        x = expected(self.stack, self.kind)
+        ep = self.endpoints()
+        self.attestations += 1
+
+        def scrape() -> dict[str, tuple[str, str]]:
+            return {name: (name.split("-")[0], httpx.get(url, timeout=10.0).text)
+                    for name, url in ep.metrics.items()}
+        with httpx.Client(timeout=60.0) as client:
+            evidence = attest_probe.collect(x, base_url=ep.base_url, client=client,
+                                            scrape=scrape, tag=f"local-{self.attestations}")
+        return evaluate(x, evidence, when)
 
     def processes(self) -> list[ManagedProcess]:
         return [p for p in [self.broker, self.frontend, *self.workers.values()] if p]

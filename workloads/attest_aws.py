@@ -1,0 +1,70 @@
+"""Evidence from a deployed graph's pods for the attestation (thin shell over the client):
+per worker pod the GPUs its engine can use and their driver (exec of the GPU probe), the NIXL
+backends and the engine config its log shows; every pod's own /metrics (exec, since the API
+server proxies Services, not pod ports)."""
+
+from __future__ import annotations
+
+from workloads import k8s_graph, k8s_scripts
+from workloads.attest_parse import engine_config, gpu_probe, nixl_backends
+from workloads.attest_scripts import GPU_PROBE, METRICS_GET
+from workloads.k8s_client import Kube, KubeError
+
+LOG_BYTES = 32 << 20
+EXEC_TIMEOUT_S = 120.0
+
+
+def _exec(kube: Kube, namespace: str, pod: str, script: str, *args: str) -> tuple[bytes, str]:
+    """stdout of a probe, and an error text ('' when it ran)."""
+    argv = k8s_scripts.python(script, *args, exe=k8s_scripts.RUNTIME_PYTHON)
+    try:
+        res = kube.exec(namespace, pod, argv, container=k8s_graph.MAIN_CONTAINER,
+                        timeout_s=EXEC_TIMEOUT_S)
+    except KubeError as exc:
+        return b"", str(exc)[:300]
+    if res.exit_code != 0:
+        return res.stdout, f"exit {res.exit_code}: {res.stderr.decode(errors='replace')[-300:]}"
+    return res.stdout, ""
+
+
+def _log(kube: Kube, namespace: str, pod: str) -> str:
+    try:
+        return str(kube.core.read_namespaced_pod_log(
+            pod, namespace, container=k8s_graph.MAIN_CONTAINER, limit_bytes=LOG_BYTES) or "")
+    except Exception as exc:  # noqa: BLE001 - the evidence says the log was unreadable
+        return f"(log unavailable: {exc})"
+
+
+def pod_evidence(kube: Kube, namespace: str, dgd: dict, pods: list[dict]) -> dict[str, dict]:
+    """{pod: {component, role, node, gpu_probe, nixl_backends, engine}} for the graph's workers
+    (frontends: component and role only)."""
+    kinds = k8s_graph.components(dgd)
+    out = {}
+    for pod in pods:
+        name, comp = pod["metadata"]["name"], k8s_graph.component_of(pod)
+        role = kinds.get(comp, {}).get("type", "")
+        rec: dict = {"component": comp, "role": role, "node": pod["spec"].get("nodeName")}
+        if role in k8s_graph.WORKER_TYPES:
+            stdout, error = _exec(kube, namespace, name, GPU_PROBE)
+            rec["gpu_probe"] = {"error": error} if error else gpu_probe(stdout)
+            log = _log(kube, namespace, name)
+            rec["nixl_backends"] = nixl_backends(log)
+            rec["engine"] = engine_config(log)
+        out[name] = rec
+    return out
+
+
+def scrape(kube: Kube, namespace: str, dgd: dict, pods: list[dict]) -> dict[str, tuple[str,
+                                                                                     str]]:
+    """{pod: (component kind, /metrics text)}; a pod that cannot be read gives ''."""
+    kinds = k8s_graph.components(dgd)
+    out = {}
+    for pod in pods:
+        kind = kinds.get(k8s_graph.component_of(pod), {}).get("type", "")
+        url = k8s_graph.metrics_url(pod, kind)
+        if not url:
+            continue
+        port = url.rsplit(":", 1)[1].split("/", 1)[0]
+        stdout, error = _exec(kube, namespace, pod["metadata"]["name"], METRICS_GET, port)
+        out[pod["metadata"]["name"]] = (kind, "" if error else stdout.decode(errors="replace"))
+    return out

@@ -1,0 +1,54 @@
+"""Programs the attestation runs inside a serving pod (`python3 -c SCRIPT args...`), standard
+library only; the tests run each for real with the local interpreter.
+
+- GPU_PROBE `[environ file]`: the GPUs the serving process can use. It reads the environment of
+  PID 1 (the engine: the EFA workers' shell `exec`s it, components/efa.py), lists the node's
+  GPUs with `nvidia-smi --query-gpu=index,uuid,driver_version --format=csv,noheader` (which
+  itself ignores CUDA_VISIBLE_DEVICES and, in a privileged container, sees every GPU of the
+  node), and keeps those CUDA_VISIBLE_DEVICES names (by UUID or index), as CUDA does. Prints
+  JSON {cuda_visible_devices, nvidia_visible_devices, gpus: [{index, uuid, driver}],
+  nvidia_smi_exit, stderr}.
+- METRICS_GET `<port>`: the pod's own /metrics on 127.0.0.1 (the API server proxies Services,
+  not pod ports; exec reaches every pod).
+"""
+
+from __future__ import annotations
+
+GPU_PROBE = r'''
+import json, subprocess, sys
+path = sys.argv[1] if len(sys.argv) > 1 else "/proc/1/environ"
+try:
+    raw = open(path, "rb").read().decode(errors="replace")
+except OSError as exc:
+    raw = ""
+env = dict(kv.split("=", 1) for kv in raw.split("\0") if "=" in kv)
+try:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,driver_version",
+                          "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+    code, stdout, stderr = out.returncode, out.stdout, out.stderr
+except (OSError, subprocess.TimeoutExpired) as exc:
+    code, stdout, stderr = 127, "", str(exc)
+gpus = []
+for line in stdout.splitlines():
+    cols = [c.strip() for c in line.split(",")]
+    if len(cols) >= 3:
+        gpus.append({"index": cols[0], "uuid": cols[1], "driver": cols[2]})
+visible = env.get("CUDA_VISIBLE_DEVICES")
+if visible is not None:
+    by_name = {g["uuid"]: g for g in gpus} | {g["index"]: g for g in gpus}
+    kept = []
+    for name in [v.strip() for v in visible.split(",") if v.strip()]:
+        if name not in by_name:
+            break  # CUDA stops at the first name it cannot resolve
+        kept.append(by_name[name])
+    gpus = kept
+print(json.dumps({"cuda_visible_devices": visible,
+                  "nvidia_visible_devices": env.get("NVIDIA_VISIBLE_DEVICES"),
+                  "gpus": gpus, "nvidia_smi_exit": code, "stderr": stderr[-300:]}))
+'''
+
+METRICS_GET = r'''
+import sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=20) as r:
+    sys.stdout.write(r.read().decode(errors="replace"))
+'''
