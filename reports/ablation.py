@@ -39,6 +39,7 @@ MIN_PLACEMENT_DELTA = 0.1
 # Round-robin keeping this much more than chance of the follow-ups on their worker: lockstep.
 AFFINITY_OVER_CHANCE = 0.15
 NO_DIFFERENCE = "NO MEASURABLE DIFFERENCE"
+LEFT_OUT = "NOT COMPARED"       # a step a side ran but not usably (reports.flags): no verdict
 COLUMNS = ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
            "changed", "delta", "verdict", "evidence", "likely_cause"]
 
@@ -234,8 +235,35 @@ def _moving_rows(pair: Pair, st: pd.DataFrame, common: set[str]) -> list[dict]:
                                                else spec.unseen)}]
 
 
+def _left_out_rows(pair: Pair, steps: pd.DataFrame, usable: pd.DataFrame) -> list[dict]:
+    """Steps both stacks ran that the check may not judge: flagged or failed on a side (the
+    step flags of reports.flags), one row each (for a router pair, its multi-turn and trace
+    steps only: the others carry no router signal)."""
+    ran = {s: steps[steps["stack"] == s].set_index("step") for s in (pair.baseline,
+                                                                        pair.changed)}
+    both = set(ran[pair.baseline].index) & set(ran[pair.changed].index)
+    judged = set(usable[usable["stack"] == pair.baseline]["step"]) \
+        & set(usable[usable["stack"] == pair.changed]["step"])
+    out = []
+    for step in sorted(both - judged):
+        if pair.setting == "router" \
+                and ran[pair.baseline].loc[step]["workload"] not in ROUTED_WORKLOADS:
+            continue
+        why = "; ".join(f"{s}: {_flag(ran[s].loc[step])}" for s in ran
+                        if not bool(ran[s].loc[step].get("usable", True)))
+        out.append({"step": step, "signal": "", "verdict": LEFT_OUT,
+                    "likely_cause": f"left out, not judged ({why})"})
+    return out
+
+
+def _flag(row: pd.Series) -> str:
+    flag = row.get("step_flag")
+    return flag if isinstance(flag, str) and flag else "not usable"
+
+
 def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per compared signal of every one-setting pair (usable steps only)."""
+    """One row per compared signal of every one-setting pair, over usable steps only; a step
+    both ran that is flagged or failed on a side gets a NOT COMPARED row, never a verdict."""
     st = steps[steps["usable"].astype(bool)] if "usable" in steps else steps
     rows = []
     for pair in pairs(configs):
@@ -243,13 +271,15 @@ def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]]) -> p
             & set(st[st["stack"] == pair.changed]["step"])
         head = {"setting": pair.setting, "baseline_stack": pair.baseline,
                 "changed_stack": pair.changed}
-        if not common:
-            rows.append({**head, "step": "none", "signal": "", "verdict": NO_DIFFERENCE,
-                         "likely_cause": "no usable step both stacks ran"})
-            continue
-        found = (_router_rows(pair, st, configs[pair.baseline]) if pair.setting == "router"
-                 else _moving_rows(pair, st, common))
-        rows += [{**head, **r} for r in found]
+        left_out = _left_out_rows(pair, steps, st)
+        if not common and not left_out:
+            rows.append({**head, "step": "none", "signal": "", "verdict": LEFT_OUT,
+                         "likely_cause": "no step both stacks ran"})
+        elif common:
+            found = (_router_rows(pair, st, configs[pair.baseline]) if pair.setting == "router"
+                     else _moving_rows(pair, st, common))
+            rows += [{**head, **r} for r in found]
+        rows += [{**head, **r} for r in left_out]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -262,7 +292,9 @@ def summary_lines(table: pd.DataFrame) -> tuple[list[str], list[str]]:
     for _, r in table.iterrows():
         what = (f"{r['changed_stack']} vs {r['baseline_stack']} ({r['setting']}), "
                 f"{r['step']}")
-        if r["verdict"] == NO_DIFFERENCE:
+        if r["verdict"] == LEFT_OUT:
+            warnings.append(f"ablation check: {what}: {r['likely_cause']}")
+        elif r["verdict"] == NO_DIFFERENCE:
             values = "" if pd.isna(r["baseline"]) and pd.isna(r["changed"]) else \
                 f" ({_fmt(r['baseline'])} vs {_fmt(r['changed'])})"
             warnings.append(f"ablation check: {what}: no measurable difference in "

@@ -162,7 +162,8 @@ SECTIONS = [
      "compared on the server signal that setting should move, over usable steps both ran. "
      f"A router change must move the hit rate by {MIN_HIT_DELTA * 100:.0f} points and by twice "
      "its standard error, with follow-up turns placed differently; anything less is NO "
-     "MEASURABLE DIFFERENCE with its likely cause, not a finding."),
+     "MEASURABLE DIFFERENCE with its likely cause, not a finding. A step flagged or failed on "
+     "either side is NOT COMPARED: it gets no verdict."),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
      "above 1 or a client-bound step means the harness distorted the figure. "

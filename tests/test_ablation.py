@@ -8,7 +8,14 @@ import math
 import pandas as pd
 import pytest
 
-from reports.ablation import NO_DIFFERENCE, ablation_check, pairs, setting_between, summary_lines
+from reports.ablation import (
+    LEFT_OUT,
+    NO_DIFFERENCE,
+    ablation_check,
+    pairs,
+    setting_between,
+    summary_lines,
+)
 from reports.summary import facts
 from stacks.loader import load_stack
 
@@ -121,11 +128,30 @@ def test_a_difference_within_the_steps_noise_or_without_other_placement_is_no_fi
     assert row["verdict"] == NO_DIFFERENCE and "as round-robin did" in row["likely_cause"]
 
 
-def test_unusable_steps_are_not_compared():
+def test_flagged_steps_get_no_verdict_and_are_named():
+    """A step flagged on one side (failed, client-bound, truncated: reports.flags) is never
+    judged, whichever way its figures point, and the summary warns about it."""
+    flag = "failed: 3 of 100 requests failed"
     steps = pd.DataFrame([_step("local-agg", 0.45, 0.5),
-                          _step("local-agg-kv", 0.45, 0.5, usable=False)])
-    row = ablation_check(steps, _configs()).iloc[0]
-    assert row["verdict"] == NO_DIFFERENCE and "no usable step" in row["likely_cause"]
+                          _step("local-agg-kv", 0.80, 0.95, usable=False, step_flag=flag)])
+    table = ablation_check(steps, _configs())
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["verdict"] == LEFT_OUT and row["step"] == "multi_turn/conv4"
+    assert f"local-agg-kv: {flag}" in row["likely_cause"]
+    findings, warnings = summary_lines(table)
+    assert findings == [] and warnings == [
+        f"ablation check: local-agg-kv vs local-agg (router), multi_turn/conv4: left out, "
+        f"not judged (local-agg-kv: {flag})"]
+    # beside a usable step, the flagged one still gets its own row
+    steps = pd.concat([steps, pd.DataFrame([
+        {**_step("local-agg", 0.45, 0.5), "step": "trace_replay/c16", "workload": "trace_replay"},
+        {**_step("local-agg-kv", 0.60, 0.95), "step": "trace_replay/c16",
+         "workload": "trace_replay"}])])
+    table = ablation_check(steps, _configs())
+    assert list(zip(table["step"], table["verdict"], strict=True)) == [
+        ("trace_replay/c16", "raised by 15.0 points (needed 3.0)"),
+        ("multi_turn/conv4", LEFT_OUT)]
 
 
 def test_topology_and_offload_signals():
