@@ -188,7 +188,10 @@ def multi_turn_rows(conversations: int, turns: int, isl: int, osl: int, block_si
     `turn_delay_ms` and shape `turn_delay_sigma`, drawn from the conversation's own seed
     (`stable_seed(seed, "conversation", c)`), so conversations drift apart instead of
     advancing in lockstep, and conversation c's pauses do not depend on how many others the
-    step has. Sigma 0 gives every pause exactly `turn_delay_ms`.
+    step has. Sigma 0 gives every pause exactly `turn_delay_ms`. (AIPerf 0.13.0 reads a
+    trace row's `delay` in ms, aiperf/dataset/loader/mooncake_trace.py and models.py, clamped
+    only by --inter-turn-delay-cap-seconds, which the runner does not pass; its
+    --conversation-turn-delay-* options shape its synthetic conversations, not a file's.)
     """
     rows, next_id = [], id_base
     for c in range(conversations):
