@@ -8,10 +8,12 @@ from pathlib import Path
 import pandas as pd
 
 from reports import compare, html, markdown, plots, summary, tables, tables_requests
+from reports.ablation import ablation_check
 from reports.cost_efficiency import cost_efficiency
 from reports.flags import judge_steps
 from reports.goodput import DEFAULT_SLOS, Slo, goodput
 from reports.hypotheses import all_hypotheses
+from reports.routing import routing_table
 from reports.runs import STEP_KEY, RunFrames, RunRecord, load_run
 from reports.sla import sla_table
 from reports.stackinfo import StackInfo, stack_info
@@ -49,6 +51,13 @@ def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str
     return steps, requests, infos, records
 
 
+def latest_configs(records: dict[tuple[str, str], RunRecord]) -> dict[str, dict]:
+    """Each stack's recorded config and the scale it ran at (its last run's, as listed), for
+    the ablation pairs: runs at different scales are not compared."""
+    return {stack: {**rec.config, "scale": rec.extra.get("scale")}
+            for (stack, _), rec in records.items() if rec.config}
+
+
 def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str, StackInfo],
                    records: dict[tuple[str, str], RunRecord], slos: tuple[Slo, ...],
                    with_compare: bool, user_speed: str | None = None
@@ -67,6 +76,7 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
         "cost_efficiency": cost_efficiency(steps, infos, records),
         "fidelity": tables.fidelity(steps),
         "reconciliation": tables.reconciliation(steps),
+        "ablation": ablation_check(steps, latest_configs(records)),
     }
     if with_compare:
         out["compare_concurrency"] = compare.concurrency_side_by_side(sweep, infos)
@@ -110,6 +120,8 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     runs = [load_run(d, use_cache=use_cache) for d in run_dirs]
     steps, requests, infos, records = combine(runs)
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
+    t["routing"] = routing_table(pd.concat([r.workers for r in runs], ignore_index=True),
+                                 steps)
     name = name or default_name(runs, with_compare)
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -59,13 +59,26 @@ def short_inputs_low_load(sweep: pd.DataFrame, infos: dict[str, StackInfo],
     if not h.findings:
         h.findings.append("not measured: needs a concurrency sweep of an aggregated and a "
                           "disaggregated stack at a common concurrency")
-    h.findings.append("KV transfer time: not measured (no transfer-time metric in the "
-                      "server export of these runs)")
+    h.findings.append(_transfer_time(steps, infos))
     return h
 
 
-def multi_turn_reuse(mt: pd.DataFrame, steps: pd.DataFrame,
-                     infos: dict[str, StackInfo]) -> Hypothesis:
+def _transfer_time(steps: pd.DataFrame, infos: dict[str, StackInfo]) -> str:
+    """The frontend's own estimate of each disaggregated stack's KV transfer (request trace)."""
+    est = steps[steps["stack"].map(lambda s: infos[s].topology == "disaggregated")
+                & steps.get("kv_transfer_est_ms_mean", pd.Series(dtype=float)).notna()] \
+        if "kv_transfer_est_ms_mean" in steps else steps.iloc[0:0]
+    if est.empty:
+        return ("KV transfer time: not measured (no transfer-time figure in the server "
+                "export or request trace of these runs)")
+    parts = [f"{stack} {_f(g['kv_transfer_est_ms_mean'].mean())} ms over {len(g)} step(s)"
+             for stack, g in est.groupby("stack")]
+    return ("KV transfer time, the frontend's estimate per request (its request trace, not a "
+            "measured transfer): " + "; ".join(parts))
+
+
+def multi_turn_reuse(mt: pd.DataFrame, steps: pd.DataFrame, infos: dict[str, StackInfo],
+                     ablation: pd.DataFrame | None = None) -> Hypothesis:
     h = Hypothesis("H2: multi-turn conversations",
                    "Does routing / offload cut recomputation (server hit/miss, eviction) in "
                    "aggregated and disaggregated mode?")
@@ -82,7 +95,14 @@ def multi_turn_reuse(mt: pd.DataFrame, steps: pd.DataFrame,
             f"{_f(first['ttft_p50_ms'])} ms -> turn {last['turn']} {_f(last['ttft_p50_ms'])} ms"
             f" ({int(allrow['completed'])} of {int(allrow['attempted'])} requests completed, "
             f"{int(allrow['conversations'])} whole conversations); preemptions (server) "
-            f"{_f(st['server_preemptions'].sum(), '.0f')}")
+            f"{_f(st['server_preemptions'].sum(), '.0f')}; follow-up turns on the previous "
+            f"turn's worker {_f(allrow.get('same_worker_share', math.nan) * 100)} % (chance "
+            f"{_f(allrow.get('chance_same_worker', math.nan) * 100)} %)")
+    for _, r in (ablation if ablation is not None else pd.DataFrame()).iterrows():
+        if r["setting"] in ("router", "offload"):
+            why = r["likely_cause"] or r["evidence"]
+            h.findings.append(f"{r['setting']}, {r['baseline_stack']} -> {r['changed_stack']} "
+                              f"({r['step']}): {r['verdict']}; {why} (ablation check)")
     if not h.findings:
         h.findings.append("not measured: no multi-turn step in these runs")
     else:
@@ -175,7 +195,7 @@ def all_hypotheses(tables: dict[str, pd.DataFrame], steps: pd.DataFrame,
     t = {k: _usable(v) for k, v in tables.items()}
     good = _usable(steps)
     out = [short_inputs_low_load(t["concurrency_sweep"], infos, good),
-           multi_turn_reuse(t["multi_turn"], good, infos),
+           multi_turn_reuse(t["multi_turn"], good, infos, tables.get("ablation")),
            long_inputs_high_load(t["concurrency_sweep"], t["sequence_distribution"],
                                  t["goodput"], good, infos),
            cost_at_slo(t["goodput"], t["cost_efficiency"], infos)]

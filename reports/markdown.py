@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.ablation import MIN_HIT_DELTA, ROUTED_WORKLOADS
 from reports.flags import left_out
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
@@ -123,7 +124,11 @@ SECTIONS = [
      "completed requests only; usage_hit_rate is cached / prompt tokens as the server "
      "reported them in each response's usage block (per turn); server_hit_rate is the "
      "frontend's for the whole step (turns overlap in time). A conversation counts when all "
-     "its turns completed."),
+     "its turns completed. Where the turns went, from the frontend's own request records: "
+     "same_worker_share is the share of follow-up turns whose prompt went to the worker that "
+     "processed the conversation's previous turn (what a KV router raises), "
+     "chance_same_worker what placing turns at random would give (1 / workers), "
+     "requests_per_worker the prompts each worker processed."),
     ("sequence_distribution", "Sequence distributions",
      "Requested lengths from the dataset, actual ones as the server counted them (completed "
      "requests)."),
@@ -162,6 +167,19 @@ SECTIONS = [
     ("compare_sla_topology", "Aggregated vs disaggregated tok/s per GPU at the SLA",
      "Best SLA points of the same model's aggregated and disaggregated recipe stacks with the "
      "GPUs behind each, and the published figures with theirs."),
+    ("routing", "Routing: where the multi-turn requests went",
+     "From the Dynamo frontend's own per-request records (its request trace): per step and "
+     "worker, the prompts it processed and the requests it decoded, its own count of requests "
+     "(requests_counted, the worker's /metrics), prompt and cached tokens (hit_rate), and the "
+     "follow-up turns it processed, with how many came back to it from the conversation's "
+     "previous turn. Multi-turn and trace steps here; every step in routing.csv."),
+    ("ablation", "Ablation check: does each one-setting change show where it should?",
+     "Stacks whose recorded configs differ in one setting (router, topology, offload) are "
+     "compared on the server signal that setting should move, over usable steps both ran. "
+     f"A router change must move the hit rate by {MIN_HIT_DELTA * 100:.0f} points and by twice "
+     "its standard error, with follow-up turns placed differently; anything less is NO "
+     "MEASURABLE DIFFERENCE with its likely cause, not a finding. A step flagged or failed on "
+     "either side is NOT COMPARED: it gets no verdict."),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
      "above 1 or a client-bound step means the harness distorted the figure. "
@@ -189,6 +207,7 @@ MD_COLUMNS = {
                           "aiperf_output_tok_s", "aiperf_ttft_p50_ms", "repeats"],
     "multi_turn": ["stack", "turn", "step_flag", *_COUNTS, "percentile_samples", "ttft_p50_ms",
                    "ttft_p90_ms", "ttft_p99_ms", "usage_hit_rate", "server_hit_rate",
+                   "same_worker_share", "chance_same_worker", "requests_per_worker",
                    "conversations", "conversation_latency_p50_ms",
                    "conversation_latency_p90_ms", "conversation_latency_p99_ms", "repeats"],
     "sequence_distribution": ["stack", "distribution", "step_flag", *_COUNTS,
@@ -206,6 +225,11 @@ MD_COLUMNS = {
             "best_point", "nominal_reuse", "trace_block_reuse", "measured_kv_reuse",
             "speculative_acceptance", "source"],
     "trace_replay": TRACE_MD_COLUMNS,
+    "routing": ["stack", "step", "step_flag", "worker", "prompts", "decodes",
+                "requests_counted", "prompt_tokens", "cached_tokens", "hit_rate", "follow_ups",
+                "same_worker_follow_ups", "same_worker_share", "server_hit_rate"],
+    "ablation": ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
+                 "changed", "delta", "verdict", "evidence", "likely_cause"],
     "reconciliation": ["stack", "run_id", "step", "step_flag", *_COUNTS,
                        "client_output_tokens", "server_output_tokens", "output_token_gap",
                        "truncated_chunks_received", "server_requests_started",
@@ -229,14 +253,15 @@ LEFT_OUT_OF = {"concurrency_sweep": "the folded means, Pareto front and comparis
                "trace_replay": "the SLA verdicts and best points (sla.csv)",
                "cost_efficiency": "the cost headline and H4",
                "fidelity": "best points, Pareto fronts, SLA rows and hypotheses",
-               "reconciliation": "best points, Pareto fronts, SLA rows and hypotheses"}
+               "reconciliation": "best points, Pareto fronts, SLA rows and hypotheses",
+               "routing": "the ablation check"}
 
 
 def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> str:
     """The section title, labelled when the table holds rehearsal figures."""
     stacks = set(table["stack"]) if "stack" in table else set()
     for col in ("aggregated_stack", "disaggregated_stack", "optimized_stack",
-                "baseline_stack"):
+                "baseline_stack", "changed_stack"):
         if col in table:
             stacks |= set(table[col])
     local = sorted(s for s in stacks if s in infos and infos[s].rehearsal)
@@ -269,6 +294,8 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"{note}\n\n")
         if key == "cost_efficiency" and not table.empty:
             out.append(_cost_note(table))
+        if key == "routing" and "workload" in table:   # the rest is in routing.csv
+            table = table[table["workload"].isin(ROUTED_WORKLOADS)]
         shown = short_columns(key, table, MD_COLUMNS.get(key))
         out.append(md_table(with_display_columns(table), shown) + _csv_link(key, table, shown))
         source = tables.get(COMPARED_FROM.get(key, key))

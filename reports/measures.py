@@ -72,8 +72,10 @@ def window(req: pd.DataFrame) -> tuple[int, int] | None:
     return (int(starts.min()), int(ends.max())) if len(starts) and len(ends) else None
 
 
-def client_figures(req: pd.DataFrame, requested_concurrency: Any) -> dict[str, Any]:
-    """The step's client-side columns from its classified requests."""
+def client_figures(req: pd.DataFrame, requested_concurrency: Any,
+                   per_conversation: bool = False) -> dict[str, Any]:
+    """The step's client-side columns from its classified requests (achieved concurrency in
+    conversations for a multi-turn step, as the runner judges it)."""
     done = req[req["completed"]]
     win = window(req)
     window_s = (win[1] - win[0]) / 1e9 if win else math.nan
@@ -90,8 +92,12 @@ def client_figures(req: pd.DataFrame, requested_concurrency: Any) -> dict[str, A
     row["output_tokens"] = tokens
     row["output_tok_s"] = tokens / window_s if window_s > 0 else math.nan
     row["request_throughput"] = len(done) / window_s if window_s > 0 else math.nan
-    spans = [(int(s), int(e)) for s, e in zip(req["start_ns"], req["end_ns"], strict=True)
-             if not (pd.isna(s) or pd.isna(e)) and e >= s]
+    timed = req[req["start_ns"].notna() & req["end_ns"].notna()]
+    timed = timed[timed["end_ns"] >= timed["start_ns"]]
+    if per_conversation:
+        timed = timed.groupby("conversation_id").agg(start_ns=("start_ns", "min"),
+                                                     end_ns=("end_ns", "max"))
+    spans = [(int(s), int(e)) for s, e in zip(timed["start_ns"], timed["end_ns"], strict=True)]
     requested = None if pd.isna(requested_concurrency) else int(requested_concurrency)
     row["achieved_concurrency"] = (concurrency_of_spans(spans, requested)
                                    if requested else None)

@@ -18,12 +18,15 @@ from typing import Any
 
 import pandas as pd
 
-from reports import exports, measures, server
+from reports import exports, measures, routing, server
 from workloads import outcomes
 from workloads.manifest import COMPLETE
+from workloads.request_trace import STEP_FILE as TRACE_FILE
 
 CACHE_DIR = ".reports-cache"
-CACHE_VERSION = "5"  # 5: AIPerf's replay schedule lag columns
+# 5: AIPerf's replay schedule lag columns; 6: routing evidence (frontend request trace) per
+# step and worker
+CACHE_VERSION = "6"
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -158,8 +161,8 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
 
 
 def load_step(record: RunRecord, step_id: str, step_dir: Path
-              ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """(step row, requests frame, server-metrics frame) for one step folder."""
+              ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(step row, requests, server-metrics and per-worker routing frames) of one step."""
     keys = {"stack": record.stack, "run_id": record.run_id, "step": step_id,
             **parse_step_id(step_id)}
     summary = exports.read_json(step_dir / exports.AIPERF_SUMMARY)
@@ -171,7 +174,8 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
                        if records_path.exists() else [], columns=_REQUEST_COLUMNS)
     req = _with_requested_lengths(req, record, step_id, step_dir, row).astype(_REQUEST_DTYPES)
     req = measures.classify_requests(req, outcomes.expectations(summary.get("input_config")))
-    row.update(measures.client_figures(req, row["concurrency"]))
+    row.update(measures.client_figures(req, row["concurrency"],
+                                       per_conversation=keys["workload"] == "multi_turn"))
     sm_path = step_dir / exports.SERVER_METRICS
     keep = exports.runner_endpoints(record.steps.get(step_id, {}).get("server_metrics"))
     srv = pd.DataFrame(exports.server_metric_rows(exports.read_json(sm_path), keep)
@@ -179,10 +183,16 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
     row.update(server.step_figures(srv))
     row.update(measures.reconcile(req, row))
     row["server_metrics_scraped"] = sm_path.exists()
+    step_rec = record.steps.get(step_id, {})
+    figures, per_worker = routing.step_routing(step_dir, srv, step_rec.get("server_metrics"),
+                                               step_rec)
+    row.update(figures)
+    workers = pd.DataFrame(per_worker, columns=routing.WORKER_COLUMNS)
     for k, v in keys.items():
         req[k] = v
         srv[k] = v
-    return row, req, srv
+        workers[k] = v
+    return row, req, srv, workers
 
 
 _REQUEST_COLUMNS = ["conversation_id", "turn_index", "x_request_id", "start_ns", "end_ns",
@@ -220,7 +230,8 @@ def _fingerprint(dirs: dict[str, Path], run_dir: Path) -> str:
     h = hashlib.sha256(CACHE_VERSION.encode())
     files = [run_dir / MANIFEST] + [d / n for d in dirs.values()
                                     for n in (exports.AIPERF_SUMMARY, exports.AIPERF_RECORDS,
-                                              exports.SERVER_METRICS, "inputs.json")]
+                                              exports.SERVER_METRICS, "inputs.json",
+                                              TRACE_FILE)]
     for f in files:
         if f.exists():
             st = f.stat()
@@ -234,6 +245,7 @@ class RunFrames:
     steps: pd.DataFrame
     requests: pd.DataFrame
     server: pd.DataFrame
+    workers: pd.DataFrame      # per step and worker: where its requests went (reports.routing)
 
 
 def load_run(run_dir: Path, use_cache: bool = True) -> RunFrames:
@@ -246,19 +258,20 @@ def load_run(run_dir: Path, use_cache: bool = True) -> RunFrames:
                        "has the run completed any step?")
     cache = run_dir / CACHE_DIR
     stamp = _fingerprint(dirs, run_dir)
-    names = ("steps", "requests", "server")
+    names = ("steps", "requests", "server", "workers")
     if use_cache and (cache / "fingerprint").exists() and \
             (cache / "fingerprint").read_text() == stamp:
         frames = [pd.read_parquet(cache / f"{n}.parquet") for n in names]
         return RunFrames(record, *frames)
-    rows, reqs, srvs = [], [], []
+    rows, reqs, srvs, workers = [], [], [], []
     for step_id, d in dirs.items():
-        row, req, srv = load_step(record, step_id, d)
+        row, req, srv, per_worker = load_step(record, step_id, d)
         rows.append(row)
         reqs.append(req)
         srvs.append(srv)
+        workers.append(per_worker)
     frames = [pd.DataFrame(rows), pd.concat(reqs, ignore_index=True),
-              pd.concat(srvs, ignore_index=True)]
+              pd.concat(srvs, ignore_index=True), pd.concat(workers, ignore_index=True)]
     try:
         cache.mkdir(exist_ok=True)
         for n, f in zip(names, frames, strict=True):

@@ -1,7 +1,9 @@
 """The summary report.md opens with: where it ran, what was measured, the headline answers and
 every warning, before any table (pure: tables in, markdown out).
 
-`facts` gathers them; `render` writes them. Two inputs can come from elsewhere:
+`facts` gathers them; `render` writes them. The ablation check (reports.ablation) adds a
+headline for each one-setting pair whose signal moved and a warning, with the likely cause, for
+each that did not. Two inputs can come from elsewhere:
 `attestations` ({stack: one line}; default: each run record's own) says how a run proved what
 it ran on, and
 `cost_warnings` lists the caveats of the dollar figures; when not given, a run without
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from reports.ablation import summary_lines
 from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
@@ -130,11 +133,15 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
                   "cancelled; only completed requests enter latency, throughput, goodput and "
                   "cost"]
     f.headlines = _headlines(t, infos, slo)
+    # one-setting pairs: a difference is a headline, its absence a warning with the cause
+    findings, no_difference = summary_lines(t.get("ablation", pd.DataFrame()))
+    f.headlines += [f"ablation: {x}" for x in findings]
     bad = steps[~steps["usable"].astype(bool)]
     f.warnings = [f"left out of best points, Pareto fronts, SLA verdicts and hypotheses: "
                   f"{r['stack']} {r['step']} (run {r['run_id']}): {r['step_flag']}"
                   for _, r in bad.iterrows()]
     f.warnings += [f"not measured: {x}" for x in _steps_without_data(records, steps)]
+    f.warnings += no_difference
     if n["truncated"]:
         f.warnings.append(f"{n['truncated']} truncated stream(s): AIPerf counted them as "
                           "successes; here they are excluded (see the reconciliation table)")

@@ -55,8 +55,24 @@ def multi_turn(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
         rows.append({**common, "turn": "all", **outcome_counts(sr),
                      "percentile_samples": len(done), **percentiles(done["ttft_ms"], "ttft"),
                      "usage_hit_rate": _usage_hit_rate(done),
-                     "server_hit_rate": float(st["server_hit_rate"].mean())})
+                     "server_hit_rate": float(st["server_hit_rate"].mean()),
+                     **pooled_routing(st)})
     return pd.DataFrame(rows)
+
+
+def pooled_routing(st: pd.DataFrame) -> dict[str, object]:
+    """Where the steps' turns went (reports.routing), pooled: follow-up turns and the share
+    that went back to the worker holding the conversation's previous turn."""
+    if "follow_ups" not in st or not st["follow_ups"].notna().any():
+        return {"follow_ups": math.nan, "same_worker_share": math.nan,
+                "chance_same_worker": math.nan, "requests_per_worker": ""}
+    has = st[st["follow_ups"].notna()]
+    n = float(has["follow_ups"].sum())
+    same = float((has["follow_ups"] * has["same_worker_share"].fillna(0)).sum())
+    return {"follow_ups": n, "same_worker_share": same / n if n else math.nan,
+            "chance_same_worker": float(has["chance_same_worker"].mean()),
+            "requests_per_worker": "; ".join(str(x) for x in has["requests_per_worker"]
+                                             if isinstance(x, str) and x)}
 
 
 def _lengths(frame: pd.DataFrame, col: str, prefix: str) -> dict[str, float]:

@@ -61,7 +61,12 @@ WORKER_NIXL_FAILED_TRANSFERS = "vllm:nixl_num_failed_transfers_total"
 # deprecated in the versions that have both; vllm/.../offloading/metrics.py). Either counts.
 WORKER_KV_OFFLOAD_STORE_BYTES = ("vllm:kv_offload_store_bytes_total",
                                  "vllm:kv_offload_store_bytes")
-WORKER_KV_OFFLOAD_TOTAL_BYTES = "vllm:kv_offload_total_bytes_total"
+WORKER_KV_OFFLOAD_LOAD_BYTES = ("vllm:kv_offload_load_bytes_total",
+                                "vllm:kv_offload_load_bytes")
+WORKER_KV_OFFLOAD_TOTAL_BYTES = "vllm:kv_offload_total_bytes_total"  # by transfer_type
+# Transfer time of the same NIXL transfers (histogram; its count is the number of transfers),
+# NixlPromMetrics as above: what the ablation check counts for a disaggregated stack.
+WORKER_NIXL_XFER_TIME = "vllm:nixl_xfer_time_seconds"
 
 # --- Prometheus itself -------------------------------------------------------------------------
 SCRAPE_UP = "up"  # 1 while a scrape target (a pod of a PodMonitor) answers
@@ -77,4 +82,22 @@ DCGM = (DCGM_GPU_UTIL, DCGM_FB_USED, DCGM_FB_FREE, DCGM_GPU_TEMP, DCGM_POWER_USA
 VLLM_ENGINE_ONLY = (WORKER_PREFIX_CACHE_QUERIES, WORKER_PREFIX_CACHE_HITS,
                     WORKER_EXTERNAL_PREFIX_CACHE_QUERIES, WORKER_EXTERNAL_PREFIX_CACHE_HITS,
                     WORKER_NIXL_BYTES_TRANSFERRED, WORKER_NIXL_FAILED_TRANSFERS,
-                    WORKER_KV_OFFLOAD_TOTAL_BYTES, *WORKER_KV_OFFLOAD_STORE_BYTES)
+                    WORKER_NIXL_XFER_TIME, WORKER_KV_OFFLOAD_TOTAL_BYTES,
+                    *WORKER_KV_OFFLOAD_STORE_BYTES, *WORKER_KV_OFFLOAD_LOAD_BYTES)
+
+
+# --- the frontend's per-request records (its request trace) --------------------------------------
+# Dynamo's frontend writes one JSON line per finished request (worker, cached tokens, prompt
+# block hashes) when DYN_REQUEST_TRACE is on (ai-dynamo/dynamo lib/llm/src/request_trace/
+# config.rs, sink.rs; the variable names checked in the installed ai-dynamo-runtime 1.6.1 and
+# on its local engine). The reports read it as routing evidence (workloads.routing_evidence).
+# On a cluster the file stays in the frontend pod, under /tmp as Dynamo's own default path.
+REQUEST_TRACE_POD_PATH = "/tmp/dynamo-request-trace.jsonl"
+REQUEST_TRACE_FLUSH_MS = 200     # the jsonl sink's flush interval (Dynamo's default: 1000 ms)
+
+
+def request_trace_env(path: str) -> dict[str, str]:
+    """Env of a frontend that records every finished request to `path` (JSON lines)."""
+    return {"DYN_REQUEST_TRACE": "1", "DYN_REQUEST_TRACE_SINKS": "jsonl",
+            "DYN_REQUEST_TRACE_OUTPUT_PATH": path,
+            "DYN_REQUEST_TRACE_JSONL_FLUSH_INTERVAL_MS": str(REQUEST_TRACE_FLUSH_MS)}

@@ -48,7 +48,7 @@ from stacks.schema import ClusterConfig, ComputeMode, StackConfig
 from stacks.serving_checks import check_serving
 from stacks.trace_checks import check_trace_replay
 from stacks.worker_checks import check_workers
-from stacks.workload_checks import check_workloads
+from stacks.workload_checks import check_workloads, lockstep_notes
 
 
 @dataclass
@@ -185,6 +185,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
             check_names(stack, out)
         check_workloads(stack, out)
         check_trace_replay(stack, out)
+        report.notes += lockstep_notes(stack)
         check_recipe(stack, base, cluster, out)
     check_node_driver(stack, base, out)
     check_auto_mode(stack, base, out)

@@ -106,3 +106,33 @@ def check_workloads(stack: StackConfig, out: list[Problem]) -> None:
             if name == "prefix_cache" and (changed is None
                                            or {"shares", "isl", "blockSize"} & changed):
                 _check_prefix_shares(scaled, sub, out)
+
+
+def routed_workers(stack: StackConfig) -> int:
+    """Workers the frontend picks among for a new request: the aggregated workers, or the
+    prefill workers of a disaggregated stack (the prefill hop is the one a prefix can hit)."""
+    assert stack.serving is not None
+    roles = {"worker", "prefill"}
+    return sum(w.replicas for w in stack.serving.workers if w.role.value in roles)
+
+
+def lockstep_notes(stack: StackConfig) -> list[str]:
+    """A multi-turn workload that can advance in lockstep: fixed pauses and equal lengths,
+    and a conversation count that is a multiple of the routed workers. Under round-robin each
+    conversation then returns to the same worker every turn (accidental session affinity),
+    and a KV router shows no gain over it. A note, not a refusal: the reports' ablation check
+    flags the pair if it happens."""
+    wl = stack.workloads.enabled().get("multi_turn")
+    workers = routed_workers(stack) if stack.serving else 0
+    if wl is None or workers < 2:
+        return []
+    out = []
+    for scale, sub in SCALES:
+        w = wl.at_scale(scale)
+        if w.lockstep_prone and w.conversations % workers == 0:
+            out.append(f"{_where('multi_turn', sub, 'conversations')}: {w.conversations} "
+                       f"conversations with fixed pauses over {workers} routed workers can "
+                       "advance in lockstep (round-robin then keeps each on one worker by "
+                       "accident); set turnDelaySigma > 0 or a count that is not a multiple "
+                       f"of {workers}")
+    return out

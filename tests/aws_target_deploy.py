@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,11 +141,38 @@ def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: in
     (dest / EXPORTS[2]).write_text(server)
     (dest / "logs").mkdir(exist_ok=True)
     shutil.copy(src / "logs" / "aiperf.log", dest / "logs" / "aiperf.log")
+    _frontend_trace(cluster, [json.loads(x) for x in lines])
     with (dest / k8s_scripts.CPU_SAMPLES).open("w") as out:
         out.write(json.dumps({"source": "cgroup-v2"}) + "\n")
         for i in range(int(cluster.job_seconds * 2)):
             out.write(json.dumps({"t_ns": first + i * 500_000_000, "cores": cores}) + "\n")
     return JobRun(exit_code, log=f"aiperf {' '.join(argv[:3])} ... exit {exit_code}\n")
+
+
+def _frontend_trace(cluster: FakeCluster, records: list[dict]) -> None:
+    """The frontend pod's request-trace lines for the Job's served requests, as Dynamo 1.6.1
+    writes them, received now (the pod's clock): two workers, conversations' turns linked by
+    their block hashes."""
+    pods = cluster.frontend_pods()
+    if not pods:
+        return
+    path = cluster.trace_file(pods[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    now_ms = time.time() * 1000
+    with path.open("a") as out:
+        for i, rec in enumerate(r for r in records if "error" not in r):
+            md = rec["metadata"]
+            turn, conv = md.get("turn_index") or 0, str(md.get("conversation_id"))
+            hashes = [hash((conv, b)) & (2**63 - 1) for b in range(2 * turn + 2)]
+            worker = 1001 + (i % 2)
+            out.write(json.dumps({"timestamp": i, "event": {
+                "schema": "dynamo.request.trace.v1", "event_type": "request_end",
+                "event_time_unix_ms": now_ms, "request": {
+                    "request_id": f"r{i}", "input_tokens": 128 * (turn + 1),
+                    "output_tokens": 8, "cached_tokens": 0, "request_received_ms": now_ms,
+                    "worker": {"prefill_worker_id": worker, "decode_worker_id": worker},
+                    "replay": {"trace_block_size": 64, "input_length": 128 * (turn + 1),
+                               "input_sequence_hashes": hashes}}}}) + "\n")
 
 
 NAMESPACE = "dynamo"

@@ -10,8 +10,9 @@ in-cluster HTTP the aws target uses, with small simulated controllers:
   produce what AIPerf would (real exports copied from tests/fixtures/runs) on the fake results
   PVC (a temp directory);
 - exec in the transfer pod runs the real in-pod scripts with this interpreter, the PVC mount
-  mapped onto that directory; exec in a serving pod answers the versions probe as the image
-  would;
+  mapped onto that directory; exec in a serving pod answers the versions, GPU and metrics
+  probes as the image would, and the request-trace read runs the real script on the frontend
+  pod's trace file;
 - the frontend and Prometheus answer through an httpx.MockTransport.
 Time is a FakeClock: every wait advances it, so no test waits on a real clock. Every object
 the runner creates is validated with kubernetes_validate strict (K8S_VERSION) on creation.
@@ -32,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from stacks.metrics import REQUEST_TRACE_POD_PATH
 from tests.aws_target_fake_api import FakeBatchV1, FakeCoreV1, FakeCustomObjects, _not_found
 from tests.aws_target_fake_serving import FakeServing
 from tests.k8s_validation import validate_builtin
@@ -275,6 +277,14 @@ class FakeCluster:
             fake["result"] = self.job_run(self, job, pod)
             pod["_fake"]["log"] = fake["result"].log
 
+    def trace_file(self, pod: str) -> Path:
+        """Where the frontend pod `pod` keeps its request trace (its /tmp, here a folder)."""
+        return self.pvc.parent / "frontend-traces" / f"{pod}.jsonl"
+
+    def frontend_pods(self) -> list[str]:
+        return sorted(name for (_, name), p in self.pods.items()
+                      if p["_fake"].get("comp") and p["_fake"]["comp"].type == "frontend")
+
     def pvc_path(self, remote: str) -> Path:
         assert remote.startswith(RESULTS_MOUNT + "/"), remote
         return self.pvc / remote[len(RESULTS_MOUNT) + 1:]
@@ -295,6 +305,11 @@ class FakeCluster:
             return ExecResult(done.stdout, done.stderr, done.returncode)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", k8s_scripts.VERSIONS]:
             return ExecResult(json.dumps(self.versions).encode(), b"", 0)
+        if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", k8s_scripts.READ_TRACE]:
+            assert argv[3] == REQUEST_TRACE_POD_PATH, argv   # the path the graph configured
+            done = subprocess.run([sys.executable, "-c", argv[2], str(self.trace_file(pod)),
+                                   *argv[4:]], capture_output=True, timeout=60)
+            return ExecResult(done.stdout, done.stderr, done.returncode)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", GPU_PROBE]:
             return ExecResult(self.serving.probe(obj), b"", 0)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", METRICS_GET]:

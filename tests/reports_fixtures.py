@@ -121,9 +121,16 @@ def window_s(recs: list[dict]) -> float:
             - min(r["metadata"]["request_start_ns"] for r in recs)) / 1e9
 
 
-def achieved(recs: list[dict], c: int) -> float | None:
-    """Time-weighted requests in flight from the c-th request start to the last start."""
+def achieved(recs: list[dict], c: int, per_conversation: bool = False) -> float | None:
+    """Time-weighted requests (or, multi-turn, conversations) in flight from the c-th start to
+    the last start."""
     spans = [(r["metadata"]["request_start_ns"], r["metadata"]["request_end_ns"]) for r in recs]
+    if per_conversation:
+        convs: dict = {}
+        for r, (s, e) in zip(recs, spans, strict=True):
+            lo, hi = convs.get(r["metadata"]["conversation_id"], (s, e))
+            convs[r["metadata"]["conversation_id"]] = (min(lo, s), max(hi, e))
+        spans = list(convs.values())
     starts = sorted(s for s, _ in spans)
     if len(spans) <= c:
         return None
@@ -136,5 +143,5 @@ def usable(step_dir: Path, c: int) -> bool:
     recs = profiling_records(step_dir)
     step = json.loads((step_dir / "step.json").read_text())
     cut = any("error" not in r and "usage_completion_tokens" not in r["metrics"] for r in recs)
-    a = achieved(recs, c)
+    a = achieved(recs, c, per_conversation=step.get("workload") == "multi_turn")
     return step["status"] == "complete" and not cut and (a is None or a >= 0.9 * c)

@@ -8,10 +8,12 @@ import json
 
 import pytest
 
+from stacks.metrics import REQUEST_TRACE_POD_PATH
 from tests.aws_target_deploy import NAMESPACE, aws_target, deploy, produce_exports
 from tests.aws_target_fake import JobRun
 from workloads import promql, step_exec
 from workloads.manifest import COMPLETE, FAILED, Manifest
+from workloads.request_trace import STEP_FILE
 from workloads.steps import plan
 from workloads.targets.aws import k8s_jobs
 from workloads.targets.aws.k8s_client import KubeError
@@ -131,6 +133,28 @@ def test_step_job_runs_in_the_frontend_zone_and_lands_in_the_local_layout(tmp_pa
     assert prom["results"]["kv_usage_max"]["result"][0]["value"][1] == "0.5"
     record = json.loads((out / "step.json").read_text())
     assert record["command"][:2] == ["aiperf", "profile"] and record["loadgen"]["job"]
+
+
+def test_routing_evidence_comes_from_the_frontend_pods_trace(tmp_path):
+    """The graph turns the frontend's request trace on; after each step the target reads the
+    frontend pod's new lines by exec (from where it stopped) and the step keeps its own."""
+    d, target, _ = _started(tmp_path)
+    dgd = next(iter(d.cluster.dgds.values()))
+    frontend = next(c for c in dgd["spec"]["components"] if c["type"] == "frontend")
+    env = {e["name"]: e["value"] for e in frontend["podTemplate"]["spec"]["containers"][0]["env"]}
+    assert env["DYN_REQUEST_TRACE"] == "1" and env["DYN_REQUEST_TRACE_SINKS"] == "jsonl"
+    assert env["DYN_REQUEST_TRACE_OUTPUT_PATH"] == REQUEST_TRACE_POD_PATH
+    seen = []
+    for i in (0, 1):
+        step, rec, run_dir, _ = _run_one(tmp_path, d, target, step_index=i)
+        evidence = rec["routing_evidence"]
+        assert evidence["records"] == evidence["expected"] == rec["counts"]["completed"] > 0
+        lines = (run_dir / step.id / STEP_FILE).read_text().splitlines()
+        assert len(lines) == evidence["records"]
+        seen.append(set(lines))
+    assert not seen[0] & seen[1]                       # each step only its own requests
+    (pod,) = d.cluster.frontend_pods()
+    assert target.traces.offsets[pod] == d.cluster.trace_file(pod).stat().st_size
 
 
 def test_failed_job_fails_the_step_with_the_reason(tmp_path):

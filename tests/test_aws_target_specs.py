@@ -164,6 +164,27 @@ def test_write_and_pack_scripts_round_trip(tmp_path):
         assert tar.getnames() == ["dataset.jsonl"]
 
 
+def test_read_trace_script_returns_whole_new_lines_from_an_offset(tmp_path):
+    """Only whole lines (the sink may be mid-write), from where the last read stopped; a file
+    shorter than the offset (the pod restarted) is read from its start; no file: nothing."""
+    trace = tmp_path / "trace.jsonl"
+
+    def read(offset: int) -> tuple[dict, bytes]:
+        out = subprocess.run([sys.executable, "-c", k8s_scripts.READ_TRACE, str(trace),
+                              str(offset)], capture_output=True, check=True).stdout
+        head, _, body = out.partition(b"\n")
+        return json.loads(head), body
+
+    assert read(0) == ({"end": 0, "size": 0}, b"")
+    trace.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c"')
+    head, body = read(0)
+    assert head == {"end": 18, "size": 22} and body == b'{"a": 1}\n{"b": 2}\n'
+    trace.write_bytes(trace.read_bytes() + b': 3}\n')
+    assert read(18) == ({"end": 27, "size": 27}, b'{"c": 3}\n')
+    trace.write_bytes(b'{"d": 4}\n')
+    assert read(27) == ({"end": 9, "size": 9}, b'{"d": 4}\n')
+
+
 def test_versions_script_reports_the_engine_venv():
     engine = REPO / ".venv-engine" / "bin" / "python"
     if not engine.exists():

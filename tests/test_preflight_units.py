@@ -131,3 +131,22 @@ def test_graph_and_preflight_ask_for_the_same_pod_memory() -> None:
         (main,) = comp["podTemplate"]["spec"]["containers"]
         assert main["resources"]["requests"]["memory"] == f"{pod_memory_gib(stack.serving, w)}Gi"
 
+
+
+def test_a_multi_turn_workload_that_can_move_in_lockstep_gets_a_note() -> None:
+    """Fixed pauses and a conversation count that is a multiple of the routed workers is the
+    accidental-affinity trap: pre-flight names the field and the fix. The shipped stacks'
+    random pauses and odd counts get no note."""
+    from stacks.loader import parse_config
+    from stacks.preflight import run_preflight
+
+    base = load_stack("local-agg")
+    assert not [n for n in run_preflight(base).notes if "lockstep" in n]
+    raw = {"target": "local", "cluster": base.cluster.model_dump(by_alias=True),
+           "model": base.model.model_dump(by_alias=True),
+           "serving": base.serving.model_dump(by_alias=True, exclude_defaults=True),
+           "workloads": {"multiTurn": {"quick": {"conversations": 4, "turnDelaySigma": 0}}}}
+    lockstep = parse_config("lockstep", raw)
+    notes = [n for n in run_preflight(lockstep).notes if "lockstep" in n]
+    assert len(notes) == 1 and "workloads.multiTurn.quick.conversations" in notes[0]
+    assert "2 routed workers" in notes[0] and "turnDelaySigma > 0" in notes[0]

@@ -93,7 +93,7 @@ def test_parquet_cache_is_reused_then_invalidated(tmp_path):
     first = load_run(rd)
     cache = rd / CACHE_DIR
     assert {p.name for p in cache.glob("*.parquet")} == {"steps.parquet", "requests.parquet",
-                                                        "server.parquet"}
+                                                        "server.parquet", "workers.parquet"}
     stamp = (cache / "fingerprint").read_text()
     again = load_run(rd)
     pd.testing.assert_frame_equal(first.requests, again.requests)

@@ -322,13 +322,17 @@ def test_fidelity_columns_agree_with_their_verdict(built):
         for step_id, rec in m["steps"].items():
             row = fid[(fid["run_id"] == m["run_id"]) & (fid["stack"] == m["stack"])
                       & (fid["step"] == step_id)].iloc[0]
-            mine = achieved(profiling_records(run / step_id), rec["concurrency"])
+            mine = achieved(profiling_records(run / step_id), rec["concurrency"],
+                            per_conversation=step_id.startswith("multi_turn"))
             assert _approx(row["achieved_concurrency"], mine), (run, step_id)
             assert bool(row["client_bound"]) == (mine < 0.9 * rec["concurrency"])
             assert _approx(row["aiperf_effective_concurrency"],
                            summary(run / step_id)["effective_concurrency"]["avg"])
-            # the runner judged the same figure the same way
-            assert bool(row["client_bound"]) == rec["client"]["client_bound"]
+            # the runner judged the same figure the same way (the fixtures' multi-turn steps
+            # were judged per request, before conversations in flight were the measure: their
+            # local-agg-kv step was a false client-bound alarm from the gaps between turns)
+            if not step_id.startswith("multi_turn"):
+                assert bool(row["client_bound"]) == rec["client"]["client_bound"]
             seen += 1
     assert seen > 20 and fid["client_bound"].any() and not fid["client_bound"].all()
 

@@ -54,6 +54,22 @@ def test_achieved_concurrency_from_timestamps():
     assert results.achieved_concurrency(lanes[:4], 4) is None
 
 
+def test_multi_turn_concurrency_counts_conversations_not_requests():
+    """AIPerf holds a conversation's slot through its think time: 4 conversations of 3 turns
+    with 20 ns pauses keep 4 conversations in flight but only ~2.7 requests. Judged per
+    request the step would be a false client-bound alarm."""
+    recs = []
+    for wave in range(3):
+        for k in range(4):
+            t0 = wave * 162 + k
+            recs += [_rec(t0 + turn * 60, t0 + turn * 60 + 40, conv=f"c{wave}-{k}", turn=turn)
+                     for turn in range(3)]
+    per_request = results.achieved_concurrency(recs, 4)
+    per_conv = results.achieved_concurrency(recs, 4, per_conversation=True)
+    assert per_request < 0.9 * 4 <= per_conv
+    assert verdict(4, per_conv, None, 2)["client_bound"] is False
+
+
 def test_request_lengths_match_rows_by_session_and_turn():
     rows = [{"session_id": "conv-00000", "input_length": 512, "output_length": 64},
             {"session_id": "conv-00000", "input_length": 500, "output_length": 32},

@@ -94,9 +94,30 @@ def test_multi_turn_rows_are_sessions_of_fresh_turns():
     sessions = [r["session_id"] for r in rows]
     assert sessions == [s for s in sorted(set(sessions)) for _ in range(5)]
     assert [("delay" in r) for r in rows[:5]] == [False, True, True, True, True]
-    assert all(r["delay"] == 250 for r in rows if "delay" in r)
+    assert all(r["delay"] == 250 for r in rows if "delay" in r)  # sigma 0: fixed pauses
     ids = [h for r in rows for h in r["hash_ids"]]
     assert len(ids) == len(set(ids))  # history comes from AIPerf, not from reused blocks
+
+
+def test_think_times_differ_per_conversation_and_keep_their_mean():
+    """Random pauses break the lockstep; each conversation's come from its own seed, so
+    adding conversations leaves the earlier ones' pauses as they were."""
+    rows = ds.multi_turn_rows(200, 5, 64, 8, 64, id_base=0, turn_delay_ms=400,
+                              turn_delay_sigma=0.6, seed=7)
+    delays = [r["delay"] for r in rows if "delay" in r]
+    assert len(set(delays)) > 700 and min(delays) > 0
+    assert abs(sum(delays) / len(delays) - 400) < 25          # lognormal with mean 400 ms
+    by_conv = {}
+    for r in rows:
+        by_conv.setdefault(r["session_id"], []).append(r.get("delay"))
+    assert by_conv["conv-00000"] != by_conv["conv-00001"]
+    fewer = ds.multi_turn_rows(2, 5, 64, 8, 64, id_base=0, turn_delay_ms=400,
+                               turn_delay_sigma=0.6, seed=7)
+    assert [r.get("delay") for r in fewer] == by_conv["conv-00000"] + by_conv["conv-00001"]
+    again = ds.multi_turn_rows(200, 5, 64, 8, 64, id_base=0, turn_delay_ms=400,
+                               turn_delay_sigma=0.6, seed=7)
+    assert ds.jsonl_bytes(again) == ds.jsonl_bytes(rows)
+    assert ds.think_times(3, 400, 0.6, seed=1) != ds.think_times(3, 400, 0.6, seed=2)
 
 
 @pytest.mark.parametrize("n,isl,reuse", [(200, 8192, 0.7), (24, 2048, 0.7), (400, 8192, 0.3)])

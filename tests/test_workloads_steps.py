@@ -17,7 +17,7 @@ def local_agg():
 def test_quick_plan_has_every_enabled_workload_in_order(local_agg):
     ids = [s.id for s in plan(local_agg, "quick")]
     assert ids == ["concurrency_sweep/c1", "concurrency_sweep/c4", "concurrency_sweep/c16",
-                   "multi_turn/conv4", "sequence_distributions/uniform",
+                   "multi_turn/conv5", "sequence_distributions/uniform",
                    "sequence_distributions/zipf", "sequence_distributions/lognormal",
                    "prefix_cache/share000", "prefix_cache/share025", "prefix_cache/share050",
                    "prefix_cache/share075", "prefix_cache/share100"]
@@ -29,8 +29,9 @@ def test_full_plan_uses_the_plans_values(local_agg):
         "c1", "c2", "c4", "c8", "c16", "c32", "c64"]
     c64 = steps["concurrency_sweep/c64"]
     assert (c64.duration_s, c64.params["isl"], c64.params["osl"]) == (120, 1024, 512)
-    mt = steps["multi_turn/conv8"]
-    assert (mt.concurrency, mt.params["turns"], mt.duration_s) == (8, 5, 300)
+    mt = steps["multi_turn/conv7"]
+    assert (mt.concurrency, mt.params["turns"], mt.duration_s) == (7, 5, 300)
+    assert (mt.params["turn_delay_ms"], mt.params["turn_delay_sigma"]) == (2000, 0.6)
     assert steps["prefix_cache/share050"].params["isl"] == 2048
 
 

@@ -178,23 +178,49 @@ def length_rows(isl: LengthDistribution, osl: LengthDistribution, n: int, seed: 
 # --- multi-turn conversations ----------------------------------------------------------------
 
 def multi_turn_rows(conversations: int, turns: int, isl: int, osl: int, block_size: int,
-                    id_base: int, turn_delay_ms: float = 0.0) -> list[Row]:
+                    id_base: int, turn_delay_ms: float = 0.0, turn_delay_sigma: float = 0.0,
+                    seed: int = 0) -> list[Row]:
     """Sessions of `turns` rows; each turn adds `isl` fresh tokens to the growing history.
 
     AIPerf sends the whole conversation so far (its answers included) with every turn, so
-    turn k's prompt is the history plus this row's new user message.
+    turn k's prompt is the history plus this row's new user message. Every turn after the
+    first waits `delay` ms after the previous answer (think time): lognormal with mean
+    `turn_delay_ms` and shape `turn_delay_sigma`, drawn from the conversation's own seed
+    (`stable_seed(seed, "conversation", c)`), so conversations drift apart instead of
+    advancing in lockstep, and conversation c's pauses do not depend on how many others the
+    step has. Sigma 0 gives every pause exactly `turn_delay_ms`. (AIPerf 0.13.0 reads a
+    trace row's `delay` in ms, aiperf/dataset/loader/mooncake_trace.py and models.py, clamped
+    only by --inter-turn-delay-cap-seconds, which the runner does not pass; its
+    --conversation-turn-delay-* options shape its synthetic conversations, not a file's.)
     """
     rows, next_id = [], id_base
     for c in range(conversations):
+        delays = think_times(turns - 1, turn_delay_ms, turn_delay_sigma,
+                             stable_seed(seed, "conversation", c))
         for t in range(turns):
             k = blocks_for(isl, block_size)
             row = {"session_id": f"conv-{c:05d}", "input_length": isl, "output_length": osl,
                    "hash_ids": _fresh_ids(next_id, k)}
             if t > 0:
-                row["delay"] = turn_delay_ms
+                row["delay"] = delays[t - 1]
             rows.append(row)
             next_id += k
     return rows
+
+
+def think_times(n: int, mean_ms: float, sigma: float, seed: int) -> list[float]:
+    """`n` pauses (ms, 0.1 ms resolution), lognormal with this mean; all `mean_ms` at sigma 0.
+
+    Inverse-CDF sampling from `random.Random(seed)`: the same seed gives the same pauses on
+    any machine. mu = ln(mean) - sigma^2 / 2 makes the mean exact.
+    """
+    if sigma == 0 or mean_ms == 0:
+        return [float(mean_ms)] * n
+    rng, normal = random.Random(seed), NormalDist()
+    mu = math.log(mean_ms) - sigma * sigma / 2
+    return [round(math.exp(mu + sigma * normal.inv_cdf(min(max(rng.random(), 1e-12),
+                                                           1 - 1e-12))), 1)
+            for _ in range(n)]
 
 
 # --- trace replay ------------------------------------------------------------------------------

@@ -32,6 +32,11 @@ def _mean(hist: str) -> str:
     return f"sum(rate({hist}_sum[{{w}}])) / sum(rate({hist}_count[{{w}}]))"
 
 
+def _increase(series: str, by: str | None = None) -> str:
+    """Growth of a counter over the window, summed (per `by` label when given)."""
+    return f"sum{f' by ({by})' if by else ''}(increase({series}[{{w}}]))"
+
+
 QUERIES: tuple[Query, ...] = (
     Query("ttft_p50_s", _quantile(0.5, m.FRONTEND_TTFT), (m.FRONTEND_TTFT,)),
     Query("ttft_p99_s", _quantile(0.99, m.FRONTEND_TTFT), (m.FRONTEND_TTFT,)),
@@ -68,6 +73,30 @@ QUERIES: tuple[Query, ...] = (
     Query("worker_request_rate_by_component",
           f"sum by (dynamo_component) (rate({m.WORKER_REQUESTS}[{{w}}]))",
           (m.WORKER_REQUESTS,)),
+    # Where requests went, per worker pod (the cluster's routing evidence beside the
+    # frontend's request trace): requests each worker served and the prefix hits it had.
+    Query("worker_requests_by_pod",
+          _increase(f'{m.WORKER_REQUESTS}{{{{dynamo_endpoint="generate"}}}}', "pod"),
+          (m.WORKER_REQUESTS,)),
+    Query("worker_prefix_hits_by_pod", _increase(m.WORKER_PREFIX_CACHE_HITS, "pod"),
+          (m.WORKER_PREFIX_CACHE_HITS,), engine=False),
+    Query("worker_prefix_queries_by_pod", _increase(m.WORKER_PREFIX_CACHE_QUERIES, "pod"),
+          (m.WORKER_PREFIX_CACHE_QUERIES,), engine=False),
+    # KV moved between workers (NIXL) and to/from the offload tier: what disaggregation and
+    # offload should move (reports.ablation).
+    Query("kv_transfers", _increase(f"{m.WORKER_NIXL_XFER_TIME}_count"),
+          (m.WORKER_NIXL_XFER_TIME,), engine=False),
+    Query("kv_transfer_bytes", _increase(f"{m.WORKER_NIXL_BYTES_TRANSFERRED}_sum"),
+          (m.WORKER_NIXL_BYTES_TRANSFERRED,), engine=False),
+    # offloaded bytes under either generation of vLLM's names (stacks.metrics): the flat
+    # store / load counters, or the older one labelled by direction
+    Query("kv_offload_store_bytes", _increase(m.WORKER_KV_OFFLOAD_STORE_BYTES[0]),
+          (m.WORKER_KV_OFFLOAD_STORE_BYTES[0],), engine=False),
+    Query("kv_offload_load_bytes", _increase(m.WORKER_KV_OFFLOAD_LOAD_BYTES[0]),
+          (m.WORKER_KV_OFFLOAD_LOAD_BYTES[0],), engine=False),
+    Query("kv_offload_bytes_by_direction",
+          _increase(m.WORKER_KV_OFFLOAD_TOTAL_BYTES, "transfer_type"),
+          (m.WORKER_KV_OFFLOAD_TOTAL_BYTES,), engine=False),
     Query("gpu_util_mean", f"avg(avg_over_time({m.DCGM_GPU_UTIL}[{{w}}]))",
           (m.DCGM_GPU_UTIL,), engine=False),
     Query("gpu_fb_used_max_mib", f"max(max_over_time({m.DCGM_FB_USED}[{{w}}]))",

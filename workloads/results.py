@@ -85,8 +85,27 @@ def request_spans(records: list[dict]) -> list[tuple[int, int]]:
     return spans
 
 
-def achieved_concurrency(records: list[dict], requested: int) -> float | None:
-    return concurrency_of_spans(request_spans(records), requested)
+def conversation_spans(records: list[dict]) -> list[tuple[int, int]]:
+    """(first turn's start, last turn's end) ns of every multi-turn conversation."""
+    by_conv: dict[str, tuple[int, int]] = {}
+    for rec in records:
+        md = rec.get("metadata", {})
+        start, end = md.get("request_start_ns"), md.get("request_end_ns")
+        conv = md.get("conversation_id")
+        if conv is None or start is None or end is None or end < start:
+            continue
+        lo, hi = by_conv.get(conv, (int(start), int(end)))
+        by_conv[conv] = (min(lo, int(start)), max(hi, int(end)))
+    return list(by_conv.values())
+
+
+def achieved_concurrency(records: list[dict], requested: int,
+                         per_conversation: bool = False) -> float | None:
+    """Requests in flight; for multi-turn steps conversations in flight: AIPerf holds a
+    conversation's concurrency slot from its first turn to its last, think time included,
+    so `--concurrency` is conversations there, and requests in flight are fewer by design."""
+    spans = conversation_spans(records) if per_conversation else request_spans(records)
+    return concurrency_of_spans(spans, requested)
 
 
 def concurrency_of_spans(spans: list[tuple[int, int]], requested: int) -> float | None:

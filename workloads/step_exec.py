@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workloads import results
+from workloads import request_trace, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.attest_checks import AttestationRefused
 from workloads.datasets import block_reuse, fit_context, write_jsonl
@@ -206,9 +206,13 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
+    since_ms = time.time() * 1000
     ex = ctx.executor.run(step, inv, work, on_tick,
                           lambda **fields: manifest.update_step(step.id, **fields))
     outcome = judge(work, rows, step, ex, ctx.error_rate_threshold)
+    outcome["routing_evidence"] = request_trace.save_step_trace(
+        ctx.target, work, since_ms, time.time() * 1000,
+        expected=outcome["counts"]["completed"])
     outcome |= {"aiperf_exit_code": ex.exit_code, "aiperf_wall_s": round(ex.wall_s, 3),
                 "end": now(), **ex.record}
     (work / "step.json").write_text(json.dumps({**record, **outcome, "dataset": dataset,
@@ -228,7 +232,8 @@ def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
     per_request = results.outcomes(records, rows,
                                    results.step_expectations(work, ex.command))
     counts = results.count(records, per_request)
-    achieved = results.achieved_concurrency(records, step.concurrency)
+    achieved = results.achieved_concurrency(records, step.concurrency,
+                                            per_conversation=step.workload == "multi_turn")
     with (work / "requests.jsonl").open("w") as f:
         for r in per_request:
             f.write(json.dumps(r) + "\n")

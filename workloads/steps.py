@@ -81,11 +81,14 @@ def _sweep(w, seed: int, repeat: int) -> list[tuple]:
 
 def _multi_turn(w, seed: int, repeat: int) -> list[tuple]:
     convs = rows_for_duration(w.conversations, w.duration_s, w.osl, w.turns)
-    rows = lambda b=ds.stable_seed(seed, "mt"): ds.multi_turn_rows(  # noqa: E731
-        convs, w.turns, w.isl, w.osl, BLOCK, b % 10**9, w.turn_delay_ms)
+    b = ds.stable_seed(seed, "mt")
+    rows = lambda: ds.multi_turn_rows(  # noqa: E731
+        convs, w.turns, w.isl, w.osl, BLOCK, b % 10**9, w.turn_delay_ms, w.turn_delay_sigma,
+        seed=b)
     return [(f"conv{w.conversations}", w.conversations, w.duration_s, False, rows,
              {"isl": w.isl, "osl": w.osl, "turns": w.turns, "rows": convs * w.turns,
-              "conversations": convs, "block_size": BLOCK})]
+              "conversations": convs, "block_size": BLOCK,
+              "turn_delay_ms": w.turn_delay_ms, "turn_delay_sigma": w.turn_delay_sigma})]
 
 
 def _distributions(w, seed: int, repeat: int) -> list[tuple]:

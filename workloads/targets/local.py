@@ -24,7 +24,7 @@ from urllib.parse import unquote
 import httpx
 
 from stacks.schema import Role, StackConfig, Topology
-from workloads import attest_probe
+from workloads import attest_probe, request_trace
 from workloads.attest_checks import Attestation, evaluate
 from workloads.attest_parse import expected
 from workloads.model_folder import ModelFolder
@@ -147,6 +147,7 @@ class LocalTarget:
         self.workers: dict[str, ManagedProcess] = {}
         self.started: list[ManagedProcess] = []   # every process ever started, for the record
         self.discovery_dir: Path | None = None
+        self.trace_path = self.workdir / "logs" / "request-trace.jsonl"
         self.env: dict[str, str] = {}
         self.version = "unknown"
         self.attestations = 0
@@ -161,8 +162,10 @@ class LocalTarget:
         ports = self._read_broker_ports()
         self.env = engine_env(dict(os.environ), self.discovery_dir, ports, self.model.env)
         self.http_port = free_port()
+        # the frontend's own record of every request (worker, cached tokens): routing evidence
         self.frontend = self._start(
-            "frontend", frontend_argv(self.python, self.stack, self.http_port), self.env)
+            "frontend", frontend_argv(self.python, self.stack, self.http_port),
+            {**self.env, **request_trace.frontend_env(str(self.trace_path))})
         self.system_ports = {s.name: free_port() for s in self.specs}
         self._start_workers()
         self._wait_ready()
@@ -217,6 +220,13 @@ class LocalTarget:
         metrics |= {name: f"http://127.0.0.1:{port}/metrics"
                     for name, port in self.system_ports.items()}
         return Endpoints(base_url=base, model=self.stack.model.name, metrics=metrics)
+
+    def request_trace(self, since_ms: float, until_ms: float) -> list[str]:
+        """The frontend's finished-request lines received within the window."""
+        if not self.trace_path.exists():
+            return []
+        with self.trace_path.open(errors="replace") as f:
+            return request_trace.lines_in_window(f, since_ms, until_ms)
 
     def attest(self, when: str) -> Attestation:
         """The checks the mocker can show (model, prefix cache, KV events); the rest are

@@ -14,6 +14,7 @@ runtime image both ship Python 3, nothing else is assumed.
   file. The exec protocol (v4.channel.k8s.io) cannot close stdin, so the size says when to stop.
 - PACK_DIR: `PACK_DIR <dir>`: writes a gzip tar of the directory's contents to stdout.
 - VERSIONS: prints JSON {distribution: version or null} of the serving stack's Python packages.
+- READ_TRACE: the frontend's request-trace lines written since a byte offset.
 """
 
 from __future__ import annotations
@@ -117,6 +118,27 @@ for dist in %DISTS%:
         out[dist] = None
 print(json.dumps(out))
 '''.replace("%DISTS%", repr(VERSION_DISTRIBUTIONS))
+
+
+# `READ_TRACE <path> <offset>`: the frontend's request-trace lines (workloads.request_trace)
+# written since byte `offset`, whole lines only, after a first line {"end": <next offset>,
+# "size": <file size>}; a file shorter than `offset` (a restarted pod) is read from its start.
+READ_TRACE = r'''
+import json, os, sys
+path, offset = sys.argv[1], int(sys.argv[2])
+size = os.path.getsize(path) if os.path.exists(path) else 0
+if size < offset:
+    offset = 0
+data = b""
+if size > offset:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(size - offset)
+whole = data[:data.rfind(b"\n") + 1]
+sys.stdout.write(json.dumps({"end": offset + len(whole), "size": size}) + "\n")
+sys.stdout.flush()
+sys.stdout.buffer.write(whole)
+'''
 
 
 # The interpreter's name in each image: the AIPerf image's own Job specs run `python`

@@ -51,6 +51,7 @@ from workloads.targets.aws.k8s_outputs import (
     read_outputs,
 )
 from workloads.targets.aws.k8s_step import JobExecutor, JobSettings
+from workloads.targets.aws.k8s_trace import FrontendTraces
 from workloads.targets.aws.k8s_transfer import ResultsVolume
 from workloads.targets.base import Endpoints, TargetError
 
@@ -108,6 +109,7 @@ class AwsTarget:
         self.volume: ResultsVolume | None = None
         self.stopped: str | None = None
         self.stop_errors: list[str] = []
+        self.traces = FrontendTraces(self.kube, self.namespace)
         # GPU KV capacity of the workers that offload (pre-flight), for the overflow probe.
         self.offload_capacity = sum(
             tokens * w.replicas for w, tokens in zip(stack.serving.workers,
@@ -284,6 +286,11 @@ class AwsTarget:
                       if n.get("instanceType")],
             "cleanup_errors": self.stop_errors,
         }
+
+    def request_trace(self, since_ms: float, until_ms: float) -> list[str]:
+        """The frontend pods' records of the requests received within the window."""
+        return self.traces.read(self._pods_of(k8s_graph.frontend_components(self.dgd)),
+                                since_ms, until_ms)
 
     def step_executor(self) -> JobExecutor:
         if self.placement is None or self.volume is None:
