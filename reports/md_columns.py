@@ -33,8 +33,9 @@ SHORT = {
                             "aggregated_ttft_p50_ms", "disaggregated_ttft_p50_ms",
                             "ttft_p50_delta_ms", "aggregated_tps", "disaggregated_tps",
                             f"aggregated {REQUESTS}", f"disaggregated {REQUESTS}"],
-    "multi_turn": ["stack", "turn", FLAG, REQUESTS, "ttft_p50_ms", "ttft_p99_ms",
-                   "usage_hit_rate", "server_hit_rate", "same_worker_share",
+    # the router's question: the hit rate beside where the turns went and what chance gives
+    "multi_turn": ["stack", "turn", FLAG, REQUESTS, "ttft_p50_ms", "usage_hit_rate",
+                   "server_hit_rate", "same_worker_share", "chance_same_worker",
                    "conversation_latency_p50_ms"],
     "sequence_distribution": ["stack", "distribution", FLAG, REQUESTS, "requested_isl_mean",
                               "actual_isl_mean", "requested_osl_mean", "actual_osl_mean",

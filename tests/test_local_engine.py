@@ -20,8 +20,11 @@ pytestmark = [pytest.mark.engine, needs_engine]
 # vLLM-only prefix counters (the mocker has none), not Prometheus' own `up` (checked by the
 # Prometheus test).
 NOT_LOCAL = {*metrics.DCGM, *metrics.VLLM_ENGINE_ONLY, metrics.SCRAPE_UP}
+# every metric-name constant of the catalogue (a metric name is [a-zA-Z_:][a-zA-Z0-9_:]*, which
+# leaves out its other constants, such as the request trace's file path)
 DYNAMO_NAMES = sorted(v for k, v in vars(metrics).items()
-                      if k.isupper() and isinstance(v, str) and v not in NOT_LOCAL)
+                      if k.isupper() and isinstance(v, str) and v not in NOT_LOCAL
+                      and re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", v))
 
 
 def _start(tmp_path, name: str, **stack_kw) -> LocalTarget:

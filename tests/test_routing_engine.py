@@ -25,7 +25,7 @@ import pytest
 import yaml
 from engine_support import REPO, needs_engine, read_manifest, runner_cmd, runner_env
 
-from reports.ablation import NO_DIFFERENCE
+from reports.ablation import AFFINITY_OVER_CHANCE, MIN_PLACEMENT_DELTA, NO_DIFFERENCE
 from reports.build import build_report
 from stacks.loader import STACKS_DIR
 from stacks.workload_config import MultiTurn
@@ -121,14 +121,27 @@ def test_the_kv_router_raises_hit_rate_and_same_worker_share(shipped):
 
 
 def test_a_lockstep_workload_is_flagged_not_reported(lockstep):
+    """Lockstep is a matter of timing: on an idle machine the early demo's workload (4
+    conversations, equal lengths, no pauses, 2 workers) moves in lockstep and round-robin keeps
+    each conversation on its worker; on busy cores jitter breaks it. Either way the check must
+    say what the placement shows: lockstep -> NO MEASURABLE DIFFERENCE with the cause, never a
+    finding; lockstep broken -> the router's measured gain, with no affinity claimed."""
     _, report = lockstep
     rr, kv = (_step(report, s) for s in PAIR)
     row = report.tables["ablation"].iloc[0]
-    assert row["verdict"] == NO_DIFFERENCE, (rr["server_hit_rate"], kv["server_hit_rate"],
-                                             rr["same_worker_share"], kv["same_worker_share"])
+    seen = (rr["server_hit_rate"], kv["server_hit_rate"], rr["same_worker_share"],
+            kv["same_worker_share"])
+    lockstep_happened = rr["same_worker_share"] >= rr["chance_same_worker"] + \
+        AFFINITY_OVER_CHANCE and rr["same_worker_share"] >= kv["same_worker_share"] - \
+        MIN_PLACEMENT_DELTA
+    md = (report.out_dir / "report.md").read_text()
+    warnings = md.split("**Warnings**", 1)[1].split("## Stacks", 1)[0]
+    if not lockstep_happened:
+        assert "accidental session affinity" not in str(row["likely_cause"]), seen
+        assert "accidental session affinity" not in warnings, seen
+        return
+    assert row["verdict"] == NO_DIFFERENCE, seen
     # round-robin kept conversations on their workers by accident, as much as the router did
     assert "accidental session affinity" in row["likely_cause"]
     assert "4 conversations are a multiple of the 2 workers" in row["likely_cause"]
-    md = (report.out_dir / "report.md").read_text()
-    warnings = md.split("**Warnings**", 1)[1].split("## Stacks", 1)[0]
     assert "no measurable difference" in warnings and "accidental session affinity" in warnings

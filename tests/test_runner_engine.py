@@ -36,7 +36,10 @@ TINY = {
     "warmupRequests": 2,
     "errorRateThreshold": 0.0,
     "concurrencySweep": {"quick": {"concurrencies": [2], "durationS": 3, "isl": 512, "osl": 16}},
-    "multiTurn": {"quick": {"conversations": 2, "durationS": 4, "isl": 128, "osl": 8}},
+    # short pauses: this run checks the turn records, not think time, and 5 turns must fit in
+    # the step on 2 busy cores
+    "multiTurn": {"quick": {"conversations": 2, "durationS": 6, "isl": 128, "osl": 8,
+                            "turnDelayMs": 20}},
     "sequenceDistributions": {"quick": {"requests": 24, "islMax": 1024, "oslMin": 8,
                                         "oslMax": 48, "concurrency": 4}},
     "prefixCache": {"shares": [0.0, 0.5, 1.0], "quick": {"requests": 8, "osl": 8,
