@@ -28,7 +28,7 @@ from components.conventions import (
     MODEL_CACHE_PVC,
     NODE_GROUP_LABEL,
 )
-from stacks import metrics
+from stacks import frontend_trace
 from stacks.catalog import INSTANCE_TYPES, InstanceType
 from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re-exported
     DGD_API_VERSION,
@@ -117,7 +117,7 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             # plus its record of every request: the runner reads it after each step (routing
             # evidence: which worker, how many cached tokens; workloads.request_trace)
             "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1",
-                         **metrics.request_trace_env(metrics.REQUEST_TRACE_POD_PATH)}),
+                         **frontend_trace.request_trace_env(frontend_trace.REQUEST_TRACE_POD_PATH)}),
             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
             "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT,
                               "readOnly": True}],

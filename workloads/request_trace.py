@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from stacks import metrics
+from stacks import frontend_trace
 from workloads.routing_evidence import request_of, requests, summary
 
 STEP_FILE = "request_trace.jsonl"    # the step's records, verbatim lines, in its folder
@@ -39,7 +39,7 @@ SOURCE = "Dynamo frontend request trace (DYN_REQUEST_TRACE, jsonl sink)"
 
 def frontend_env(path: str) -> dict[str, str]:
     """Env of the frontend process that turns the request trace on, writing to `path`."""
-    return metrics.request_trace_env(path)
+    return frontend_trace.request_trace_env(path)
 
 
 def lines_in_window(lines: Iterable[str], since_ms: float, until_ms: float) -> list[str]:
