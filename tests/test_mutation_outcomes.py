@@ -328,3 +328,32 @@ def test_left_out_names_each_flagged_row_once():
     assert left_out(frame[frame["usable"].eq(True)], "x") == ""
     assert left_out(frame.drop(columns="usable"), "x") == ""
     assert left_out(frame.iloc[0:0], "x") == "" and left_out(None, "x") == ""
+
+
+def test_judge_lists_every_reason():
+    out = judge(_step(completed=7, failed=2, truncated=1, recorded_status=None), 0.01)
+    assert out["status_reasons"] == (
+        "error rate 20.00% > threshold 1.00%; 1 truncated stream(s) of 10 requests (the server "
+        "ended them short of a whole answer)")
+    # a truncated stream alone fails a step the record called complete
+    assert judge(_step(completed=9, truncated=1), 0.5)["status"] == "failed"
+    both = judge(_step(achieved_concurrency=1.0, client_cpu_cores_mean=1.9), 0.01)
+    assert both["client_bound_reasons"] == ("achieved concurrency 1.00 < 90% of requested 4; "
+                                            "AIPerf used 1.90 of 2 cores on average")
+    assert both["step_flag"] == "CLIENT-BOUND: " + both["client_bound_reasons"]
+
+
+def test_judge_steps_of_no_step_still_has_the_flag_columns():
+    judged = judge_steps(pd.DataFrame(columns=["stack", "attempted"]), {})
+    assert judged.empty and all(c in judged.columns for c in
+                                ["status", "status_reasons", "client_bound",
+                                 "client_bound_reasons", "usable", "step_flag"])
+
+
+def test_records_without_metrics_and_with_errors():
+    rec = {"metadata": {"conversation_id": "s1", "turn_index": 0, "was_cancelled": True},
+           "error": {"code": 499, "type": "Cancelled", "message": "grace period over"}}
+    (row,) = results.request_lengths([rec], ROWS)
+    assert (row["cancelled"], row["error"], row["ttft_ms"], row["output_tokens"]) == (
+        True, {"code": 499, "type": "Cancelled", "message": "grace period over"}, None, None)
+    assert results.concurrency_of_spans([(0, 9), (1, 9), (2, 9), (3, 9)], -1) is None

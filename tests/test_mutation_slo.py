@@ -329,3 +329,58 @@ def test_mark_best_takes_only_measured_rows_meeting_the_sla():
             for kind, tps, ok in [(MEASUREMENT, 10.0, True), (MEASUREMENT, 30.0, False),
                                   (REHEARSAL_ROW, 20.0, True), (PUBLISHED_LABEL, 99.0, True)]]
     assert mark_best(pd.DataFrame(rows))["best_point"].tolist() == [False, False, True, False]
+
+
+def test_more_slo_edges():
+    with pytest.raises(ValueError) as err:
+        parse_slo("a:ttft_ms=5=6")
+    assert str(err.value) == "SLO 'a:ttft_ms=5=6': 'ttft_ms' needs a number, got '5=6'"
+    # p50 of [40, 60] is exactly 50 (a p51 would be 50.2): below a bound of 50.1
+    step = pd.Series({"ttft_p50_ms": 100.0, "itl_p50_ms": 10.0, "usable": True})
+    speeds = pd.DataFrame({"tok_s_per_user": [40.0, 60.0]})
+    assert step_meets(step, speeds, Slo("s", 5000, 50.1)) is False
+    assert step_meets(step, speeds, Slo("s", 5000, 50.0)) is True
+
+
+def test_no_step_meeting_the_slo_leaves_no_best_point():
+    steps, requests = _goodput_inputs()
+    out = goodput(steps, requests, (Slo("impossible", ttft_ms=1.0),))
+    assert not out["best_point"].any()
+    assert all(math.isnan(v) for v in out["best_output_tok_s_per_gpu"])
+
+
+def test_sla_rows_carry_the_steps_own_record():
+    from reports.sla import _float
+    assert math.isnan(_float(pd.NA)) and math.isnan(_float(None)) and _float(3) == 3.0
+    steps, requests = _trace_steps()
+    steps = steps.assign(step_flag=["", "FAILED: x", "", ""], usable=[True, False, True, True],
+                         requested_rows=[3, 4, 5, 6], clipped_over_context=[0, 2, 0, 0])
+    sla = sla_table(steps, requests, {"agg-m": _info()})
+    measured = sla[sla["row_kind"] == MEASUREMENT].set_index("step")
+    # a step recorded before cache states were: "unknown", not blank
+    from reports.sla import _measured_row
+    row = _measured_row(steps.iloc[0].drop("cache"), requests.iloc[0:0], _info(), "p50", SLA)
+    assert row["cache"] == "unknown"
+    c11 = measured.loc["c11"]
+    assert (c11["step_flag"], bool(c11["usable"]), bool(c11["meets_sla"])) == \
+        ("FAILED: x", False, False)
+    assert (c11["requested_rows"], c11["clipped_over_context"]) == (4, 2)
+    assert measured.loc["c16", "step_flag"] == ""
+    # the ITL bound of the SLO reaches sla.csv's verdict (p50 ITL 12 ms)
+    tight = sla_table(steps, requests, {"agg-m": _info()}, slo=Slo("t", 5000, itl_ms=10))
+    assert not tight["meets_sla"].fillna(False).any()
+    loose = sla_table(steps, requests, {"agg-m": _info()}, slo=Slo("t", 5000, itl_ms=12))
+    assert loose["meets_sla"].fillna(False).sum() == 1          # c16 (c11 is unusable)
+
+
+def test_a_trace_step_without_requests_and_a_models_own_speed():
+    steps, requests = _trace_steps()
+    sla = sla_table(steps, requests[requests["step"] != "c16"], {"agg-m": _info()})
+    c16 = sla[sla["step"] == "c16"].iloc[0]
+    assert math.isnan(c16["user_tok_s"]) and c16["meets_sla"] is False
+    kexaone = StackInfo(**{**_info().__dict__, "model": K_EXAONE})
+    e2e = sla_table(steps, requests, {"agg-m": kexaone})
+    assert e2e.iloc[0]["user_speed_definition"] == \
+        "e2e: end-to-end: mean OSL / (TTFT p50 + mean OSL x ITL p50)"
+    # mean OSL 100 / (0.3 s + 100 x 0.012 s) = 66.7 tok/s
+    assert e2e.iloc[0]["user_tok_s"] == pytest.approx(100 / 1.5)

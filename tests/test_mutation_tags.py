@@ -231,4 +231,14 @@ def test_resource_classes_come_from_the_pulumi_sdks():
     from components.tags import _resource_class
     assert _resource_class("aws:ec2/vpc:Vpc") is pulumi_aws.ec2.Vpc
     assert _resource_class("eks:index:Cluster") is pulumi_eks.Cluster
-    assert _resource_class("aws:ec2/vpc:get_vpc") is None
+    # uncached (is_taggable caches): every way a token names no SDK class
+    for token in ("aws:ec2/vpc:get_vpc", "aws:ec2/vpc:NoSuchClass", "aws:nosuchmodule/x:Thing",
+                  "kubernetes:core/v1:Pod", "nonsense", "aws:ec2:Vpc:extra"):
+        assert _resource_class(token) is None, token
+
+
+def test_a_reserved_key_does_not_hide_the_next_keys_problem():
+    assert _extra(project="x", **{"bad#": "v"}) == [
+        Problem(F + "tags.extra.project", "tag 'project' is reserved (dynamo-bench sets it)",
+                "use another key"),
+        Problem(F + "tags.extra.bad#", f"the key contains '#'; AWS allows {CHARS}", RULES)]
