@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
 
-.PHONY: venv engine demo test lint check bench bench-reports clean
+.PHONY: venv engine demo test lint check bench bench-reports mutate clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt
@@ -61,5 +61,16 @@ bench: venv engine
 bench-reports: venv
 	$(BIN)/python -m reports.bench --requests 100000
 
+# Mutation testing of the modules that produce figures and decisions (tests/mutation/): a
+# measurement with its own tool, not part of `make test`. `make mutate MUTATE_ARGS="--only slo"`
+# runs one group. Prints a score per module, the surviving mutants and the planted bugs.
+MUTATE_STAMP := $(VENV)/.mutate-installed
+$(MUTATE_STAMP): requirements-mutate.txt $(STAMP)
+	$(BIN)/pip install -q -r requirements-mutate.txt
+	touch $@
+
+mutate: venv $(MUTATE_STAMP)
+	$(BIN)/python tests/mutation/run.py $(MUTATE_ARGS)
+
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache .mutmut

@@ -13,3 +13,31 @@ import os
 from stacks.eks_versions import AS_OF_ENV, CATALOGUE_DATE
 
 os.environ[AS_OF_ENV] = CATALOGUE_DATE.isoformat()
+
+
+# --- what the `engine` and `prometheus` markers require ----------------------------------------
+# A test that starts the local Dynamo engine carries `@pytest.mark.engine`, one that starts
+# Prometheus (or runs promtool) `@pytest.mark.prometheus`; the marker alone says what it needs.
+# Missing, a local run skips it with the fix; in CI (CI=true, which .ci/run sets) the run fails,
+# so a machine without the engine or Prometheus never goes green on the tests that need them.
+# tests/test_test_hygiene.py checks every test that starts one carries its marker.
+
+def _missing_for(marker: str) -> str | None:
+    from engine_support import missing_engine, missing_prometheus
+    return {"engine": missing_engine, "prometheus": missing_prometheus}[marker]()
+
+
+def pytest_runtest_setup(item) -> None:
+    import pytest
+    from engine_support import IN_CI
+
+    for marker in ("engine", "prometheus"):
+        if item.get_closest_marker(marker) is None:
+            continue
+        missing = _missing_for(marker)
+        if missing is None:
+            continue
+        if IN_CI:
+            pytest.fail(f"CI run: {missing}; a `{marker}` test must run in CI, not skip",
+                        pytrace=False)
+        pytest.skip(missing)

@@ -308,7 +308,13 @@ def test_executor_needs_a_started_target(tmp_path):
     d = deploy(tmp_path, "agg-a100")
     with pytest.raises(TargetError, match="not started"):
         aws_target(d, tmp_path).step_executor()
-    assert JobExecutor
+    started = aws_target(d, tmp_path)
+    started.start()
+    executor = started.step_executor()
+    # the executor runs this run's Jobs on the placement and volume the start found
+    assert isinstance(executor, JobExecutor)
+    assert (executor.s.stack, executor.s.run_id) == ("agg-a100", "run-1")
+    assert executor.volume is started.volume and executor.s.placement == started.placement
 
 
 def test_the_graph_status_the_target_reads_is_the_crds(tmp_path):

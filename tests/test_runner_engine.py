@@ -7,10 +7,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 from engine_support import (
     REPO,
@@ -27,7 +27,9 @@ from engine_support import (
 )
 from scipy import stats
 
+from stacks.metrics import FRONTEND_OUTPUT_TOKENS
 from workloads import datasets as ds
+from workloads.attest_parse import metric_sum, parse_prometheus
 from workloads.targets.processes import pid_alive
 
 pytestmark = [pytest.mark.engine, needs_engine]
@@ -163,6 +165,12 @@ def test_every_started_process_is_gone(tiny_run):
     assert [p for p in pids if pid_alive(p) or alive_in_group(p)] == []
 
 
+def _output_tokens(metrics_url: str) -> float:
+    """Output tokens the frontend has streamed so far."""
+    samples = parse_prometheus(httpx.get(metrics_url, timeout=10).text)
+    return metric_sum(samples, (FRONTEND_OUTPUT_TOKENS,)) or 0.0
+
+
 def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_path):
     stack = write_stack(tmp_path / "stacks", "t-kill",
                         workers=[{"role": "worker", "replicas": 1}], router="round-robin",
@@ -181,7 +189,11 @@ def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_p
                  in step_log.read_text(), 240, "AIPerf to start profiling")
         m = read_manifest(run_dir)
         mocker = next(p for p in m["target_info"]["processes"] if p["name"] == "worker-0")
-        time.sleep(2)   # load flowing, then the worker dies under it
+        # load flowing (the frontend streams profiling tokens), then the worker dies under it
+        frontend = m["endpoints"]["metrics"]["frontend"]
+        at_start = _output_tokens(frontend)
+        wait_for(lambda: _output_tokens(frontend) >= at_start + 64, 60,
+                 "the profiling load to stream tokens")
         os.kill(mocker["pid"], signal.SIGKILL)
         assert proc.wait(timeout=240) == 1
     finally:
