@@ -254,6 +254,20 @@ class WorkloadsConfig(_Model):
         """Enabled workloads by their config name (snake_case), in plan order."""
         return {n: getattr(self, n) for n in WORKLOAD_NAMES if getattr(self, n).enabled}
 
+    def restricted_to(self, only: list[str], stack: str) -> WorkloadsConfig:
+        """These workloads with every enabled one not in `only` switched off (what a run
+        limited to `only` runs, for the estimator); an unknown or disabled name is refused."""
+        unknown = [w for w in only if w not in WORKLOAD_NAMES]
+        if unknown:
+            raise ValueError(f"unknown workload(s) {unknown}: use {', '.join(WORKLOAD_NAMES)}")
+        enabled = self.enabled()
+        disabled = [w for w in only if w not in enabled]
+        if disabled:
+            raise ValueError(f"workload(s) {disabled} are disabled in stack '{stack}': "
+                             "set enabled: true under dynamo-bench:workloads")
+        return self.model_copy(update={n: getattr(self, n).model_copy(update={"enabled": False})
+                                       for n in enabled if n not in only})
+
 
 WORKLOAD_NAMES = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
                   "trace_replay")

@@ -119,6 +119,11 @@ def campaign(
                                              "<variant>.<base> it runs; for `local`, every "
                                              "local stack)."),
         scale: Scale = _SCALE,
+        only: list[str] = typer.Option(
+            None, "--only", metavar="[STACK:]WORKLOAD",
+            help="Run only this workload: in every variant (WORKLOAD), or in one variant "
+            "(STACK:WORKLOAD, e.g. local-agg-kv:multi_turn); repeat the option for several. A "
+            "variant not named runs every workload it enables."),
         run_id: str = typer.Option(None, "--run-id", callback=_run_id,
                                    help="Resume this campaign, a plain folder name (default: "
                                    "a new UTC timestamp); each run is runs/<stack>/<run-id>."),
@@ -150,8 +155,9 @@ def campaign(
     """
     from workloads.campaign.run import CampaignOptions, CampaignRefused, run_campaign
 
-    opts = CampaignOptions(base=base, variants=variants or [], scale=scale, run_id=run_id,
-                           runs_dir=runs_dir, stacks_dir=stacks_dir, backend_url=backend_url,
+    opts = CampaignOptions(base=base, variants=variants or [], scale=scale, only=only or [],
+                           run_id=run_id, runs_dir=runs_dir, stacks_dir=stacks_dir,
+                           backend_url=backend_url,
                            destroy_base=destroy_base, dry_run=dry_run,
                            show_progress=not no_progress)
     try:

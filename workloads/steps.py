@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from stacks.estimate import workload_steps_seconds
 from stacks.schema import StackConfig
 from stacks.trace_checks import engine_block_size
-from stacks.workload_config import Scale, WorkloadsConfig, restarts_before
+from stacks.workload_config import WORKLOAD_NAMES, Scale, WorkloadsConfig, restarts_before
 from workloads import datasets as ds
 from workloads.trace_replay import replay_steps
 
-WORKLOADS = ("concurrency_sweep", "multi_turn", "sequence_distributions", "prefix_cache",
-             "trace_replay")
+WORKLOADS = WORKLOAD_NAMES
 
 # Duration-bounded steps need enough distinct rows that AIPerf never wraps around (a wrapped
 # row is a repeated prompt, i.e. a prefix-cache hit the workload did not ask for). Rows are
@@ -159,13 +158,7 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
     cfg: WorkloadsConfig = stack.workloads
     enabled = cfg.enabled()
     if only:
-        unknown = [w for w in only if w not in WORKLOADS]
-        if unknown:
-            raise ValueError(f"unknown workload(s) {unknown}: use {', '.join(WORKLOADS)}")
-        disabled = [w for w in only if w not in enabled]
-        if disabled:
-            raise ValueError(f"workload(s) {disabled} are disabled in stack '{stack.name}': "
-                             "set enabled: true under dynamo-bench:workloads")
+        cfg.restricted_to(only, stack.name)     # refuses an unknown or disabled name
     n_repeats = repeats if repeats is not None else cfg.repeats
     max_model_len = min(w.max_model_len for w in stack.serving.workers) if stack.serving \
         else None

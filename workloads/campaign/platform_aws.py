@@ -114,7 +114,8 @@ class AwsPlatform:
         return run(RunOptions(stack=slot["name"], scale=self.workload_scale, run_id=self.run_id,
                               runs_dir=self.runs_dir, stacks_dir=self.stacks_dir,
                               show_progress=self.show_progress, campaign=info,
-                              prompt_epoch=epoch, outputs=self.outputs[slot["name"]],
+                              prompt_epoch=epoch, only=slot.get("only"),
+                              outputs=self.outputs[slot["name"]],
                               clock=clock), self.console)
 
     def teardown(self, slot: dict, hand_over: bool) -> dict:

@@ -86,7 +86,8 @@ class LocalPlatform:
         return run(RunOptions(stack=slot["name"], scale=self.workload_scale, run_id=self.run_id,
                               runs_dir=self.runs_dir, stacks_dir=self.stacks_dir,
                               hf_home=self.hf_home, show_progress=self.show_progress,
-                              campaign=info, prompt_epoch=epoch, target=self.target),
+                              campaign=info, prompt_epoch=epoch, only=slot.get("only"),
+                              target=self.target),
                    self.console)
 
     def teardown(self, slot: dict, hand_over: bool) -> dict:

@@ -28,7 +28,8 @@ from stacks.loader import (
 )
 from stacks.preflight import require_valid
 from stacks.schedule import gpu_groups
-from stacks.workload_config import Scale
+from stacks.schema import StackConfig
+from stacks.workload_config import WORKLOAD_NAMES, Scale
 from workloads.campaign.automation import PulumiStacks
 from workloads.campaign.engine import Campaign
 from workloads.campaign.identity import local_same_workers, rendered_same_workers
@@ -52,6 +53,9 @@ class CampaignOptions:
 
     base: str
     variants: list[str] = field(default_factory=list)
+    # `--only`: a workload (every variant runs only the named ones) or `stack:workload` (that
+    # variant only); a variant not named keeps all its enabled workloads
+    only: list[str] = field(default_factory=list)
     dry_run: bool = False
     destroy_base: bool = False
     backend_url: str | None = None          # Pulumi's state backend (default: a local one)
@@ -71,6 +75,45 @@ class CampaignResult:
     measured: dict | None = None
 
 
+def only_by_variant(specs: list[str], names: list[str]) -> dict[str, list[str] | None]:
+    """The workloads each variant runs under `--only` (None: all it enables), in plan order."""
+    chosen: dict[str, set[str]] = {}
+    problems = []
+    for spec in specs:
+        stack, _, workload = spec.rpartition(":")
+        if stack and stack not in names:
+            problems.append(f"--only {spec}: {stack} is not a variant of this campaign "
+                            f"({', '.join(names)})")
+        elif workload not in WORKLOAD_NAMES:
+            problems.append(f"--only {spec}: no workload '{workload}': use one of "
+                            f"{', '.join(WORKLOAD_NAMES)}, or <stack>:<workload>")
+        else:
+            for n in [stack] if stack else names:
+                chosen.setdefault(n, set()).add(workload)
+    if problems:
+        raise CampaignRefused("\n".join(problems))
+    return {n: [w for w in WORKLOAD_NAMES if w in chosen[n]] if n in chosen else None
+            for n in names}
+
+
+def _restricted(stack: StackConfig, only: list[str] | None) -> StackConfig:
+    """The variant as the campaign runs it: only its `--only` workloads enabled (what the
+    forecast and the schedule's restarts count); refused when one is disabled in the stack."""
+    if not only:
+        return stack
+    try:
+        return stack.model_copy(update={"workloads": stack.workloads.restricted_to(
+            only, stack.name)})
+    except ValueError as exc:
+        raise CampaignRefused(f"--only: {exc}") from None
+
+
+def _with_only(plan: dict, only: dict[str, list[str] | None]) -> dict:
+    for s in plan["slots"]:
+        s["only"] = only[s["name"]]
+    return plan
+
+
 def _validated(names: list[str], stacks_dir: Path) -> dict:
     reports, problems = {}, []
     for n in names:
@@ -87,17 +130,19 @@ def plan_local(opts: CampaignOptions) -> tuple[dict, dict]:
     names = opts.variants or [n for n in all_stack_names(opts.stacks_dir)
                               if _is_local(n, opts.stacks_dir)]
     reports = _validated(names, opts.stacks_dir)
-    stacks = [reports[n].stack for n in names]
-    off = [s.name for s in stacks if s.target != "local" or s.serving is None]
+    off = [n for n in names if reports[n].stack.target != "local"
+           or reports[n].stack.serving is None]
     if off:
         raise CampaignRefused(f"{', '.join(off)}: not local stacks that serve; a local "
                               "campaign runs target: local stacks only")
+    only = only_by_variant(opts.only, names)
+    stacks = [_restricted(reports[n].stack, only[n]) for n in names]
     from workloads.campaign.platform_local import LocalPlatform
 
     argvs = LocalPlatform(reports, run_id="", runs_dir=opts.runs_dir,
                           stacks_dir=opts.stacks_dir, hf_home=opts.hf_home, workdir=Path("."),
                           scale=opts.scale, show_progress=False, console=Console()).argvs
-    return local_plan(stacks, local_same_workers(argvs), opts.scale), reports
+    return _with_only(local_plan(stacks, local_same_workers(argvs), opts.scale), only), reports
 
 
 def _is_local(name: str, stacks_dir: Path) -> bool:
@@ -120,13 +165,14 @@ def plan_aws(opts: CampaignOptions) -> tuple[dict, dict]:
     strays = [n for n in names if reports[n].stack.cluster.attach_to != base.name]
     if strays:
         raise CampaignRefused(f"{', '.join(strays)} do not attach to {base.name}")
-    variants = [reports[n].stack for n in names]
+    only = only_by_variant(opts.only, names)
+    variants = [_restricted(reports[n].stack, only[n]) for n in names]
     c = base_campaign(base, variants, opts.scale, on=today(),
                       same=rendered_same_workers(base))
     problems = budget_problems(c)
     if problems:
         raise CampaignRefused("\n".join(map(str, problems)))
-    return aws_plan(c, opts.scale), reports
+    return _with_only(aws_plan(c, opts.scale), only), reports
 
 
 def _attached(name: str, base: str, stacks_dir: Path) -> bool:
@@ -139,13 +185,15 @@ def _attached(name: str, base: str, stacks_dir: Path) -> bool:
 def print_plan(plan: dict, console: Console) -> None:
     t = Table(title=f"campaign {plan['base']} ({plan['scale']} scale): the order it runs",
               title_justify="left")
-    for col in ("slot", "workers", "prompt epoch", "nodes", "cold restarts skipped"):
+    for col in ("slot", "workloads", "workers", "prompt epoch", "nodes",
+                "cold restarts skipped"):
         t.add_column(col)
     for s in plan["slots"]:
         workers = f"kept from {s['kept_from']}" if s["kept_from"] else "new"
         if s["hands_over_to"]:
             workers += f"; kept for {s['hands_over_to']}"
-        t.add_row(s["name"], workers, str(s["prompt_epoch"]),
+        t.add_row(s["name"], ", ".join(s.get("only") or ["all enabled"]), workers,
+                  str(s["prompt_epoch"]),
                   ", ".join(f"{n} x {g}" for g, n in s["nodes"].items()) or "-",
                   str(s["forecast"]["skipped_restarts"]))
     console.print(t)

@@ -23,6 +23,11 @@ HANDED_OVER = "handed over"        # torn down with its workers left to the next
 FAILED, INTERRUPTED, COMPLETE = "failed", "interrupted", "complete"
 
 
+def _chosen(plan: dict) -> tuple:
+    """What a resumed campaign must share with the record: variants, their --only, scale."""
+    return [(s["name"], s.get("only")) for s in plan["slots"]], plan["scale"]
+
+
 class CampaignState:
     def __init__(self, path: Path, data: dict):
         self.path, self.data = path, data
@@ -31,16 +36,14 @@ class CampaignState:
     @classmethod
     def open(cls, path: Path, plan: dict) -> CampaignState:
         """A new record for `plan` ({"base", "run_id", "scale", "slots": [...], "forecast"}),
-        or the existing one when it was made for the same slots and scale."""
+        or the existing one when it was made for the same slots, --only and scale."""
         if path.exists():
             data = json.loads(path.read_text())
-            same = ([s["name"] for s in data["plan"]["slots"]],
-                    data["plan"]["scale"]) == ([s["name"] for s in plan["slots"]], plan["scale"])
-            if not same:
+            if _chosen(data["plan"]) != _chosen(plan):
+                was = [s["name"] for s in data["plan"]["slots"]]
                 raise ValueError(f"campaign {path.parent.name} was planned with other "
-                                 f"variants or scale ({[s['name'] for s in data['plan']['slots']]}"
-                                 f", {data['plan']['scale']}): resume it with those, or use "
-                                 "a new --run-id")
+                                 f"variants, --only or scale ({was}, {data['plan']['scale']}): "
+                                 "resume it with those, or use a new --run-id")
             data["resumed"] = data.get("resumed", 0) + 1
         else:
             data = {"plan": plan, "created": now(), "resumed": 0, "status": "running",
