@@ -49,9 +49,13 @@ demo: venv engine
 	$(BIN)/python -m reports campaign runs/campaigns/local/$(DEMO_RUN) --name demo
 	@echo "report: reports/out/demo/report.md, campaign: reports/out/demo/campaign.md"
 
+# Two pytest workers (pytest-xdist), each test file on one worker (its module fixtures, such as
+# an engine run, are made once): the engine tests wait on real time while the other worker
+# runs pure tests. `make test TEST_WORKERS=0` runs everything in one process.
+TEST_WORKERS ?= 2
 test: venv engine
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check .

@@ -13,17 +13,25 @@ Dynamo engine, and the ablation check on the result.
    with that cause, in its table and in the summary's warnings.
 
 Every routed request is checked against the frontend's own record of it (its request trace).
+
+Each pair runs as a local campaign (`workloads campaign local local-agg local-agg-kv --only
+multi_turn`), the path `make demo` takes: local-agg-kv keeps local-agg's mockers (the same
+processes) and only swaps the frontend, with re-seeded prompts and no worker restart; the
+timeline measures the mockers' billed time (one stretch over both runs) against the steps'
+load. The shipped pair checks that too.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from engine_support import REPO, needs_engine, read_manifest, runner_cmd, runner_env
+from engine_support import REPO, needs_engine, read_manifest, runner_env
 
 from reports.ablation import AFFINITY_OVER_CHANCE, MIN_PLACEMENT_DELTA, NO_DIFFERENCE
 from reports.build import build_report
@@ -47,7 +55,8 @@ LOCKSTEP = {**MultiTurn().quick, "conversations": 4, "osl": 64, "turnDelayMs": 0
 
 
 def _run_pair(root: Path, quick: dict | None) -> tuple[dict[str, Path], object]:
-    """Both stacks' multi-turn step (shipped files, or with these quick overrides), one report."""
+    """Both stacks' multi-turn step (shipped files, or with these quick overrides) as one local
+    campaign, and one report."""
     stacks = root / "stacks"
     stacks.mkdir(parents=True)
     for name in PAIR:
@@ -55,13 +64,13 @@ def _run_pair(root: Path, quick: dict | None) -> tuple[dict[str, Path], object]:
         if quick is not None:
             doc["config"]["dynamo-bench:workloads"] = {"multiTurn": {"quick": quick}}
         (stacks / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc))
-    runs = {}
-    for name in PAIR:
-        cmd = runner_cmd(name, stacks, root / "runs", "r1", "--only", "multi_turn")
-        out = subprocess.run(cmd, env=runner_env(root / "hf"), capture_output=True, text=True,
-                             timeout=600, cwd=REPO)
-        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-        runs[name] = root / "runs" / name / "r1"
+    cmd = [sys.executable, "-m", "workloads", "campaign", "local", *PAIR, "--only", "multi_turn",
+           "--scale", "quick", "--stacks-dir", str(stacks), "--runs-dir", str(root / "runs"),
+           "--run-id", "r1", "--no-progress"]
+    out = subprocess.run(cmd, env=runner_env(root / "hf"), capture_output=True, text=True,
+                         timeout=900, cwd=REPO)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    runs = {name: root / "runs" / name / "r1" for name in PAIR}
     report = build_report(list(runs.values()), root / "out", name="pair", with_compare=True)
     return runs, report
 
@@ -98,6 +107,46 @@ def test_every_request_is_in_the_frontends_own_records(shipped):
         assert set(mine["worker"]) == {"worker-0", "worker-1"}
         # each worker's own request counter agrees with the frontend's records of it
         assert (mine["prompts"] == mine["requests_counted"]).all()
+
+
+def test_the_campaign_kept_the_mockers_and_swapped_the_frontend(shipped):
+    runs, _ = shipped
+    state = json.loads((runs[PAIR[0]].parents[1] / "campaigns" / "local" / "r1" /
+                        "campaign.json").read_text())
+    assert state["status"] == "complete"
+    assert [s["name"] for s in state["plan"]["slots"]] == list(PAIR)
+    assert [s["only"] for s in state["plan"]["slots"]] == [["multi_turn"]] * 2
+    kept = state["slots"][PAIR[1]]["kept_workers"]
+    # the same two mocker processes served both runs
+    assert kept["kept"] is True and len(kept["after"]) == 2
+    assert kept["before"] == kept["after"]
+    rr, kv = (read_manifest(runs[s]) for s in PAIR)
+    pids = [{p["name"]: p["pid"] for p in m["attempts"][-1]["target"]["processes"]
+             if p["name"].startswith("worker")} for m in (rr, kv)]
+    assert pids[0] == pids[1] == {n: int(v) for n, v in kept["after"].items()}
+    frontends = [[p for p in m["attempts"][-1]["target"]["processes"]
+                  if p["name"].startswith("frontend")] for m in (rr, kv)]
+    assert frontends[1][-1]["pid"] != frontends[0][0]["pid"]   # a new frontend ...
+    assert kv["attempts"][-1]["target"]["router"] == "kv"      # ... with its router
+    swap = next(e for e in state["events"] if e["kind"] == "deploy" and e["slot"] == PAIR[1])
+    assert swap["adopt"] is True and swap["swap"]["frontend"]["router"] == "kv"
+    # the kept workers got new prompts for the same dataset, and only the selected workload
+    assert list(kv["steps"]) == list(rr["steps"]) == ["multi_turn/conv5"]
+    for step, rec in kv["steps"].items():
+        assert rec["status"] == "complete" and rec["cold"] is False
+        assert rec["seed"] != rr["steps"][step]["seed"]
+        assert rec["dataset"]["sha256"] == rr["steps"][step]["dataset"]["sha256"]
+    assert kv["attempts"][-1]["campaign"] == {"id": "r1", "base": "local",
+                                              "kept_from": PAIR[0], "prompt_epoch": 1}
+    # billed: one stretch of the imitated p4d over both runs (kept: no gap), loaded: steps
+    billing = [e for e in state["events"] if e["kind"] == "billing"]
+    assert [e["delta"] for e in billing] == [1, -1]
+    m = state["measured"]["groups"]["p4d"]
+    assert m["billed_gpu_hours"] > m["loaded_gpu_hours"] > 0
+    # every process of the campaign is gone once it ends
+    every = {p["pid"] for m in (rr, kv) for p in m["attempts"][-1]["target"]["processes"]}
+    assert not [pid for pid in every if Path(f"/proc/{pid}").exists()
+                and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]]
 
 
 def test_the_kv_router_raises_hit_rate_and_same_worker_share(shipped):

@@ -161,11 +161,7 @@ class LocalTarget:
                                   dict(os.environ), stdout_pipe=True)
         ports = self._read_broker_ports()
         self.env = engine_env(dict(os.environ), self.discovery_dir, ports, self.model.env)
-        self.http_port = free_port()
-        # the frontend's own record of every request (worker, cached tokens): routing evidence
-        self.frontend = self._start(
-            "frontend", frontend_argv(self.python, self.stack, self.http_port),
-            {**self.env, **request_trace.frontend_env(str(self.trace_path))})
+        self.frontend = self._start_frontend("frontend")
         self.system_ports = {s.name: free_port() for s in self.specs}
         self._start_workers()
         self._wait_ready()
@@ -197,14 +193,20 @@ class LocalTarget:
         old = self.frontend
         old.stop()
         self.stack = stack
-        self.http_port = free_port()
-        self.frontend = self._start(f"frontend-{stack.name}",
-                                    frontend_argv(self.python, stack, self.http_port), self.env)
+        self.frontend = self._start_frontend(f"frontend-{stack.name}")
         self._wait_ready()
         return {"kept_workers": {n: p.pid for n, p in self.workers.items()},
                 "frontend": {"stopped_pid": old.pid, "started_pid": self.frontend.pid,
                              "router": stack.serving.router.value},
                 "swap_s": round(time.monotonic() - t0, 3)}
+
+    def _start_frontend(self, name: str) -> ManagedProcess:
+        """The current stack's frontend on a new port, writing the frontend's own record of
+        every request (worker, cached tokens) to the request trace: the routing evidence, for
+        a swapped-in frontend too."""
+        self.http_port = free_port()
+        return self._start(name, frontend_argv(self.python, self.stack, self.http_port),
+                           {**self.env, **request_trace.frontend_env(str(self.trace_path))})
 
     def stop(self) -> None:
         for proc in [*self.workers.values(), self.frontend, self.broker]:
