@@ -13,6 +13,7 @@ from stack_variants import edit, variant_config
 from stacks.estimate import (
     HourlyCost,
     add_storage_and_network,
+    checkpoint_read_seconds,
     cluster_hourly_cost,
     cold_restart_seconds,
     cold_restarts,
@@ -24,6 +25,8 @@ from stacks.estimate import (
     node_cost_lines,
     nodes_occupied,
     planned_hours,
+    repeat_load_seconds,
+    replay_seconds,
     restart_seconds,
     workload_steps_seconds,
 )
@@ -31,6 +34,7 @@ from stacks.forecast import gpus_loaded, plan_campaigns, standalone_campaign
 from stacks.loader import load_stack, parse_config
 from stacks.schema import ComputeMode
 from stacks.service_prices import AUTO_MODE_FEE
+from stacks.workload_config import TraceReplay
 
 P4D, M7I_4XL = 21.957642, 0.8064
 # EKS 1.35 (the shipped stacks') leaves standard support on 2027-03-27: extended on this day
@@ -217,6 +221,7 @@ def test_a_stack_that_serves_nothing_takes_no_load_time():
     base = load_stack("base-a100")
     assert (estimated_load_seconds(base), model_load_seconds(base), restart_seconds(base)) == \
         (0.0, 0.0, 0.0)
+    assert (checkpoint_read_seconds(base), repeat_load_seconds(base)) == (0.0, 0.0)
     assert gpus_loaded(base) == 0
     run = standalone_campaign(base).runs[0]
     assert (run.steps_s, run.restarts, run.gpus_loaded, run.model_load_s) == ({}, 0, 0, 0.0)
@@ -237,3 +242,69 @@ def test_plan_campaigns_keeps_going_after_a_standalone():
     assert quick.runs[0].restarts == 2
     full = plan_campaigns([stack], {}, [])[0]
     assert full.runs[0].restarts == 5
+
+
+def test_a_standalone_campaign_flags_a_setup_shorter_than_the_load():
+    # the forecast plans for the whole startup budget: 61 min = 3660 s > setupHours 1 h
+    short = _stack("agg-a100-standalone", serving__startupBudgetMinutes=61,
+                   cost__setupHours=1.0)
+    run = standalone_campaign(short).runs[0]
+    assert run.warning == ("cost.setupHours 1 h is shorter than the assumed model load 61 min: "
+                           "raise it")
+    assert (run.startup_s, run.model_load_s) == (0.0, 3660.0)
+    # a budget exactly as long as the load (30 min = 0.5 h) leaves no start-up and no warning
+    exact = _stack("agg-a100-standalone", serving__startupBudgetMinutes=30,
+                   cost__setupHours=0.5)
+    run = standalone_campaign(exact).runs[0]
+    assert (run.warning, run.startup_s, run.model_load_s) == ("", 0.0, 1800.0)
+
+
+def test_the_forecast_date_prices_every_campaigns_control_plane():
+    lone, variant = load_stack("agg-a100-standalone"), load_stack("agg-a100")
+    assert EXTENDED_LABEL in standalone_campaign(lone, on=EXTENDED_DAY).hourly.lines
+    alone, based = plan_campaigns([lone, variant], {"base-a100": load_stack("base-a100")}, [],
+                                  on=EXTENDED_DAY)
+    assert alone.hourly.lines[EXTENDED_LABEL] == 0.60
+    assert based.shared.lines[EXTENDED_LABEL] == 0.60
+    # without a date the standard rate
+    assert standalone_campaign(lone).hourly.lines["EKS control plane"] == 0.10
+
+
+def test_a_variant_is_refused_as_a_standalone_campaign():
+    with pytest.raises(ValueError) as err:
+        standalone_campaign(load_stack("agg-a100"))
+    assert str(err.value) == ("agg-a100 is attached to base-a100: plan it with its base "
+                              "(base_campaign)")
+
+
+# A user trace of 3 rows: arrivals at 1 s, 2 s and 5 s of trace time, outputs 10, 20, 60 tokens.
+TRACE = "".join(f'{{"timestamp": {t}, "input_length": 100, "output_length": {o}, '
+                f'"hash_ids": [{i}]}}\n' for i, (t, o) in enumerate(((1000, 10), (2000, 20),
+                                                                      (5000, 60))))
+
+
+def test_a_replayed_trace_step_lasts_its_span_or_its_capped_decode(tmp_path):
+    trace = tmp_path / "mine.jsonl"
+    trace.write_text(TRACE)
+    stack = _stack("agg-a100", workloads={
+        "traceReplay": {"enabled": True, "source": "file", "file": str(trace), "speedUp": 2,
+                        "concurrencies": [1, 4], "warmPass": True}})
+    # span (5000 - 1000) ms / 1000 / speed-up 2 = 2.0 s; mean output 30 tokens at the assumed
+    # 25 ms ITL = 0.75 s per request, and the last request's decode (0.75 s) comes on top.
+    # cap 1: 3 requests one after another, 3 x 0.75 = 2.25 s > the span -> 2.25 + 0.75 = 3.0
+    # cap 4: all in flight at once -> the span, 2.0 + 0.75 = 2.75; +10 s AIPerf per step
+    steps = workload_steps_seconds(stack, "full")
+    assert {k: v for k, v in steps.items() if k.startswith("trace_replay/")} == pytest.approx(
+        {"trace_replay/c1": 13.0, "trace_replay/c1-warm": 13.0,
+         "trace_replay/c4": 12.75, "trace_replay/c4-warm": 12.75})
+
+
+def test_a_trace_that_cannot_be_read_or_an_empty_window_takes_no_time(tmp_path):
+    # pre-flight refuses both; the estimate must not invent a duration meanwhile
+    missing = TraceReplay(enabled=True, source="file", file=str(tmp_path / "absent.jsonl"))
+    assert replay_seconds(missing, 4, 25.0) == 0.0
+    trace = tmp_path / "mine.jsonl"
+    trace.write_text(TRACE)
+    past_the_end = TraceReplay(enabled=True, source="file", file=str(trace),
+                               window_start_s=60.0)
+    assert replay_seconds(past_the_end, 4, 25.0) == 0.0

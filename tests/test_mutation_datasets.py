@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from statistics import NormalDist
 
 import pytest
 
@@ -134,6 +135,32 @@ def test_multi_turn_rows_by_hand():
         {"session_id": "conv-00001", "input_length": 600, "output_length": 8,
          "hash_ids": [9, 10], "delay": 250.0}]
     assert ds.multi_turn_rows(1, 2, 512, 8, 512, id_base=0)[1]["delay"] == 0.0
+
+
+def test_think_times_by_hand():
+    # inverse-CDF sampling: draw r, pause = exp(mu + sigma * Phi^-1(r)), mu = ln(400) - 0.6^2 / 2
+    # (mean exactly 400 ms), rounded to 0.1 ms
+    rng, mu = random.Random(5), math.log(400) - 0.18
+    expected = [round(math.exp(mu + 0.6 * NormalDist().inv_cdf(rng.random())), 1)
+                for _ in range(4)]
+    assert ds.think_times(4, 400, 0.6, seed=5) == expected
+    assert len(set(expected)) == 4 and any(round(x) != x for x in expected)
+    rng = random.Random(5)
+    assert ds.think_times(2, 400, 1.0, seed=5) == [
+        round(math.exp(math.log(400) - 0.5 + NormalDist().inv_cdf(rng.random())), 1)
+        for _ in range(2)]
+    assert ds.think_times(3, 250, 0.0, seed=5) == [250.0, 250.0, 250.0]
+    assert ds.think_times(3, 0, 0.6, seed=5) == [0.0, 0.0, 0.0]   # no think time, any shape
+
+
+def test_each_conversation_draws_its_pauses_from_its_own_seed():
+    # the docstring's contract: conversation c's pauses come from stable_seed(seed,
+    # "conversation", c), in turn order, one per turn after the first
+    rows = ds.multi_turn_rows(2, 4, 64, 8, 64, id_base=0, turn_delay_ms=400,
+                              turn_delay_sigma=0.6, seed=7)
+    for c in (0, 1):
+        own = ds.think_times(3, 400, 0.6, ds.stable_seed(7, "conversation", c))
+        assert [r["delay"] for r in rows[4 * c + 1:4 * c + 4]] == own
 
 
 def test_trace_rows_by_hand():

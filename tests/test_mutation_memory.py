@@ -10,6 +10,7 @@ import pytest
 from stacks.catalog import INSTANCE_TYPES, MODELS, QWEN3_30B_A3B
 from stacks.memory import (
     GIB,
+    WorkerMemory,
     hybrid_page_tokens,
     kv_bytes_per_token_per_gpu,
     kv_heads_per_gpu,
@@ -90,3 +91,18 @@ def test_a_gpu_less_instance_is_refused_by_name():
     with pytest.raises(ValueError) as err:
         _worker(instance=INSTANCE_TYPES["m7i.4xlarge"])
     assert str(err.value) == "m7i.4xlarge has no GPU"
+
+
+def test_a_worker_that_needs_exactly_its_budget_fits():
+    def mem(budget_gib: float) -> WorkerMemory:
+        return WorkerMemory(role="worker", replicas=1, tensor_parallel_size=4,
+                            instance_type="p4d.24xlarge", gpu="A100-SXM4-40GB",
+                            gpu_memory_gib=40.0, budget_gib=budget_gib,
+                            weights_gib_per_gpu=14.0, overhead_gib=4.0,
+                            kv_bytes_per_token_per_gpu=24_576, full_sequence_tokens=32768,
+                            full_sequence_kv_gib=0.75, kv_capacity_tokens=0,
+                            sequence_fixed_bytes_per_gpu=2**29)
+    # 14 + 4 + 0.75 + 2^29 B (0.5 GiB) = 19.25 GiB, exact in binary floating point
+    assert mem(19.25).needed_gib == 19.25
+    assert mem(19.25).fits                      # exactly the budget: it fits
+    assert not mem(19.0).fits

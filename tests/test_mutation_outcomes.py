@@ -198,6 +198,17 @@ def test_request_spans_need_both_timestamps_in_order():
     assert results.request_spans(recs) == [(1, 5), (7, 7)]
 
 
+def test_conversation_spans_from_first_start_to_last_end_of_whole_turns():
+    def rec(conv, start, end):
+        return {"metadata": {"conversation_id": conv, "request_start_ns": start,
+                             "request_end_ns": end}}
+    recs = [{}, rec(None, 10, 20),                      # no metadata; no conversation id
+            rec("a", 100, 200), rec("a", 150, 300),     # two turns of one conversation
+            rec("a", 50, 40), rec("a", None, 500), rec("a", 5, None),   # broken timestamps
+            rec("b", 70, 70)]                           # an instant turn still counts
+    assert results.conversation_spans(recs) == [(100, 300), (70, 70)]
+
+
 def test_achieved_concurrency_window_and_edges():
     spans = [(0, 100), (10, 100), (20, 30), (40, 100)]
     # requested 2: from the 2nd start (10) to the last start (40), 30 ns; in flight:
@@ -297,6 +308,13 @@ def test_client_bound_steps_are_flagged_not_usable():
     assert both["step_flag"].startswith("FAILED: error rate 10.00%")
     assert both["step_flag"].endswith("; CLIENT-BOUND: achieved concurrency 1.00 < 90% of "
                                       "requested 4")
+    # a replayed trace's concurrency is a cap: arrivals, not the client, set what is in
+    # flight, so a low achieved concurrency says nothing; the CPU half still holds
+    fixed = judge(_step(schedule="fixed", achieved_concurrency=0.1), 0.01)
+    assert (fixed["client_bound"], fixed["usable"]) == (False, True)
+    assert judge(_step(schedule="fixed", achieved_concurrency=0.1, client_cpu_cores_mean=1.9),
+                 0.01)["client_bound_reasons"] == "AIPerf used 1.90 of 2 cores on average"
+    assert judge(_step(schedule=math.nan, achieved_concurrency=0.1), 0.01)["client_bound"]
     # no requested concurrency (a trace replayed on a schedule): never client-bound
     assert judge(_step(concurrency=None, achieved_concurrency=0.1), 0.01)["client_bound"] \
         is False

@@ -188,6 +188,20 @@ def test_topology_rules():
     assert _serving("local-agg", serving__prefixCaching=False) == []
 
 
+def test_kv_events_rules():
+    events = F + "serving.kvEvents"
+    assert _serving("local-agg", serving__router="kv", serving__kvEvents=False) == [
+        Problem(events, "the KV router scores workers from their KV events; without them it "
+                "routes blind", "remove kvEvents: false or use router: round-robin")]
+    # round-robin ignores KV events: turning them off is fine
+    assert _serving("local-agg", serving__router="round-robin", serving__kvEvents=False) == []
+    assert _serving("local-agg", serving__router="round-robin", serving__kvEvents=True,
+                    serving__prefixCaching=False) == [
+        Problem(events, "KV events exist only with prefix caching",
+                "set prefixCaching: true or remove kvEvents")]
+    assert _serving("local-agg", serving__router="round-robin", serving__kvEvents=True) == []
+
+
 def test_image_tags_follow_the_pinned_dynamo_version():
     image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime"
     assert _serving("local-agg", serving__image=f"{image}:1.5.0") == [
@@ -429,9 +443,27 @@ def test_loading_a_stack_and_its_base(tmp_path):
         "public")
 
 
+def test_the_stack_files_campaign_keys_reach_their_checks():
+    # what `workloads campaign` sets in the stack file, here malformed: pre-flight must see it
+    file = type("File", (), {"config": {"target": "aws"}, "provider_config": {},
+                             "hf_token": None, "api_access": None,
+                             "campaign": '{"nope": 1}', "node_group_sizes": "[1]"})()
+    report = run_preflight(load_stack("base-a100"), facts=file_facts(file), on=CATALOGUE_DATE)
+    assert [p.field for p in report.problems] == [F + "campaign.graphName", F + "campaign.nope",
+                                                  F + "nodeGroupSizes"]
+
+
 # --- what run_preflight hands each check ---------------------------------------------------------
 
 EXTENDED_DAY = dt.date(2027, 6, 1)   # EKS 1.35 in extended support
+
+
+def test_a_trace_problem_reaches_the_report(tmp_path):
+    missing = str(tmp_path / "absent.jsonl")
+    problems = _problems("local-agg", workloads={"traceReplay": {
+        "enabled": True, "source": "file", "file": missing}})
+    assert [(p.field, p.message) for p in problems] == [
+        (F + "workloads.traceReplay.file", f"{missing} does not exist")]
 
 
 def test_the_estimate_date_reaches_the_report_and_the_cost():
@@ -636,6 +668,9 @@ def test_kv_capacity_below_one_sequence():
     ({"concurrencySweep": {"concurrencies": [2]}, "prefixCache": {"concurrency": 80}}, 80),
     ({"concurrencySweep": {"concurrencies": [2]},
       "traceReplay": {"enabled": True, "concurrencies": [90, 3]}}, 90),
+    # a trace replay's caps below another workload's peak leave that peak
+    ({"concurrencySweep": {"concurrencies": [2, 64]},
+      "traceReplay": {"enabled": True, "concurrencies": [8]}}, 64),
 ])
 def test_peak_concurrency_of_each_workload(workloads, peak):
     assert peak_concurrency(_stack("local-agg", workloads=workloads)) == peak

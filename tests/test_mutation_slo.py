@@ -299,11 +299,13 @@ def test_steps_without_trace_give_an_empty_table():
 
 def test_a_missing_usable_or_server_hit_rate_reads_as_usable_and_unknown():
     steps, requests = _trace_steps()
-    sla = sla_table(steps.drop(columns=["usable", "server_hit_rate", "status"]), requests,
-                    {"agg-m": _info()})
+    sla = sla_table(steps.drop(columns=["usable", "server_hit_rate", "status", "step_flag"]),
+                    requests, {"agg-m": _info()})
     first = sla.iloc[0]
     assert bool(first["usable"]) is True and bool(first["meets_sla"]) is True
     assert math.isnan(first["measured_kv_reuse"]) and first["status"] is None
+    # an unjudged step carries no flag: the SLA table would mark it otherwise
+    assert first["step_flag"] == ""
 
 
 def test_published_rows_carry_the_sources_figures():
