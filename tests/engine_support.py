@@ -74,10 +74,18 @@ def runner_env(hf_home: Path) -> dict[str, str]:
     return {**os.environ, "DYNAMO_BENCH_HF_HOME": str(hf_home)}
 
 
-def start_runner(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_runner(cmd: list[str], env: dict[str, str], log: Path,
+                 sigint_ignored: bool = False) -> subprocess.Popen:
+    """The runner in its own session; `sigint_ignored`: started as a script's background job
+    starts it (`cmd &` without job control), SIGINT inherited ignored."""
     with log.open("ab") as f:
         return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=_ignore_sigint if sigint_ignored else None)
 
 
 def stop_runner(proc: subprocess.Popen) -> None:

@@ -229,7 +229,10 @@ def test_ctrl_c_stops_the_load_then_the_engine_and_leaves_a_valid_manifest(tmp_p
     cmd = runner_cmd(stack, tmp_path / "stacks", runs, "i", "--only", "concurrency_sweep")
     run_dir = runs / stack / "i"
     step_log = run_dir / "concurrency_sweep" / "c2.partial" / "logs" / "aiperf.log"
-    proc = start_runner(cmd, runner_env(tmp_path / "hf"), tmp_path / "runner.log")
+    # started as from a script's background job: SIGINT inherited ignored, which the runner
+    # must undo, or the interrupt below is lost and the run goes on to exit 0
+    proc = start_runner(cmd, runner_env(tmp_path / "hf"), tmp_path / "runner.log",
+                        sigint_ignored=True)
     try:
         wait_for(lambda: step_log.exists() and "Phase profiling (profiling) started"
                  in step_log.read_text(), 240, "AIPerf to start profiling")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -187,6 +188,9 @@ def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies
 
 
 def main() -> int:
+    # Ctrl-C must reach a run or a campaign even when this process was started from a script's
+    # background job, which leaves SIGINT ignored (and Python keeps it so): see runner.py.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return run_cli(app, "python -m workloads")
 
 
