@@ -106,6 +106,16 @@ def _lockstep(config: dict[str, Any], workers: int) -> str:
     return ""
 
 
+def accidental_affinity(b: pd.Series, c: pd.Series) -> bool:
+    """Round-robin (the baseline `b`) kept follow-up turns on their worker well above chance,
+    and the KV router (`c`) did not place them clearly better: the pair then compares the
+    workload's lockstep, not the routers, whatever the hit rates say."""
+    sb, sc = _f(b.get("same_worker_share")), _f(c.get("same_worker_share"))
+    chance = _f(b.get("chance_same_worker"))
+    return not math.isnan(sb) and sb >= chance + AFFINITY_OVER_CHANCE \
+        and (math.isnan(sc) or sb >= sc - MIN_PLACEMENT_DELTA)
+
+
 def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any], needed: float) -> str:
     """Why a router change showed no measurable difference (the first cause that fits)."""
     hb, hc = _f(b.get("server_hit_rate")), _f(c.get("server_hit_rate"))
@@ -116,8 +126,7 @@ def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any], needed: flo
         return "a side has no server hit rate (its frontend was not scraped)"
     if workers == 1:
         return "one worker served every prompt: there was nothing to route between"
-    if not math.isnan(sb) and sb >= chance + AFFINITY_OVER_CHANCE \
-            and (math.isnan(sc) or sb >= sc - MIN_PLACEMENT_DELTA):
+    if accidental_affinity(b, c):
         return (f"accidental session affinity: round-robin sent {sb:.0%} of follow-up turns "
                 f"back to the worker of the previous turn (chance {_pct(chance)}; the KV "
                 f"router {_pct(sc)}), so conversations advanced in lockstep"
@@ -155,7 +164,10 @@ def _router_rows(pair: Pair, st: pd.DataFrame, config: dict[str, Any]) -> list[d
         se = math.hypot(_f(b.get("trace_hit_rate_se")), _f(c.get("trace_hit_rate_se")))
         needed = MIN_HIT_DELTA if math.isnan(se) else max(MIN_HIT_DELTA, NOISE_SIGMAS * se)
         same_placement = abs(sc - sb) < MIN_PLACEMENT_DELTA      # False when unknown (NaN)
-        ok = not math.isnan(delta) and abs(delta) >= needed and not same_placement
+        # a hit-rate change over round-robin's accidental affinity is the lockstep's, not a
+        # finding about the router, even when it clears the noise
+        ok = not math.isnan(delta) and abs(delta) >= needed and not same_placement \
+            and not accidental_affinity(b, c)
         evidence = (f"same-worker share of follow-up turns {_pct(sb)} -> {_pct(sc)} (chance "
                     f"{_pct(_f(b.get('chance_same_worker')))}); prompts per worker: "
                     f"{b.get('requests_per_worker') or 'n/a'} -> "
