@@ -189,7 +189,8 @@ def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies
 
 def main() -> int:
     # Ctrl-C must reach a run or a campaign even when this process was started from a script's
-    # background job, which leaves SIGINT ignored (and Python keeps it so): see runner.py.
+    # background job (`cmd &` without job control): it inherits SIGINT ignored, Python keeps
+    # it so, and the interrupt would be lost while the run goes on to exit 0.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return run_cli(app, "python -m workloads")
 

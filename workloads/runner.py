@@ -82,10 +82,8 @@ class Interrupted(KeyboardInterrupt):
 
 @contextmanager
 def _sigterm_as_interrupt():
-    """SIGTERM raises Interrupted, and SIGINT (Ctrl-C) KeyboardInterrupt, for the run's length.
-    SIGINT is set explicitly: a process started from a script's background job (`cmd &`
-    without job control) inherits SIGINT ignored, and Python then keeps ignoring it, so an
-    interrupt would be lost and the run would go on."""
+    """SIGTERM raises Interrupted for the run's length (SIGINT: the CLI's entry point makes
+    sure Ctrl-C raises KeyboardInterrupt, workloads/__main__.py)."""
     if threading.current_thread() is not threading.main_thread():
         yield   # a campaign's concurrent run: its clock raises the interrupt instead
         return
@@ -93,12 +91,10 @@ def _sigterm_as_interrupt():
     def handler(signum, frame):
         raise Interrupted(f"signal {signum}")
     old = signal.signal(signal.SIGTERM, handler)
-    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
-        signal.signal(signal.SIGINT, old_int)
 
 
 def planned_prices(stack: StackConfig, stacks_dir: Path) -> dict[str, dict[str, object]]:

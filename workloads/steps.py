@@ -156,9 +156,8 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
     a new epoch), and every step has fresh hash ids: no step restarts the workers (the
     coldRestart policy's restarts are recorded as skipped, stacks/schedule.py)."""
     cfg: WorkloadsConfig = stack.workloads
-    enabled = cfg.enabled()
-    if only:
-        cfg.restricted_to(only, stack.name)     # refuses an unknown or disabled name
+    # `only` (refused when unknown or disabled) switches the other workloads off
+    enabled = (cfg.restricted_to(only, stack.name) if only else cfg).enabled()
     n_repeats = repeats if repeats is not None else cfg.repeats
     max_model_len = min(w.max_model_len for w in stack.serving.workers) if stack.serving \
         else None
@@ -166,8 +165,6 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
     estimates = workload_steps_seconds(stack, scale, n_repeats)
     steps = []
     for name, workload in enabled.items():
-        if only and name not in only:
-            continue
         w = workload.at_scale(scale)
         cold_steps = 0   # the workload's cold-cache steps so far, for its coldRestart policy
         for r in range(1, n_repeats + 1):
