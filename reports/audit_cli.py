@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import typer
+from boto3.session import Session
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
@@ -55,9 +56,9 @@ def stack_region(stack: str, stacks_dir: Path) -> str | None:
 
 
 def regions_to_audit(stack: str | None, region: str | None, all_regions: bool,
-                     stacks_dir: Path) -> list[str]:
+                     stacks_dir: Path, session: Session) -> list[str]:
     if all_regions:
-        ec2 = clients_for(region or default_region() or "us-east-1")("ec2")
+        ec2 = clients_for(region or default_region() or "us-east-1", session)("ec2")
         return sorted(r["RegionName"] for r in ec2.describe_regions()["Regions"])
     found = region or (stack and stack_region(stack, stacks_dir)) or default_region()
     if not found:
@@ -67,12 +68,13 @@ def regions_to_audit(stack: str | None, region: str | None, all_regions: bool,
     return [found]
 
 
-def gather(regions: list[str], stack: str | None) -> list[Findings]:
-    """Every region in parallel (each its own clients), then IAM once."""
+def gather(regions: list[str], stack: str | None, session: Session) -> list[Findings]:
+    """Every region in parallel (each its own clients, one session), then IAM once."""
     with console.status(f"auditing {len(regions)} region(s) and IAM"), \
             ThreadPoolExecutor(max_workers=min(8, len(regions))) as pool:
-        found = list(pool.map(lambda r: find_regional(clients_for(r), r, stack), regions))
-        found.append(find_global(clients_for(regions[0]), stack))
+        found = list(pool.map(lambda r: find_regional(clients_for(r, session), r, stack),
+                              regions))
+        found.append(find_global(clients_for(regions[0], session), stack))
     return found
 
 
@@ -140,24 +142,26 @@ def inventory(findings: list[Findings], known: set[str], regions: list[str]) -> 
     return verdict(bool(resources), incomplete, False)
 
 
-def delete_everywhere(s: Split, regions: list[str], poll_s: float) -> list[Outcome]:
+def delete_everywhere(s: Split, regions: list[str], poll_s: float,
+                      session: Session) -> list[Outcome]:
     """Region by region, IAM last (clusters and node groups use their roles until gone)."""
     outcomes: list[Outcome] = []
     for region in sorted({r.region for r in s.mine}, key=lambda r: (r == GLOBAL, r)):
         rows = [r for r in s.mine if r.region == region]
-        c = clients_for(regions[0] if region == GLOBAL else region)
+        c = clients_for(regions[0] if region == GLOBAL else region, session)
         outcomes += delete_resources(c, rows, s.stack, poll_s)
     return outcomes
 
 
-def run_delete(s: Split, regions: list[str], known: set[str], yes: bool, poll_s: float) -> int:
+def run_delete(s: Split, regions: list[str], known: set[str], yes: bool, poll_s: float,
+               session: Session) -> int:
     if not yes and not typer.confirm(f"Delete these {len(s.mine)} resource(s) of {s.stack}?"):
         say("nothing deleted")
         return EXIT_LEFT
-    outcomes = delete_everywhere(s, regions, poll_s)
+    outcomes = delete_everywhere(s, regions, poll_s, session)
     for o in outcomes:
         say(f"{o.status} {o.resource.kind} {o.resource.id} {o.detail}".rstrip())
-    after = gather(regions, s.stack)
+    after = gather(regions, s.stack, session)
     now = split([r for f in after for r in f.resources], s.stack, known)
     remaining, failed = now.mine, [o for o in outcomes if o.status == "failed"]
     if remaining or failed:
@@ -201,9 +205,10 @@ def audit_cmd(
         say("give --region or --all-regions, not both")
         raise typer.Exit(EXIT_ERROR)
     known = set(all_stack_names(stacks_dir))
+    session = Session()     # one for the whole command (reports/aws_session.py says why)
     try:
-        regions = regions_to_audit(stack, region, all_regions, stacks_dir)
-        findings = gather(regions, stack)
+        regions = regions_to_audit(stack, region, all_regions, stacks_dir, session)
+        findings = gather(regions, stack, session)
     except (BotoCoreError, ClientError) as exc:
         say(f"audit failed: {exc}")
         raise typer.Exit(EXIT_ERROR) from None
@@ -226,7 +231,7 @@ def audit_cmd(
     if not delete or not s.mine:
         raise typer.Exit(verdict(bool(s.mine), incomplete, bool(s.orphans)))
     try:
-        raise typer.Exit(run_delete(s, regions, known, yes, poll_s))
+        raise typer.Exit(run_delete(s, regions, known, yes, poll_s, session))
     except (BotoCoreError, ClientError) as exc:
         say(f"audit after deletion failed: {exc}")
         raise typer.Exit(EXIT_ERROR) from None

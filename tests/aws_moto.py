@@ -17,7 +17,11 @@ REGION = "us-east-1"
 def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                  "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(tmp_path / "none"),
-                 "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():
+                 "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                 # moto's EC2 loads its catalogue of public AMIs in every region it first
+                 # serves (moto/ec2/models/amis.py, moto 5.x): most of an audit's time here,
+                 # and no test needs a listed AMI (run_instances takes any image id)
+                 "MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}.items():
         monkeypatch.setenv(k, v)
     for k in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(k, raising=False)
