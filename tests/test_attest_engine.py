@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from engine_support import needs_engine, start_local
 
+from workloads import attest_probe
 from workloads.attest_checks import FAIL, MOCKER, NOT_CONFIGURED, PASS
 from workloads.targets import local
 
@@ -44,6 +45,10 @@ def test_a_disaggregated_mocker_marks_nixl_not_applicable(tmp_path):
 
 
 def test_a_mocker_without_prefix_caching_is_refused(tmp_path, monkeypatch):
+    # the probe polls the metrics until every expected signal moved or POLL_S (30 s) passed;
+    # here the signal never moves, so the whole poll is waited out: 5 s reads the local
+    # processes' own /metrics (no scrape pipeline between) several times over
+    monkeypatch.setattr(attest_probe, "POLL_S", 5.0)
     real = local.mocker_argv
     monkeypatch.setattr(local, "mocker_argv", lambda *a: [*real(*a),
                                                           "--no-enable-prefix-caching"])
