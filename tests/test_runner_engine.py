@@ -32,7 +32,7 @@ from workloads import datasets as ds
 from workloads.attest_parse import metric_sum, parse_prometheus
 from workloads.targets.processes import pid_alive
 
-pytestmark = [pytest.mark.engine, needs_engine]
+pytestmark = [pytest.mark.engine, pytest.mark.load, needs_engine]
 
 TINY = {
     "warmupRequests": 2,
@@ -42,10 +42,14 @@ TINY = {
     # the step on 2 busy cores
     "multiTurn": {"quick": {"conversations": 2, "durationS": 6, "isl": 128, "osl": 8,
                             "turnDelayMs": 20}},
-    "sequenceDistributions": {"quick": {"requests": 24, "islMax": 1024, "oslMin": 8,
+    # one shape and two shares: every AIPerf step costs ~8 s of start-up and export on 2
+    # cores, and the shapes and shares take the same path through AIPerf and the engine (each
+    # shape's and share's dataset is checked exactly in tests/test_workloads_datasets.py)
+    "sequenceDistributions": {"distributions": ["lognormal"],
+                              "quick": {"requests": 24, "islMax": 1024, "oslMin": 8,
                                         "oslMax": 48, "concurrency": 4}},
-    "prefixCache": {"shares": [0.0, 0.5, 1.0], "quick": {"requests": 8, "osl": 8,
-                                                         "concurrency": 4}},
+    "prefixCache": {"shares": [0.5, 1.0], "quick": {"requests": 8, "osl": 8,
+                                                    "concurrency": 4}},
 }
 
 
@@ -68,9 +72,8 @@ def test_a_run_completes_with_zero_errors(tiny_run):
     assert out.returncode == 0, out.stderr[-3000:]
     assert m["status"] == "complete"
     assert list(m["steps"]) == [
-        "concurrency_sweep/c2", "multi_turn/conv2", "sequence_distributions/uniform",
-        "sequence_distributions/zipf", "sequence_distributions/lognormal",
-        "prefix_cache/share000", "prefix_cache/share050", "prefix_cache/share100"]
+        "concurrency_sweep/c2", "multi_turn/conv2", "sequence_distributions/lognormal",
+        "prefix_cache/share050", "prefix_cache/share100"]
     for step_id, step in m["steps"].items():
         assert step["status"] == "complete", step_id
         c = step["counts"]
@@ -85,7 +88,7 @@ def test_manifest_records_what_ran(tiny_run):
     attempt = m["attempts"][-1]
     assert [p["name"] for p in attempt["phases"]][:4] == ["startup", "attestation", "smoke",
                                                           "warmup"]
-    # the engine was attested before the smoke test and after each cold restart (the three
+    # the engine was attested before the smoke test and after each cold restart (the two
     # prefix-cache steps), every time passing the checks the mocker can show
     assert len(m["attestations"]) == 1 + sum(1 for s in m["steps"].values() if s.get("cold"))
     assert all(a["ok"] and a["target"] == "local" for a in m["attestations"])
@@ -118,19 +121,19 @@ def test_server_metrics_of_frontend_and_every_worker_are_kept(tiny_run):
 
 def test_prefix_datasets_have_exactly_the_asked_share(tiny_run):
     _, run_dir, m = tiny_run
-    for name, share in [("share000", 0.0), ("share050", 0.5), ("share100", 1.0)]:
+    for name, share in [("share050", 0.5), ("share100", 1.0)]:
         rows = [json.loads(line) for line in
                 (run_dir / m["steps"][f"prefix_cache/{name}"]["dataset"]["path"]).open()]
         assert ds.shared_prefix_fraction(rows) == share
     ids = [set(h for r in (json.loads(line) for line in (run_dir / s["dataset"]["path"]).open())
                for h in r["hash_ids"])
            for k, s in m["steps"].items() if k.startswith("prefix_cache/")]
-    assert not (ids[0] & ids[1]) and not (ids[1] & ids[2])   # fresh blocks per step
+    assert ids[0] and not ids[0] & ids[1]   # fresh blocks per step
 
 
 def test_distribution_datasets_match_their_shape_and_lengths_are_recorded(tiny_run):
     _, run_dir, m = tiny_run
-    for kind in ("uniform", "zipf", "lognormal"):
+    for kind in ("lognormal",):
         step = m["steps"][f"sequence_distributions/{kind}"]
         rows = [json.loads(line) for line in (run_dir / step["dataset"]["path"]).open()]
         target = ds.LengthDistribution(kind, 128, 1024)
@@ -161,7 +164,7 @@ def test_multi_turn_records_carry_turn_indexes(tiny_run):
 def test_every_started_process_is_gone(tiny_run):
     _, _, m = tiny_run
     pids = started_pids(m)
-    assert len(pids) >= 4 + 8          # broker, frontend, 2 mockers (+restarts) + 8 AIPerf
+    assert len(pids) >= 4 + 5          # broker, frontend, 2 mockers (+restarts) + 5 AIPerf
     assert [p for p in pids if pid_alive(p) or alive_in_group(p)] == []
 
 
@@ -172,11 +175,13 @@ def _output_tokens(metrics_url: str) -> float:
 
 
 def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_path):
+    # the kill lands once 64 tokens streamed (about a second into profiling), well inside
+    # the 10 s step; the resumed run then runs the whole step again
     stack = write_stack(tmp_path / "stacks", "t-kill",
                         workers=[{"role": "worker", "replicas": 1}], router="round-robin",
                         workloads={"warmupRequests": 1, "errorRateThreshold": 0.0,
                                    "concurrencySweep": {"quick": {
-                                       "concurrencies": [2], "durationS": 20, "isl": 512,
+                                       "concurrencies": [2], "durationS": 10, "isl": 512,
                                        "osl": 32}}})
     runs = tmp_path / "runs"
     cmd = runner_cmd(stack, tmp_path / "stacks", runs, "k", "--only", "concurrency_sweep")
