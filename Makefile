@@ -49,13 +49,14 @@ demo: venv engine
 	$(BIN)/python -m reports campaign runs/campaigns/local/$(DEMO_RUN) --name demo
 	@echo "report: reports/out/demo/report.md, campaign: reports/out/demo/campaign.md"
 
-# Two pytest workers (pytest-xdist), each test file on one worker (its module fixtures, such as
-# an engine run, are made once): the engine tests wait on real time while the other worker
-# runs pure tests. `make test TEST_WORKERS=0` runs everything in one process.
-TEST_WORKERS ?= 2
+# Three pytest workers (pytest-xdist) on the 2 cores: one runs every engine test, one after
+# another (they mostly wait on real time: load steps, think time), the others the pure tests;
+# each other file stays whole on one worker, its module fixtures made once (the groups are set
+# in tests/conftest.py). `make test TEST_WORKERS=0` runs everything in one process.
+TEST_WORKERS ?= 3
 test: venv engine
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 lint: venv
 	$(BIN)/ruff check .

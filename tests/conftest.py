@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from stacks.eks_versions import AS_OF_ENV, CATALOGUE_DATE
 
 os.environ[AS_OF_ENV] = CATALOGUE_DATE.isoformat()
@@ -28,7 +30,6 @@ def _missing_for(marker: str) -> str | None:
 
 
 def pytest_runtest_setup(item) -> None:
-    import pytest
     from engine_support import IN_CI
 
     for marker in ("engine", "prometheus"):
@@ -41,3 +42,24 @@ def pytest_runtest_setup(item) -> None:
             pytest.fail(f"CI run: {missing}; a `{marker}` test must run in CI, not skip",
                         pytrace=False)
         pytest.skip(missing)
+
+
+# --- which pytest-xdist worker runs what (`make test`: -n 3 --dist loadgroup) ------------------
+# Every test that runs the runner on the local engine (`load`: AIPerf steps whose timings and
+# hit rates are measurements) runs on one worker, one after another, first: no two measured
+# runs overlap, and while they wait on real time (load steps, think time) the other workers run
+# the rest. Every other file stays whole on one worker, its module fixtures made once (as
+# --dist loadfile would). The Makefile passes --no-loadscope-reorder, or xdist would queue the
+# groups by test count and start the load group (few, long tests) late.
+LOAD_GROUP = "load"
+
+
+def xdist_group_of(item) -> str:
+    return LOAD_GROUP if item.get_closest_marker("load") else item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)    # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    items.sort(key=lambda item: xdist_group_of(item) != LOAD_GROUP)   # stable: load first
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))

@@ -2,7 +2,8 @@
 reason:
 - every test that starts the local engine or Prometheus carries its marker (`engine` /
   `prometheus`), so `-m "not engine"` really leaves them out and CI fails them when the engine
-  or Prometheus is missing instead of letting them skip (conftest.py);
+  or Prometheus is missing instead of letting them skip (conftest.py); every test that runs the
+  runner on it carries `load`, so `make test` never overlaps two measured runs (conftest.py);
 - nothing waits with a bare `time.sleep`: waiting for a scrape, for load or for a process
   polls with a deadline (engine_support.wait_for);
 - no assert that cannot fail (`assert SomeClass`, an assert on a constant, a string or a tuple).
@@ -23,6 +24,9 @@ TESTS = Path(__file__).resolve().parent
 ENGINE_NAMES = {"start_local", "LocalTarget", "start_runner", "runner_cmd", "ENGINE_PYTHON"}
 ENGINE_PATH = ".venv-engine"
 PROMETHEUS_BINARIES = {"prometheus", "promtool"}
+# What runs the runner (AIPerf load) on the local engine: its command, its start, its
+# environment (engine_support).
+LOAD_NAMES = {"runner_cmd", "start_runner", "runner_env"}
 # The one place allowed to sleep: the poll loop with a deadline.
 POLL_HELPERS = {("engine_support.py", "wait_for")}
 
@@ -33,15 +37,19 @@ def _sources() -> list[Path]:
                   if "fixtures" not in p.parts and p.name != Path(__file__).name)
 
 
+def _names(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names or
+               isinstance(n, ast.Attribute) and n.attr in names for n in ast.walk(node))
+
+
 def _starts_engine(node: ast.AST) -> bool:
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name) and n.id in ENGINE_NAMES:
-            return True
-        if isinstance(n, ast.Attribute) and n.attr in ENGINE_NAMES:
-            return True
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and ENGINE_PATH in n.value:
-            return True
-    return False
+    return _names(node, ENGINE_NAMES) or any(
+        isinstance(n, ast.Constant) and isinstance(n.value, str) and ENGINE_PATH in n.value
+        for n in ast.walk(node))
+
+
+def _runs_load(node: ast.AST) -> bool:
+    return _names(node, LOAD_NAMES)
 
 
 def _starts_prometheus(node: ast.AST) -> bool:
@@ -54,7 +62,7 @@ def _starts_prometheus(node: ast.AST) -> bool:
     return False
 
 
-STARTERS = {"engine": _starts_engine, "prometheus": _starts_prometheus}
+STARTERS = {"engine": _starts_engine, "prometheus": _starts_prometheus, "load": _runs_load}
 
 
 @dataclass
@@ -189,7 +197,7 @@ def _scan(check) -> list[str]:
     return [f for p in _sources() for f in check(str(p.relative_to(TESTS)), p.read_text())]
 
 
-def test_every_engine_or_prometheus_test_carries_its_marker():
+def test_every_engine_prometheus_or_load_test_carries_its_marker():
     assert _scan(unmarked_starters) == []
 
 
@@ -206,7 +214,7 @@ def test_no_assert_that_cannot_fail():
 UNMARKED = '''
 import shutil
 import pytest
-from engine_support import start_local
+from engine_support import runner_env, start_local
 
 PROMETHEUS = shutil.which("prometheus")
 
@@ -226,6 +234,10 @@ def test_prometheus():
 @pytest.mark.engine
 def test_marked(engine):
     assert engine.endpoints()
+
+@pytest.mark.engine
+def test_runner(tmp_path):
+    assert runner_env(tmp_path)
 '''
 
 
@@ -235,8 +247,10 @@ def test_the_marker_check_finds_unmarked_starters():
                      "@pytest.mark.engine",
                      "test_x.py::test_directly starts engine without @pytest.mark.engine",
                      "test_x.py::test_prometheus starts prometheus without "
-                     "@pytest.mark.prometheus"]
-    marked = "pytestmark = [pytest.mark.engine, pytest.mark.prometheus]\n" + UNMARKED
+                     "@pytest.mark.prometheus",
+                     "test_x.py::test_runner starts load without @pytest.mark.load"]
+    marked = "pytestmark = [pytest.mark.engine, pytest.mark.prometheus, pytest.mark.load]\n" \
+        + UNMARKED
     assert unmarked_starters("test_x.py", marked) == []
     # a local `needs_engine` that only skips is no marker
     skip_only = UNMARKED.replace("@pytest.mark.engine", "@needs_engine") + (
