@@ -34,6 +34,12 @@ from workloads.targets.processes import ManagedProcess, free_port, start_process
 REPO = Path(__file__).resolve().parents[2]
 BROKER_SCRIPT = Path(__file__).resolve().parent / "zmq_broker.py"
 READY_TIMEOUT_S = 120.0
+# free_port() checks a port, the process binds it a second later: another process (a second
+# local engine, AIPerf) can take it in between. A frontend or mocker whose log says so
+# (strerror(EADDRINUSE)) is started again on another port, at most this many times per engine
+# start; each such restart is recorded (describe(), the manifest's target).
+PORT_IN_USE = "Address already in use"
+PORT_RESTARTS = 3
 
 
 def engine_python() -> Path:
@@ -151,6 +157,7 @@ class LocalTarget:
         self.env: dict[str, str] = {}
         self.version = "unknown"
         self.attestations = 0
+        self.port_restarts: list[dict] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -262,6 +269,7 @@ class LocalTarget:
                          "block_size": self.stack.serving.mocker.block_size,
                          "system_port": self.system_ports.get(s.name)} for s in self.specs],
             "processes": [{**p.describe(), "alive": p.alive()} for p in self.started],
+            "port_restarts": self.port_restarts,
         }
 
     # --- internals ---------------------------------------------------------------------------
@@ -285,17 +293,52 @@ class LocalTarget:
 
     def _start_workers(self) -> None:
         for spec in self.specs:
-            env = {**self.env, "DYN_SYSTEM_PORT": str(self.system_ports[spec.name])}
-            argv = mocker_argv(self.python, self.stack, spec, self.model.snapshot)
-            self.workers[spec.name] = self._start(spec.name, argv, env)
+            self._start_worker(spec)
+
+    def _start_worker(self, spec: WorkerSpec) -> None:
+        env = {**self.env, "DYN_SYSTEM_PORT": str(self.system_ports[spec.name])}
+        argv = mocker_argv(self.python, self.stack, spec, self.model.snapshot)
+        self.workers[spec.name] = self._start(spec.name, argv, env)
+
+    def _restart_port_losers(self, since: int) -> None:
+        """Stop the frontend or mockers whose port was taken and start them on new ports. The
+        frontend exits; a mocker runs on without its system server, so its /metrics would be
+        whatever holds the port (dynamo_runtime::system_status_server, Dynamo 1.6.1: "Failed
+        to bind to address ... Address already in use", then the worker goes on)."""
+        losers = [p for p in self.processes()
+                  if p is not self.broker and PORT_IN_USE in p.own_log()]
+        if not losers:
+            return
+        if len(self.port_restarts) - since + len(losers) > PORT_RESTARTS:
+            raise TargetError(f"local engine failed to start: {', '.join(p.name for p in losers)}"
+                              f" lost their ports again after {len(self.port_restarts) - since} "
+                              f"restart(s) on new ports; logs in {self.workdir / 'logs'}")
+        for proc in losers:
+            proc.stop()
+            spec = next((s for s in self.specs if self.workers.get(s.name) is proc), None)
+            if spec is None:
+                old = self.http_port
+                self.frontend = self._start_frontend(proc.name)
+                new = self.http_port
+            else:
+                old = self.system_ports[spec.name]
+                new = self.system_ports[spec.name] = free_port()
+                self._start_worker(spec)
+            self.port_restarts.append({"process": proc.name, "pid": proc.pid,
+                                       "port_taken": old, "new_port": new})
 
     def _wait_ready(self) -> None:
         """Ready = every worker registered and the frontend's /v1/models lists the model."""
         deadline = time.monotonic() + READY_TIMEOUT_S
-        url = f"http://127.0.0.1:{self.http_port}/v1/models"
+        since = len(self.port_restarts)
         while time.monotonic() < deadline:
-            if self.problems():
+            self._restart_port_losers(since)
+            # read after the exit, a dead process's log is whole: one that lost its port is
+            # started again on the next pass, any other death fails the start
+            dead = [p for p in self.processes() if not p.alive()]
+            if any(PORT_IN_USE not in p.own_log() for p in dead):
                 raise TargetError("local engine failed to start: " + "; ".join(self.problems()))
+            url = f"http://127.0.0.1:{self.http_port}/v1/models"
             if registered_workers(self.discovery_dir) >= len(self.specs) and _lists_model(
                     url, self.stack.model.name):
                 return

@@ -47,6 +47,7 @@ class ManagedProcess:
     argv: list[str]
     log_path: Path
     popen: subprocess.Popen = field(repr=False)
+    log_start: int = 0       # the log's size when this process started (logs are appended)
 
     @property
     def pid(self) -> int:
@@ -72,6 +73,16 @@ class ManagedProcess:
         return {"name": self.name, "pid": self.pid, "argv": self.argv,
                 "log": str(self.log_path)}
 
+    def own_log(self, limit: int = 1 << 20) -> str:
+        """What this process wrote to its log (not an earlier process of the same name), at
+        most the first `limit` bytes."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self.log_start)
+                return f.read(limit).decode(errors="replace")
+        except OSError:
+            return ""
+
 
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -83,11 +94,13 @@ def start_process(name: str, argv: list[str], env: dict[str, str], log_path: Pat
     """Start `argv` in a new session; stderr (and stdout unless piped) go to `log_path`."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - the child owns it; closed when we exit
+    log_start = log.tell()
     popen = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE if stdout_pipe else log, stderr=log,
                              start_new_session=True)
     log.close()
-    proc = ManagedProcess(name=name, argv=argv, log_path=log_path, popen=popen)
+    proc = ManagedProcess(name=name, argv=argv, log_path=log_path, popen=popen,
+                          log_start=log_start)
     _LIVE[proc.pid] = proc
     return proc
 
