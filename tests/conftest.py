@@ -45,21 +45,22 @@ def pytest_runtest_setup(item) -> None:
 
 
 # --- which pytest-xdist worker runs what (`make test`: -n 3 --dist loadgroup) ------------------
-# Every test that runs the runner on the local engine (`load`: AIPerf steps whose timings and
-# hit rates are measurements) runs on one worker, one after another, first: no two measured
-# runs overlap, and while they wait on real time (load steps, think time) the other workers run
-# the rest. Every other file stays whole on one worker, its module fixtures made once (as
-# --dist loadfile would). The Makefile passes --no-loadscope-reorder, or xdist would queue the
-# groups by test count and start the load group (few, long tests) late.
-LOAD_GROUP = "load"
-
-
+# The tests that run the runner on the local engine (`load`) start first, in two lanes named by
+# their marker (`pytest.mark.load("routing")`): a lane's tests run one after another on one
+# worker, so the long routing pair overlaps with the runner's and the rehearsal's runs but no
+# three engines run at once, and while they wait on real time (load steps, think time) the
+# third worker runs the rest. Every other file stays whole on one worker, its module fixtures
+# made once (as --dist loadfile would). The Makefile passes --no-loadscope-reorder, or xdist
+# would queue the groups by test count and start the lanes (few, long tests) late.
 def xdist_group_of(item) -> str:
-    return LOAD_GROUP if item.get_closest_marker("load") else item.nodeid.split("::")[0]
+    lane = item.get_closest_marker("load")
+    if lane is None:
+        return item.nodeid.split("::")[0]
+    return f"load-{lane.args[0] if lane.args else 'default'}"
 
 
 @pytest.hookimpl(tryfirst=True)    # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    items.sort(key=lambda item: xdist_group_of(item) != LOAD_GROUP)   # stable: load first
+    items.sort(key=lambda item: item.get_closest_marker("load") is None)   # stable: lanes first
     for item in items:
         item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))

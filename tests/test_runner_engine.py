@@ -32,7 +32,7 @@ from workloads import datasets as ds
 from workloads.attest_parse import metric_sum, parse_prometheus
 from workloads.targets.processes import pid_alive
 
-pytestmark = [pytest.mark.engine, pytest.mark.load, needs_engine]
+pytestmark = [pytest.mark.engine, pytest.mark.load("runner"), needs_engine]
 
 TINY = {
     "warmupRequests": 2,
