@@ -46,12 +46,13 @@ def pytest_runtest_setup(item) -> None:
 
 # --- which pytest-xdist worker runs what (`make test`: -n 3 --dist loadgroup) ------------------
 # The tests that run the runner on the local engine (`load`) start first, in two lanes named by
-# their marker (`pytest.mark.load("routing")`): a lane's tests run one after another on one
-# worker, so the long routing pair overlaps with the runner's and the rehearsal's runs but no
-# three engines run at once, and while they wait on real time (load steps, think time) the
-# third worker runs the rest. Every other file stays whole on one worker, its module fixtures
-# made once (as --dist loadfile would). The Makefile passes --no-loadscope-reorder, or xdist
-# would queue the groups by test count and start the lanes (few, long tests) late.
+# their marker (`pytest.mark.load(1)`): a lane's tests run one after another on one worker, so
+# no three engines run at once (they are CPU-heavy: AIPerf builds every step's prompts), and
+# the third worker runs the rest meanwhile. The lanes are balanced by measured time: 1 = the
+# routing pair and the runner's two fault runs, 2 = the runner's run of every workload and the
+# rehearsal. Every other file stays whole on one worker, its module fixtures made once (as
+# --dist loadfile would). The Makefile passes --no-loadscope-reorder, or xdist would queue the
+# groups by test count and start the lanes (few, long tests) late.
 def xdist_group_of(item) -> str:
     lane = item.get_closest_marker("load")
     if lane is None:

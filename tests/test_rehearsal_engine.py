@@ -29,7 +29,7 @@ from stacks.model_catalog import MOTIF_3
 from stacks.trace_files import PUBLIC_TRACES
 from workloads.datasets import TEMPLATE_MARGIN
 
-pytestmark = [pytest.mark.engine, pytest.mark.load("runner"), needs_engine]
+pytestmark = [pytest.mark.engine, pytest.mark.load(2), needs_engine]
 STACK = "local-recipe-motif3"
 
 

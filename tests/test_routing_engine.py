@@ -38,7 +38,7 @@ from reports.build import build_report
 from stacks.loader import STACKS_DIR
 from stacks.workload_config import MultiTurn
 
-pytestmark = [pytest.mark.engine, pytest.mark.load("routing"), needs_engine]
+pytestmark = [pytest.mark.engine, pytest.mark.load(1), needs_engine]
 PAIR = ("local-agg", "local-agg-kv")
 # The gaps the shipped quick workload must show (measured: ~8-10 points of hit rate, ~20-30
 # points of same-worker share; 9.9 and 25.8 points in a 40 s step on an idle machine).

@@ -32,7 +32,7 @@ from workloads import datasets as ds
 from workloads.attest_parse import metric_sum, parse_prometheus
 from workloads.targets.processes import pid_alive
 
-pytestmark = [pytest.mark.engine, pytest.mark.load("runner"), needs_engine]
+pytestmark = [pytest.mark.engine, pytest.mark.load(2), needs_engine]
 
 TINY = {
     "warmupRequests": 2,
@@ -174,6 +174,8 @@ def _output_tokens(metrics_url: str) -> float:
     return metric_sum(samples, (FRONTEND_OUTPUT_TOKENS,)) or 0.0
 
 
+# the two fault runs take lane 1, behind the routing pair: the lanes then take about as long
+@pytest.mark.load(1)
 def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_path):
     # the kill lands once 64 tokens streamed (about a second into profiling), well inside
     # the 10 s step; the resumed run then runs the whole step again
@@ -225,6 +227,7 @@ def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_p
     assert [p for p in pids if pid_alive(p) or alive_in_group(p)] == []
 
 
+@pytest.mark.load(1)
 def test_ctrl_c_stops_the_load_then_the_engine_and_leaves_a_valid_manifest(tmp_path):
     stack = write_stack(tmp_path / "stacks", "t-int",
                         workers=[{"role": "worker", "replicas": 1}], router="round-robin",
