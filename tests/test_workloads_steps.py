@@ -6,6 +6,7 @@ import pytest
 
 from stacks.loader import StackError, load_stack, parse_config
 from workloads import datasets as ds
+from workloads.step_exec import dataset_path, write_dataset
 from workloads.steps import FASTEST_REQUEST_S, FASTEST_TOKEN_S, plan, rows_for_duration
 
 
@@ -119,3 +120,24 @@ def test_cold_restart_policy_is_typed(local_agg):
     raw["workloads"]["prefixCache"]["coldRestart"] = "sometimes"
     with pytest.raises(StackError, match="coldRestart"):
         parse_config("x", raw)
+
+
+def test_a_warm_replay_sends_its_cold_steps_dataset_file(local_agg, tmp_path):
+    """AIPerf reuses the prompts it built for the cold pass only for the same file name, bytes
+    and seed (aiperf/dataset/mmap_cache.py): the warm replay names its cold step's file."""
+    steps = {s.id: s for s in plan(_trace_stack(local_agg, warmPass=True), "quick",
+                                   only=["trace_replay"], repeats=2)}
+    warm, cold = steps["trace_replay/c8-warm/r2"], steps["trace_replay/c8/r2"]
+    assert dataset_path(tmp_path, warm) == dataset_path(tmp_path, cold) == \
+        tmp_path / "datasets" / "trace_replay" / "c8" / "r2.jsonl"
+    assert warm.seed == cold.seed
+    assert dataset_path(tmp_path, steps["trace_replay/c8-warm/r1"]) != \
+        dataset_path(tmp_path, warm)
+    # every other step keeps its own file
+    others = plan(local_agg, "quick")
+    assert len({dataset_path(tmp_path, s) for s in others}) == len(others)
+    rows = cold.rows()
+    first = write_dataset(rows, dataset_path(tmp_path, cold))
+    assert write_dataset(rows, dataset_path(tmp_path, warm)).sha256 == first.sha256
+    with pytest.raises(RuntimeError, match="other rows than this step sends"):
+        write_dataset(rows[1:], dataset_path(tmp_path, warm))

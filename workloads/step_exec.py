@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from workloads import request_trace, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.attest_checks import AttestationRefused
-from workloads.datasets import block_reuse, fit_context, write_jsonl
+from workloads.datasets import DatasetFile, block_reuse, fit_context, jsonl_bytes, write_jsonl
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, RUNNING, now
 from workloads.outcomes import step_problems
 from workloads.saturation import CpuSampler, verdict
@@ -127,7 +127,23 @@ def step_dir(run_dir: Path, step: Step) -> Path:
 
 
 def dataset_path(run_dir: Path, step: Step) -> Path:
-    return run_dir / "datasets" / f"{step.id}.jsonl"
+    """The step's dataset file. A warm replay sends its cold step's rows with its cold step's
+    seed (steps.plan), so it names the cold step's file: AIPerf keys the prompts it builds on
+    the input file's name, bytes and seed (aiperf 0.13.0, aiperf/dataset/mmap_cache.py,
+    compute_cache_key: input_file_name, input_file_sha256), and so reuses the cold pass's
+    prompts instead of building them again (7-16 s of CPU a step on 2 cores)."""
+    warm_after = step.params.get("warm_after")
+    file_id = step.id.replace(f"/{step.name}", f"/{warm_after}", 1) if warm_after else step.id
+    return run_dir / "datasets" / f"{file_id}.jsonl"
+
+
+def write_dataset(rows: list[dict], path: Path) -> DatasetFile:
+    """Write the step's rows; a file already there (a warm replay's cold step, a resumed
+    step) must hold the same bytes, or a step's recorded dataset would change under it."""
+    if path.exists() and path.read_bytes() != jsonl_bytes(rows):
+        raise RuntimeError(f"{path} already holds other rows than this step sends: the warm "
+                           "replay's rows differ from its cold step's (a bug in the plan)")
+    return write_jsonl(rows, path)
 
 
 def is_complete(run_dir: Path, step: Step, manifest_status: str | None) -> bool:
@@ -192,7 +208,7 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
 
     endpoints = ctx.target.endpoints()   # after a restart: a cluster's pod IPs change
     rows, dataset = step_dataset(step)
-    dfile = write_jsonl(rows, dataset_path(ctx.run_dir, step))
+    dfile = write_dataset(rows, dataset_path(ctx.run_dir, step))
     dataset = {"path": str(dfile.path.relative_to(ctx.run_dir)), "sha256": dfile.sha256,
                "rows": dfile.rows, **dataset}
     inv = AiperfInvocation(
