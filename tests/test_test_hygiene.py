@@ -3,7 +3,7 @@ reason:
 - every test that starts the local engine or Prometheus carries its marker (`engine` /
   `prometheus`), so `-m "not engine"` really leaves them out and CI fails them when the engine
   or Prometheus is missing instead of letting them skip (conftest.py); every test that runs the
-  runner on it carries `load`, so `make test` never overlaps two measured runs (conftest.py);
+  runner on it carries `load`, so `make test` runs it in a load lane (conftest.py);
 - nothing waits with a bare `time.sleep`: waiting for a scrape, for load or for a process
   polls with a deadline (engine_support.wait_for);
 - no assert that cannot fail (`assert SomeClass`, an assert on a constant, a string or a tuple).
