@@ -63,5 +63,7 @@ def xdist_group_of(item) -> str:
 @pytest.hookimpl(tryfirst=True)    # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: item.get_closest_marker("load") is None)   # stable: lanes first
+    if not config.pluginmanager.hasplugin("xdist"):     # -p no:xdist: no groups to read
+        return
     for item in items:
         item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
