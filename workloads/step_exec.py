@@ -14,6 +14,7 @@ Either way the judge below reads the same exports.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -139,11 +140,15 @@ def dataset_path(run_dir: Path, step: Step) -> Path:
 
 def write_dataset(rows: list[dict], path: Path) -> DatasetFile:
     """Write the step's rows; a file already there (a warm replay's cold step, a resumed
-    step) must hold the same bytes, or a step's recorded dataset would change under it."""
-    if path.exists() and path.read_bytes() != jsonl_bytes(rows):
+    step) is kept, and must hold the same bytes, or a step's recorded dataset would change
+    under it."""
+    if not path.exists():
+        return write_jsonl(rows, path)
+    data = path.read_bytes()
+    if data != jsonl_bytes(rows):
         raise RuntimeError(f"{path} already holds other rows than this step sends: the warm "
                            "replay's rows differ from its cold step's (a bug in the plan)")
-    return write_jsonl(rows, path)
+    return DatasetFile(path=path, sha256=hashlib.sha256(data).hexdigest(), rows=len(rows))
 
 
 def is_complete(run_dir: Path, step: Step, manifest_status: str | None) -> bool:

@@ -303,8 +303,10 @@ class LocalTarget:
     def _restart_port_losers(self, since: int) -> None:
         """Stop the frontend or mockers whose port was taken and start them on new ports. The
         frontend exits; a mocker runs on without its system server, so its /metrics would be
-        whatever holds the port (dynamo_runtime::system_status_server, Dynamo 1.6.1: "Failed
-        to bind to address ... Address already in use", then the worker goes on)."""
+        whatever holds the port: ai-dynamo/dynamo lib/runtime/src/distributed.rs,
+        DistributedRuntime::new, logs a failed spawn_system_status_server ("System status
+        server startup failed: ... Address already in use") and goes on (seen so in Dynamo
+        1.6.1's mocker log; tests/test_local_engine_ports.py)."""
         losers = [p for p in self.processes()
                   if p is not self.broker and PORT_IN_USE in p.own_log()]
         if not losers:

@@ -73,9 +73,10 @@ class ManagedProcess:
         return {"name": self.name, "pid": self.pid, "argv": self.argv,
                 "log": str(self.log_path)}
 
-    def own_log(self, limit: int = 1 << 20) -> str:
-        """What this process wrote to its log (not an earlier process of the same name), at
-        most the first `limit` bytes."""
+    def own_log(self, limit: int = 1 << 16) -> str:
+        """The start of what this process wrote to its log (not an earlier process of the
+        same name): at most `limit` bytes, enough for its start-up lines, and bounded however
+        long it has run (a kept mocker's log grows with every request it serves)."""
         try:
             with self.log_path.open("rb") as f:
                 f.seek(self.log_start)
