@@ -49,10 +49,10 @@ demo: venv engine
 	$(BIN)/python -m reports campaign runs/campaigns/local/$(DEMO_RUN) --name demo
 	@echo "report: reports/out/demo/report.md, campaign: reports/out/demo/campaign.md"
 
-# Three pytest workers (pytest-xdist) on the 2 cores: one runs every engine test, one after
-# another (they mostly wait on real time: load steps, think time), the others the pure tests;
-# each other file stays whole on one worker, its module fixtures made once (the groups are set
-# in tests/conftest.py). `make test TEST_WORKERS=0` runs everything in one process.
+# Three pytest workers (pytest-xdist) on the 2 cores: the tests that run load on the local
+# engine (marker `load`) start first in two lanes, each lane's tests one after another on one
+# worker; every other file runs whole on one worker, its module fixtures made once (the groups
+# are set in tests/conftest.py). `make test TEST_WORKERS=0` runs everything in one process.
 TEST_WORKERS ?= 3
 test: venv engine
 	$(BIN)/ruff check .
