@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ import yaml
 from pulumi_harness import raw_config
 from stack_variants import check
 
+from stacks import stack_file
 from stacks.errors import StackError
 from stacks.loader import STACKS_DIR, all_stack_names, read_stack_file
 from stacks.offline import config_strings, run_program
@@ -58,6 +60,10 @@ BROKEN: dict[str, tuple[bytes, str]] = {
     "config-list": (b"config:\n  - dynamo-bench:target\n", "`config:` is a list"),
     "deep": (b"config: " + b"[" * 5000 + b"]" * 5000 + b"\n",
              f"nests more than {MAX_DEPTH} levels deep"),
+    # Deep enough to crash LibYAML's composer (stacks/stack_file.py _FAST_LOADER): the
+    # pure-Python loader must read it.
+    "deeper": (b"config: " + b"{a: " * 60_000 + b"1" + b"}" * 60_000 + b"\n",
+               f"nests more than {MAX_DEPTH} levels deep"),
     "bomb": (_bomb(7).encode(), f"expands to more than {MAX_NODES:,} values"),
     "self-reference": (b"config: &c\n  dynamo-bench:tags: {extra: *c}\n",
                        "an alias refers to the value that contains it"),
@@ -154,6 +160,21 @@ def test_every_shipped_stack_file_passes_the_file_checks() -> None:
         assert read_stack_file(STACKS_DIR / f"Pulumi.{name}.yaml"), name
         # the shipped files are plain: no key YAML would read as anything but a string
         yaml.safe_load((STACKS_DIR / f"Pulumi.{name}.yaml").read_text())
+
+
+def test_libyaml_reads_every_shipped_stack_as_the_pure_python_loader_does() -> None:
+    """The fast path (LibYAML) is taken for the shipped files and gives the same data; a file
+    LibYAML refuses is read again by the pure-Python loader, whose error is the one shown."""
+    for name in all_stack_names():
+        path = STACKS_DIR / f"Pulumi.{name}.yaml"
+        text = path.read_text()
+        assert stack_file._parse_fast(path, text) == (True, yaml.load(text, yaml.SafeLoader))
+    tabs = "config:\n\tdynamo-bench:target: local\n"
+    assert stack_file._parse_fast(Path("Pulumi.tabs.yaml"), tabs) == (False, None)
+    # PyYAML's words (LibYAML says "found character that cannot start any token")
+    said = "(line 2, column 1): while scanning for the next token: found character '\\t'"
+    with pytest.raises(StackError, match=re.escape(said)):
+        stack_file.parse_yaml(Path("Pulumi.tabs.yaml"), tabs)
 
 
 def test_the_pulumi_program_refuses_a_key_stacks_check_refuses() -> None:
