@@ -53,6 +53,14 @@ TINY = {
 }
 
 
+# The kill and Ctrl-C runs: one 10 s sweep step on one worker. Both runs write the same
+# dataset file (same rows, name and seed), so the second AIPerf finds the prompts the first
+# built in its cache (aiperf 0.13.0 dataset/mmap_cache.py compute_cache_key: file name and
+# bytes, tokenizer, seed) and skips ~10 s of CPU; each sends the same requests either way.
+FAULT_RUN = {"warmupRequests": 1, "errorRateThreshold": 0.0, "concurrencySweep": {"quick": {
+    "concurrencies": [2], "durationS": 10, "isl": 512, "osl": 32}}}
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """One quick run of every workload on a 2-worker KV-routed local engine."""
@@ -181,10 +189,7 @@ def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_p
     # the 10 s step; the resumed run then runs the whole step again
     stack = write_stack(tmp_path / "stacks", "t-kill",
                         workers=[{"role": "worker", "replicas": 1}], router="round-robin",
-                        workloads={"warmupRequests": 1, "errorRateThreshold": 0.0,
-                                   "concurrencySweep": {"quick": {
-                                       "concurrencies": [2], "durationS": 10, "isl": 512,
-                                       "osl": 32}}})
+                        workloads=FAULT_RUN)
     runs = tmp_path / "runs"
     cmd = runner_cmd(stack, tmp_path / "stacks", runs, "k", "--only", "concurrency_sweep")
     env = runner_env(tmp_path / "hf")
@@ -231,8 +236,7 @@ def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_p
 def test_ctrl_c_stops_the_load_then_the_engine_and_leaves_a_valid_manifest(tmp_path):
     stack = write_stack(tmp_path / "stacks", "t-int",
                         workers=[{"role": "worker", "replicas": 1}], router="round-robin",
-                        workloads={"warmupRequests": 1, "concurrencySweep": {"quick": {
-                            "concurrencies": [2], "durationS": 30, "isl": 512, "osl": 32}}})
+                        workloads=FAULT_RUN)
     runs = tmp_path / "runs"
     cmd = runner_cmd(stack, tmp_path / "stacks", runs, "i", "--only", "concurrency_sweep")
     run_dir = runs / stack / "i"
