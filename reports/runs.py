@@ -227,6 +227,9 @@ def _with_requested_lengths(req: pd.DataFrame, record: RunRecord, step_id: str,
 
 
 def _fingerprint(dirs: dict[str, Path], run_dir: Path) -> str:
+    """Each input file's path inside the run, size and mtime: a run folder moved or copied
+    with its times (cp -p, rsync -a, shutil.copytree) keeps its cache; the frames hold no path
+    of the run folder itself."""
     h = hashlib.sha256(CACHE_VERSION.encode())
     files = [run_dir / MANIFEST] + [d / n for d in dirs.values()
                                     for n in (exports.AIPERF_SUMMARY, exports.AIPERF_RECORDS,
@@ -235,7 +238,7 @@ def _fingerprint(dirs: dict[str, Path], run_dir: Path) -> str:
     for f in files:
         if f.exists():
             st = f.stat()
-            h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}".encode())
+            h.update(f"{f.relative_to(run_dir)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()
 
 

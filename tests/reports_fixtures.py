@@ -3,11 +3,15 @@ and independent readers of the raw AIPerf exports (plain json, no reports code).
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from reports.runs import CACHE_DIR
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 # A real run of local-agg's sweep with worker-0 killed (SIGKILL) two seconds into c4's profiling:
@@ -16,10 +20,33 @@ FAULT_RUN = Path(__file__).parent / "fixtures" / "fault-runs" / "local-agg" / "k
 STACKS = ("local-agg", "local-disagg", "local-agg-kv")
 
 
-def copy_runs(dest: Path) -> Path:
-    """A writable copy of the fixture runs (the reports cache parquet next to each run)."""
+_CACHED_COPY: list[Path] = []
+
+
+def _cached_fixture_runs() -> Path:
+    """This process's copy of the fixture runs with every run's reports cache built (once: the
+    exports of all six runs take ~5 s to parse), removed when the process ends."""
+    if not _CACHED_COPY:
+        from reports.runs import load_run
+
+        root = Path(tempfile.mkdtemp(prefix="fixture-runs-")) / "runs"
+        atexit.register(shutil.rmtree, root.parent, ignore_errors=True)
+        shutil.copytree(FIXTURE_RUNS, root, ignore=shutil.ignore_patterns(CACHE_DIR))
+        for run in all_run_dirs(root):
+            load_run(run)
+        _CACHED_COPY.append(root)
+    return _CACHED_COPY[0]
+
+
+def copy_runs(dest: Path, with_cache: bool = True) -> Path:
+    """A writable copy of the fixture runs. `with_cache`: with each run's reports cache, built
+    from the same exports by the same code (a copied run keeps its cache: reports/runs.py
+    _fingerprint), so a report of them skips the parse; without it, the first report parses."""
     root = dest / "runs"
-    shutil.copytree(FIXTURE_RUNS, root, ignore=shutil.ignore_patterns(".reports-cache"))
+    if with_cache:
+        shutil.copytree(_cached_fixture_runs(), root)
+    else:
+        shutil.copytree(FIXTURE_RUNS, root, ignore=shutil.ignore_patterns(CACHE_DIR))
     return root
 
 
@@ -39,7 +66,7 @@ def run_dir(root: Path, stack: str, run_id: str = "fixture") -> Path:
 
 def copy_fault_run(dest: Path) -> Path:
     run = dest / "fault-runs" / "local-agg" / "killed-worker"
-    shutil.copytree(FAULT_RUN, run, ignore=shutil.ignore_patterns(".reports-cache"))
+    shutil.copytree(FAULT_RUN, run, ignore=shutil.ignore_patterns(CACHE_DIR))
     return run
 
 

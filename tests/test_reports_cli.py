@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -88,7 +89,7 @@ def test_h1_states_the_disagg_minus_agg_ttft_at_lowest_concurrency(compared):
 
 
 def test_parquet_cache_is_reused_then_invalidated(tmp_path):
-    root = copy_runs(tmp_path)
+    root = copy_runs(tmp_path, with_cache=False)
     rd = run_dir(root, "local-agg")
     first = load_run(rd)
     cache = rd / CACHE_DIR
@@ -108,6 +109,29 @@ def test_parquet_cache_is_reused_then_invalidated(tmp_path):
     assert (cache / "fingerprint").read_text() != stamp
     assert changed.steps.set_index("step").loc["concurrency_sweep/c4",
                                                "aiperf_ttft_p50_ms"] == 12345.0
+
+
+def test_a_run_copied_with_its_times_keeps_its_cache(tmp_path, monkeypatch):
+    """The fingerprint names files by their place in the run, not on the disk: a run folder
+    copied or moved with its times (rsync -a from the machine that ran it) is not parsed
+    again, and its frames are the ones the parse made."""
+    rd = run_dir(copy_runs(tmp_path / "a", with_cache=False), "local-agg")
+    parsed = load_run(rd)
+    moved = tmp_path / "elsewhere" / "local-agg" / "fixture"
+    shutil.copytree(rd, moved)
+
+    def no_parse(*args):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr("reports.runs.load_step", no_parse)
+    cached = load_run(moved)
+    pd.testing.assert_frame_equal(parsed.requests, cached.requests)
+    pd.testing.assert_frame_equal(parsed.steps, cached.steps)
+    # copied without its times (cp -r): parsed again
+    shutil.rmtree(moved)
+    shutil.copytree(rd, moved, copy_function=shutil.copyfile)
+    with pytest.raises(AssertionError, match="parsed again"):
+        load_run(moved)
 
 
 def test_stack_name_resolves_to_its_latest_run(tmp_path):
