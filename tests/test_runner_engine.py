@@ -37,7 +37,9 @@ pytestmark = [pytest.mark.engine, pytest.mark.load(2), needs_engine]
 TINY = {
     "warmupRequests": 2,
     "errorRateThreshold": 0.0,
-    "concurrencySweep": {"quick": {"concurrencies": [2], "durationS": 3, "isl": 512, "osl": 16}},
+    # the fault runs' sweep (below): one AIPerf of the two builds its prompts, the other finds
+    # them in AIPerf's cache
+    "concurrencySweep": {"quick": {"concurrencies": [2], "durationS": 6, "isl": 512, "osl": 32}},
     # short pauses: this run checks the turn records, not think time, and 5 turns must fit in
     # the step on 2 busy cores
     "multiTurn": {"quick": {"conversations": 2, "durationS": 6, "isl": 128, "osl": 8,
@@ -53,12 +55,14 @@ TINY = {
 }
 
 
-# The kill and Ctrl-C runs: one 10 s sweep step on one worker. Both runs write the same
-# dataset file (same rows, name and seed), so the second AIPerf finds the prompts the first
-# built in its cache (aiperf 0.13.0 dataset/mmap_cache.py compute_cache_key: file name and
-# bytes, tokenizer, seed) and skips ~10 s of CPU; each sends the same requests either way.
-FAULT_RUN = {"warmupRequests": 1, "errorRateThreshold": 0.0, "concurrencySweep": {"quick": {
-    "concurrencies": [2], "durationS": 10, "isl": 512, "osl": 32}}}
+# The kill and Ctrl-C runs: one 6 s sweep step on one worker (the kill lands about a second
+# into profiling, the interrupt within half a second). They and the tiny run write the same
+# sweep dataset file (same rows, name and seed), so only the first AIPerf to send it builds
+# its prompts; the others find them in AIPerf's cache (aiperf 0.13.0 dataset/mmap_cache.py
+# compute_cache_key: file name and bytes, tokenizer, seed) and skip ~10 s of CPU. Each sends
+# the same requests either way.
+FAULT_RUN = {"warmupRequests": 1, "errorRateThreshold": 0.0,
+             "concurrencySweep": TINY["concurrencySweep"]}
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +190,7 @@ def _output_tokens(metrics_url: str) -> float:
 @pytest.mark.load(1)
 def test_killing_a_mocker_mid_step_marks_it_failed_and_resume_completes_it(tmp_path):
     # the kill lands once 64 tokens streamed (about a second into profiling), well inside
-    # the 10 s step; the resumed run then runs the whole step again
+    # the 6 s step; the resumed run then runs the whole step again
     stack = write_stack(tmp_path / "stacks", "t-kill",
                         workers=[{"role": "worker", "replicas": 1}], router="round-robin",
                         workloads=FAULT_RUN)
