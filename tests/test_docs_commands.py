@@ -13,8 +13,15 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
+
+from reports.__main__ import app as reports_app
+from stacks.__main__ import app as stacks_app
+from workloads.__main__ import app as workloads_app
 
 REPO = Path(__file__).resolve().parents[1]
+APPS = {"stacks": stacks_app, "workloads": workloads_app, "reports": reports_app}
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 PY_CMD = re.compile(r"(?:\.venv/bin/)?python -m (stacks|workloads|reports)\b(.*)")
@@ -49,13 +56,28 @@ def python_commands() -> list[tuple[str, str, str, tuple[str, ...]]]:
     return found
 
 
+HELP_ENV = {"COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
+
+
 @cache
 def help_text(module: str, sub: str) -> str:
-    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
-    args = [sys.executable, "-m", module, *([sub] if sub else []), "--help"]
-    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"`{' '.join(args[1:])}` exits {done.returncode}: {done.stderr}"
-    return done.stdout
+    """The command's --help, from its app in this process (one real process per entry point
+    below: `python -m <module> --help`)."""
+    args = [*([sub] if sub else []), "--help"]
+    done = CliRunner().invoke(APPS[module], args, env=HELP_ENV, prog_name=f"python -m {module}")
+    assert done.exit_code == 0, f"`python -m {module} {' '.join(args)}` exits " \
+        f"{done.exit_code}: {done.output}"
+    return done.output
+
+
+@pytest.mark.parametrize("module", sorted(APPS))
+def test_every_entry_point_answers_help_as_a_real_process(module):
+    env = {**os.environ, **HELP_ENV}
+    done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # the same commands as the app the tests read in-process
+    assert set(typer.main.get_command(APPS[module]).commands) <= set(done.stdout.split())
 
 
 def test_the_docs_show_commands_of_every_entry_point():
