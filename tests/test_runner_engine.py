@@ -37,8 +37,8 @@ pytestmark = [pytest.mark.engine, pytest.mark.load(2), needs_engine]
 TINY = {
     "warmupRequests": 2,
     "errorRateThreshold": 0.0,
-    # the fault runs' sweep (below): one AIPerf of the two builds its prompts, the other finds
-    # them in AIPerf's cache
+    # the fault runs (below) send this sweep too: the first AIPerf to send it builds its
+    # prompts, the others find them in AIPerf's cache
     "concurrencySweep": {"quick": {"concurrencies": [2], "durationS": 6, "isl": 512, "osl": 32}},
     # short pauses: this run checks the turn records, not think time, and 5 turns must fit in
     # the step on 2 busy cores
