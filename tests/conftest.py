@@ -53,6 +53,29 @@ def pytest_runtest_setup(item) -> None:
 # rehearsal. Every other file stays whole on one worker, its module fixtures made once (as
 # --dist loadfile would). The Makefile passes --no-loadscope-reorder, or xdist would queue the
 # groups by test count and start the lanes (few, long tests) late.
+# After the lanes, the longest files go first (longest-processing-time-first), so the run does
+# not end with one worker alone on a long file: each file's seconds in `make test` (warm AIPerf
+# cache, 2026-12-02, files of 10 s or more; every other file keeps its place after them).
+# Only the order depends on these figures.
+FILE_SECONDS = {
+    "test_campaign_fake.py": 49, "test_aws_audit.py": 43, "test_reports_cost_scope.py": 24,
+    "test_trace_replay.py": 24, "test_aws_audit_rules.py": 22, "test_aws_target_run.py": 22,
+    "test_reports_tables.py": 21, "test_reports_cli.py": 21, "test_aws_cost_cli.py": 20,
+    "test_attest_engine.py": 19, "test_reports_fault.py": 19, "test_reports_plots.py": 17,
+    "test_promql_prometheus.py": 16, "test_cli_errors.py": 13, "test_aws_target_specs.py": 13,
+    "test_stack_file.py": 13, "test_local_engine.py": 12, "test_campaign_identity.py": 11,
+    "test_attest_fake.py": 11, "test_infra_k8s_objects.py": 11, "test_reports_browser.py": 10,
+    "test_infra_stability.py": 10,
+}
+
+
+def run_order(item) -> tuple[bool, int]:
+    """Load lanes first, then files by their measured seconds, longest first (a stable sort:
+    collection order otherwise)."""
+    file = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+    return item.get_closest_marker("load") is None, -FILE_SECONDS.get(file, 0)
+
+
 def xdist_group_of(item) -> str:
     lane = item.get_closest_marker("load")
     if lane is None:
@@ -62,7 +85,7 @@ def xdist_group_of(item) -> str:
 
 @pytest.hookimpl(tryfirst=True)    # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("load") is None)   # stable: lanes first
+    items.sort(key=run_order)
     if not config.pluginmanager.hasplugin("xdist"):     # -p no:xdist: no groups to read
         return
     for item in items:
