@@ -19,8 +19,10 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
                  "AWS_DEFAULT_REGION": REGION, "AWS_CONFIG_FILE": str(tmp_path / "none"),
                  "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
                  # moto's EC2 loads its catalogue of public AMIs in every region it first
-                 # serves (moto/ec2/models/amis.py, moto 5.x): most of an audit's time here,
-                 # and no test needs a listed AMI (run_instances takes any image id)
+                 # serves unless this is "false" (moto 5.2.5: moto/settings.py
+                 # ec2_load_default_amis, read in moto/ec2/models/amis.py): most of an
+                 # audit's time here, and no test needs a listed AMI (run_instances takes any
+                 # image id)
                  "MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}.items():
         monkeypatch.setenv(k, v)
     for k in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_SESSION_TOKEN"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.runs import CACHE_DIR
+from reports.runs import CACHE_DIR, load_run
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 # A real run of local-agg's sweep with worker-0 killed (SIGKILL) two seconds into c4's profiling:
@@ -27,8 +27,6 @@ def _cached_fixture_runs() -> Path:
     """This process's copy of the fixture runs with every run's reports cache built (once: the
     exports of all six runs take ~5 s to parse), removed when the process ends."""
     if not _CACHED_COPY:
-        from reports.runs import load_run
-
         root = Path(tempfile.mkdtemp(prefix="fixture-runs-")) / "runs"
         atexit.register(shutil.rmtree, root.parent, ignore_errors=True)
         shutil.copytree(FIXTURE_RUNS, root, ignore=shutil.ignore_patterns(CACHE_DIR))
