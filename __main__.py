@@ -3,7 +3,7 @@
 Reads the stack's typed config (`dynamo-bench:<key>`), runs pre-flight BEFORE creating anything
 (an invalid stack registers no resource and every problem is listed with its fix), then builds
 the components (components/program.py) and exports the outputs the runner and variants read.
-Pre-flight is `stacks.preflight.run_preflight`, the same function `python -m stacks check`
+Pre-flight is `stacks.preflight.run.run_preflight`, the same function `python -m stacks check`
 runs; here it also gets what only Pulumi knows (every config key, provider config, whether the
 Hugging Face token is a secret) and that the stack is being deployed.
 """
@@ -17,13 +17,13 @@ import pulumi
 from pulumi.runtime.config import CONFIG, is_config_secret
 
 from components.program import build
-from stacks.api_access import CONFIG_KEY as API_ACCESS_KEY
-from stacks.campaign_config import parse_campaign, parse_node_group_sizes
-from stacks.deploy_checks import DeployFacts
-from stacks.loader import PROJECT, StackError, load_stack_file, parse_config
-from stacks.preflight import load_base, run_preflight
-from stacks.schema import CONFIG_KEYS
-from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROVIDER_NAMESPACES
+from stacks.config.api_access import CONFIG_KEY as API_ACCESS_KEY
+from stacks.config.campaign_config import parse_campaign, parse_node_group_sizes
+from stacks.config.loader import PROJECT, StackError, load_stack_file, parse_config
+from stacks.config.schema import CONFIG_KEYS
+from stacks.config.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROVIDER_NAMESPACES
+from stacks.preflight.deploy_checks import DeployFacts
+from stacks.preflight.run import load_base, run_preflight
 
 
 def read_config(cfg: pulumi.Config) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def main() -> None:
     raw = read_config(cfg)
     if not raw:
         # A derived stack `<variant>.<base>` has no config of its own: its variant's file,
-        # attached to <base> (stacks/loader.py); any other stack without config fails below.
+        # attached to <base> (stacks/config/loader.py); any other stack without config fails below.
         try:
             raw = load_stack_file(pulumi.get_stack()).config
         except StackError:
@@ -78,7 +78,7 @@ def main() -> None:
     if report.problems:
         raise StackError(stack.name, report.problems)
     token = cfg.require_secret("hfToken") if base is None else None
-    # pre-flight refused malformed values already (stacks.deploy_checks)
+    # pre-flight refused malformed values already (stacks.preflight.deploy_checks)
     campaign = parse_campaign(cfg.get(CAMPAIGN_KEY))[0]
     sizes = parse_node_group_sizes(cfg.get(NODE_GROUP_SIZES_KEY))[0]
     for key, value in build(stack, base, token, cfg.get(API_ACCESS_KEY), campaign,

@@ -1,8 +1,9 @@
-"""The EKS endpoint arguments for the access the deployer asked for (stacks/api_access.py)."""
+"""The EKS endpoint arguments for the access the deployer asked for
+(stacks/config/api_access.py)."""
 
 from __future__ import annotations
 
-from stacks.api_access import ApiAccess
+from stacks.config.api_access import ApiAccess
 
 
 def eks_endpoint_args(access: ApiAccess) -> dict:

@@ -9,7 +9,7 @@ spec.template.metadata.labels, spec.template.spec.{nodeClassRef {group, kind, na
 requirements, taints}, spec.limits, spec.disruption {consolidationPolicy, consolidateAfter,
 budgets [{nodes, reasons}]} and spec.replicas (Karpenter v1.14.1 karpenter.sh_nodepools.yaml;
 static capacity: EKS user guide auto-static-capacity.adoc). What Auto Mode does with them, and
-why GPU groups are dynamic and CPU groups static: stacks/auto_mode.py.
+why GPU groups are dynamic and CPU groups static: stacks/preflight/auto_mode.py.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from __future__ import annotations
 from components.conventions import GPU_RESOURCE, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE
 from components.node_specs import instance_of, node_labels
 from components.placement import INSTANCE_TYPE_LABEL
-from stacks.auto_mode import (
+from stacks.config.schema import CapacityType, NodeGroup, Provisioning
+from stacks.preflight.auto_mode import (
     CAPACITY_TYPE_LABEL,
     EMPTY_NODE_GRACE_S,
     INSTANCE_FAMILY_LABEL,
     provisioning,
 )
-from stacks.schema import CapacityType, NodeGroup, Provisioning
 
 NODECLASS_API = "eks.amazonaws.com/v1"
 NODEPOOL_API = "karpenter.sh/v1"

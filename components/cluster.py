@@ -20,8 +20,8 @@ from components.cluster_handle import ClusterHandle
 from components.network import Network, StackOnAws
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
-from stacks.aws_checks import eks_cluster_name
-from stacks.schema import ComputeMode, StackConfig
+from stacks.config.schema import ComputeMode, StackConfig
+from stacks.preflight.aws_checks import eks_cluster_name
 
 # Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
@@ -29,7 +29,8 @@ NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
 
 
 def cluster_name(stack: StackConfig) -> str:
-    # pre-flight refuses a name EKS would refuse (stacks.aws_checks), so nothing is truncated
+    # pre-flight refuses a name EKS would refuse (stacks.preflight.aws_checks), so nothing is
+    # truncated
     return eks_cluster_name(stack)
 
 

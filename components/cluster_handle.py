@@ -11,7 +11,7 @@ import pulumi
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from stacks.schema import ComputeMode
+from stacks.config.schema import ComputeMode
 
 
 @dataclass

@@ -2,12 +2,12 @@
 
 Worker placement (node selectors, tolerations) and node creation (node group labels, taints,
 Auto Mode NodePools) must agree on these, so they are defined once. Names the cluster runner
-(workloads/) also needs live in stacks/k8s_names.py and are re-exported here.
+(workloads/) also needs live in stacks/conventions/k8s_names.py and are re-exported here.
 """
 
 from __future__ import annotations
 
-from stacks.k8s_names import (  # noqa: F401 - re-exported for the components
+from stacks.conventions.k8s_names import (  # noqa: F401 - re-exported for the components
     LOADGEN_SERVICE_ACCOUNT,
     MODEL_CACHE_MOUNT,
     MODEL_CACHE_PVC,

@@ -1,9 +1,9 @@
 """Grafana dashboards (JSON models, pure) and the metric names their queries use.
 
-Every metric a query names comes from the catalogue `stacks.metrics`; `dashboard_metric_names`
-reads the names back out of the PromQL so a test can hold them against the catalogue (a typo in
-a query shows up there, not as an empty panel on a cluster). Dashboards filter by the Kubernetes
-namespace label that the Prometheus operator adds to every PodMonitor target.
+Every metric a query names comes from the catalogue `stacks.catalog.metrics`;
+`dashboard_metric_names` reads the names back out of the PromQL so a test can hold them against the
+catalogue (a typo in a query shows up there, not as an empty panel on a cluster). Dashboards filter
+by the Kubernetes namespace label that the Prometheus operator adds to every PodMonitor target.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stacks import metrics as m
+from stacks.catalog import metrics as m
 
 # Panels, targets and the namespace query name their data source through the dashboard's
 # `datasource` variable (a data-source-type variable listing Prometheus sources, "default"
@@ -219,5 +219,5 @@ def dashboard_metric_names(dashboards: list[dict[str, Any]] | None = None) -> se
 
 
 def catalogue_names() -> set[str]:
-    """All metric names stacks.metrics defines."""
+    """All metric names stacks.catalog.metrics defines."""
     return {v for k, v in vars(m).items() if k.isupper() and isinstance(v, str)}

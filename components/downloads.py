@@ -29,7 +29,7 @@ from typing import Any
 
 from components.loadgen_specs import DOWNLOAD_JOB, model_download_job
 from components.recipe_specs import checkpoints_to_download
-from stacks.schema import StackConfig
+from stacks.config.schema import StackConfig
 
 # A Job's name is copied into its pods' `batch.kubernetes.io/job-name` label: <= 63 characters.
 MAX_JOB_NAME = 63

@@ -13,8 +13,8 @@ from components.charts import ChartRef, install
 from components.k8s import create_object, create_objects
 from components.loadgen_specs import loadgen_rbac
 from components.platform_values import CHART, platform_chart_version, platform_values
-from stacks.k8s_names import dynamo_namespace  # noqa: F401 - re-exported
-from stacks.schema import ClusterConfig, StackConfig
+from stacks.config.schema import ClusterConfig, StackConfig
+from stacks.conventions.k8s_names import dynamo_namespace  # noqa: F401 - re-exported
 
 # NGC's Helm repository of the ai-dynamo team: the chart lives at
 # <repo>/charts/dynamo-platform-<version>.tgz (Dynamo's Kubernetes installation guide).
@@ -75,8 +75,8 @@ class GraphArgs:
     cluster: ClusterConfig        # the effective cluster (a variant: base groups + its own)
     efa: bool                     # the worker nodes have EFA devices and the device plugin
     depends_on: list[pulumi.Resource]
-    # A campaign's deploy (stacks/campaign_config.py): the graph's name when two variants share
-    # workers, and whether the next variant keeps them (the objects outlive this stack's
+    # A campaign's deploy (stacks/config/campaign_config.py): the graph's name when two variants
+    # share workers, and whether the next variant keeps them (the objects outlive this stack's
     # destroy, and the next variant's `up` takes them over).
     graph_name: str | None = None
     retain: bool = False

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stacks.k8s_names import ZONE_LABEL
+from stacks.conventions.k8s_names import ZONE_LABEL
 
 OFFICIAL_RUNTIME = "nvcr.io/nvidia/ai-dynamo/vllm-runtime"
 # Only the EFA worker pods carry this label: they require each other in one zone.

@@ -28,9 +28,18 @@ from components.conventions import (
     MODEL_CACHE_PVC,
     NODE_GROUP_LABEL,
 )
-from stacks import frontend_trace
-from stacks.catalog import INSTANCE_TYPES, InstanceType
-from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re-exported
+from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
+from stacks.config.loader import P, Problem, StackError
+from stacks.config.schema import (
+    ClusterConfig,
+    NodeGroup,
+    Role,
+    ServingConfig,
+    StackConfig,
+    TransferBackend,
+)
+from stacks.conventions import frontend_trace
+from stacks.conventions.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re-exported
     DGD_API_VERSION,
     DGD_KIND,
     FRONTEND_COMPONENT,
@@ -40,22 +49,13 @@ from stacks.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LABEL, names re
     component_names,
     deployment_name,
 )
-from stacks.loader import P, Problem, StackError
-from stacks.pods import (  # noqa: F401 - WORKER_BASE_MEMORY_GIB re-exported
+from stacks.conventions.worker_identity import compile_cache_dir, compile_cache_env
+from stacks.preflight.pods import (  # noqa: F401 - WORKER_BASE_MEMORY_GIB re-exported
     WORKER_BASE_MEMORY_GIB,
     WORKER_SHM_GIB,
     pod_cpus,
     pod_memory_gib,
 )
-from stacks.schema import (
-    ClusterConfig,
-    NodeGroup,
-    Role,
-    ServingConfig,
-    StackConfig,
-    TransferBackend,
-)
-from stacks.worker_identity import compile_cache_dir, compile_cache_env
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
@@ -211,7 +211,7 @@ class _Worker:
                 *recipe_specs.speculative_env(self.serving, self.graph)]
 
     def memory_gib(self) -> int:
-        # the same request pre-flight packs onto the nodes (stacks.pods)
+        # the same request pre-flight packs onto the nodes (stacks.preflight.pods)
         return pod_memory_gib(self.serving, self.w)
 
     def kvbm_disk(self) -> str | None:
@@ -342,9 +342,10 @@ def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
 
     `efa`: the worker nodes have EFA devices and the EFA device plugin. `cluster`: the cluster
     the workers run on; defaults to the stack's own, so an attached variant must pass the
-    effective cluster (its base's node groups plus its own, `stacks.preflight.effective_cluster`).
+    effective cluster (its base's node groups plus its own,
+    `stacks.preflight.run.effective_cluster`).
     `name`: the graph's name, default deployment_name(stack) (a campaign gives two variants
-    that share workers one name: stacks/campaign_config.py).
+    that share workers one name: stacks/config/campaign_config.py).
     Raises StackError (field and fix named) for settings the graph cannot express.
     """
     _check_supported(stack, efa)

@@ -23,15 +23,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stacks.memory import GIB
-from stacks.pods import (  # noqa: F401 - re-exported: the version rule lives with pre-flight
+from stacks.config.schema import Role, ServingConfig, Topology, TransferBackend
+from stacks.conventions.worker_identity import (
+    publishes_kv_events,  # noqa: F401 - one rule, re-exported
+)
+from stacks.preflight.pods import (  # noqa: F401 - re-exported: the version rule lives with pre-flight
     NATIVE_OFFLOAD_SINCE,
     offloads,
     uses_kvbm,
     version_tuple,
 )
-from stacks.schema import Role, ServingConfig, Topology, TransferBackend
-from stacks.worker_identity import publishes_kv_events  # noqa: F401 - one rule, re-exported
+from stacks.sizing.memory import GIB
 
 KV_EVENTS_PORT = 20080
 KVBM_MODULE = "kvbm.vllm_integration.connector"

@@ -32,7 +32,7 @@ from components.conventions import (
     RESULTS_PVC,
 )
 from components.model_download import DOWNLOAD_SCRIPT
-from stacks.aws_checks import ebs_tag_problem
+from stacks.preflight.aws_checks import ebs_tag_problem
 
 EBS_PROVISIONER = "ebs.csi.aws.com"
 EBS_AUTO_MODE_PROVISIONER = "ebs.csi.eks.amazonaws.com"
@@ -131,7 +131,8 @@ def ebs_tag_parameters(tags: dict[str, str]) -> dict[str, str]:
     """EBS CSI `tagSpecification_<n>: key=value` parameters, in a stable order."""
     params = {}
     for n, (key, value) in enumerate(sorted(tags.items()), start=1):
-        why = ebs_tag_problem(key, value)  # pre-flight refuses it first (stacks.aws_checks)
+        # pre-flight refuses it first (stacks.preflight.aws_checks)
+        why = ebs_tag_problem(key, value)
         if why:
             raise ValueError(f"tag '{key}={value}': {why}: rename the tag")
         params[f"tagSpecification_{n}"] = f"{key}={value}"

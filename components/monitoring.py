@@ -13,8 +13,8 @@ from components import monitoring_specs as specs
 from components.charts import ChartRef, install
 from components.conventions import MONITORING_NAMESPACE
 from components.k8s import create_object, create_objects
-from stacks.k8s_names import PROMETHEUS_PORT
-from stacks.schema import StackConfig
+from stacks.config.schema import StackConfig
+from stacks.conventions.k8s_names import PROMETHEUS_PORT
 
 PROMETHEUS_COMMUNITY_REPO = "https://prometheus-community.github.io/helm-charts"
 DCGM_EXPORTER_REPO = "https://nvidia.github.io/dcgm-exporter/helm-charts"

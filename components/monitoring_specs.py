@@ -19,7 +19,7 @@ from typing import Any
 from components.conventions import EBS_STORAGE_CLASS, GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from components.dashboards import DASHBOARDS
 from components.placement import cpu_node_affinity, gpu_node_affinity
-from stacks.schema import StackConfig
+from stacks.config.schema import StackConfig
 
 KUBE_PROMETHEUS_CHART = "kube-prometheus-stack"
 DCGM_EXPORTER_CHART = "dcgm-exporter"

@@ -9,8 +9,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.node_specs import choose_zones, pinned_zone, subnet_plan
-from stacks.api_access import ApiAccess
-from stacks.schema import StackConfig
+from stacks.config.api_access import ApiAccess
+from stacks.config.schema import StackConfig
 
 
 @dataclass(frozen=True)

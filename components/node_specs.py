@@ -15,8 +15,8 @@ from components.conventions import (
     NODE_GROUP_LABEL,
 )
 from components.placement import INSTANCE_TYPE_LABEL, catalogue_gpu_types, gpu_instance_type_term
-from stacks.catalog import INSTANCE_TYPES, InstanceType
-from stacks.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
+from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
+from stacks.config.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
 
 # EKS managed node group AMI types (AL2023; the NVIDIA variant ships driver + container toolkit).
 AMI_GPU = "AL2023_x86_64_NVIDIA"

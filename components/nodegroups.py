@@ -4,7 +4,7 @@ placement group when KV moves over LIBFABRIC), or EKS Auto Mode NodeClass/NodePo
 
 Used by the cluster (its own groups) and by an attached variant (its extra groups, on the base
 cluster). Device plugins are installed only in node-group mode (Auto Mode ships the NVIDIA and
-EFA plugins in its node AMIs, stacks/auto_mode.py: a second one must never run there): the
+EFA plugins in its node AMIs, stacks/preflight/auto_mode.py: a second one must never run there): the
 NVIDIA plugin once per cluster, the EFA plugin where EFA is used. Never any GPU Operator driver
 or toolkit part: the GPU AMI already carries them.
 """
@@ -23,8 +23,8 @@ from components.charts import ChartRef, install
 from components.cluster_handle import ClusterHandle
 from components.k8s import create_object
 from components.tags import launch_template_tag_specifications
-from stacks.node_images import NVIDIA_AMI
-from stacks.schema import ComputeMode, NodeGroup, StackConfig
+from stacks.catalog.node_images import NVIDIA_AMI
+from stacks.config.schema import ComputeMode, NodeGroup, StackConfig
 
 NVIDIA_DEVICE_PLUGIN = ChartRef("nvidia-device-plugin", "0.18.0",
                                 "https://nvidia.github.io/k8s-device-plugin")
@@ -108,7 +108,7 @@ class NodeGroups(pulumi.ComponentResource):
             subnet_ids=subnets,
             ami_type=ns.AMI_GPU if ns.is_gpu(group) else ns.AMI_CPU,
             # One pinned AMI release (and so one NVIDIA driver) per Kubernetes minor:
-            # stacks/node_images.py, checked against the serving image by pre-flight.
+            # stacks/catalog/node_images.py, checked against the serving image by pre-flight.
             release_version=NVIDIA_AMI[args.eks_version].release_version,
             instance_types=[group.instance_type],
             capacity_type=ns.managed_capacity_type(group),

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from components.conventions import NODE_GROUP_LABEL
-from stacks.catalog import INSTANCE_TYPES
-from stacks.k8s_names import (  # noqa: F401 - shared with the cluster runner
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.schema import ClusterConfig
+from stacks.conventions.k8s_names import (  # noqa: F401 - shared with the cluster runner
     INSTANCE_TYPE_LABEL,
     cpu_node_groups,
     gpu_node_groups,
 )
-from stacks.schema import ClusterConfig
 
 
 def node_group_affinity(groups: list[str]) -> dict[str, Any]:

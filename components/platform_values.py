@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.placement import cpu_node_affinity
-from stacks.schema import ServingConfig, StackConfig
+from stacks.config.schema import ServingConfig, StackConfig
 
 CHART = "dynamo-platform"
 

@@ -26,8 +26,8 @@ from pulumi_policy import (
 
 from components.conventions import HF_TOKEN_KEY, HF_TOKEN_SECRET
 from components.tags import REQUIRED_TAG_KEYS, is_taggable
-from stacks.catalog import INSTANCE_TYPES
-from stacks.offline import HELM_TYPES
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.render.offline import HELM_TYPES
 
 NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -219,7 +219,7 @@ def _validate_instance_types(args: ResourceValidationArgs, report: ReportViolati
     elif kind == NODE_POOL:
         problems = _pool_problems(props)
     for p in problems:
-        report(f"{p} (stacks/catalog.py: {', '.join(sorted(CATALOGUE_TYPES))})", None)
+        report(f"{p} (stacks/catalog/instances.py: {', '.join(sorted(CATALOGUE_TYPES))})", None)
 
 
 catalogue_instance_types = ResourceValidationPolicy(

@@ -34,13 +34,13 @@ from components.node_specs import uses_efa
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
-from stacks.api_access import ApiAccess, parse_api_access
-from stacks.auto_mode import has_efa as auto_mode_has_efa
-from stacks.campaign_config import CampaignDeploy
-from stacks.loader import PROJECT
-from stacks.node_images import NVIDIA_AMI
-from stacks.preflight import effective_cluster
-from stacks.schema import ComputeMode, StackConfig
+from stacks.catalog.node_images import NVIDIA_AMI
+from stacks.config.api_access import ApiAccess, parse_api_access
+from stacks.config.campaign_config import CampaignDeploy
+from stacks.config.loader import PROJECT
+from stacks.config.schema import ComputeMode, StackConfig
+from stacks.preflight.auto_mode import has_efa as auto_mode_has_efa
+from stacks.preflight.run import effective_cluster
 
 
 def aws_provider(stack: StackConfig, region: str, tags: dict[str, str]) -> aws.Provider:
@@ -59,7 +59,7 @@ def _worker_efa(stack: StackConfig, base: StackConfig | None, mode: ComputeMode)
         if group is None:
             return False
         if mode == ComputeMode.AUTO:
-            has = auto_mode_has_efa(group)  # dynamic pools only (stacks/auto_mode.py)
+            has = auto_mode_has_efa(group)  # dynamic pools only (stacks/preflight/auto_mode.py)
         else:
             has = uses_efa(group, stack if group.name in own or base is None else base)
         if not has:
@@ -73,13 +73,14 @@ def build(stack: StackConfig, base: StackConfig | None,
           node_group_sizes: dict[str, int] | None = None) -> dict[str, Any]:
     """Create the stack's resources; returns the stack outputs. `hf_token` (a Pulumi secret)
     and `api_access` are needed by a stack that owns its storage and cluster; `campaign` and
-    `node_group_sizes` are what a campaign asked (stacks/campaign_config.py)."""
+    `node_group_sizes` are what a campaign asked (stacks/config/campaign_config.py)."""
     tags = stack_tags(stack)
     if base is not None:
         return _build_variant(stack, base, tags, campaign)
     access, problems = parse_api_access(api_access)
     assert hf_token is not None and access is not None and not problems, \
-        "pre-flight (stacks.deploy_checks) refuses a missing token or endpoint access first"
+        ("pre-flight (stacks.preflight.deploy_checks) refuses a missing token or endpoint access "
+         "first")
     return _build_owned(stack, tags, hf_token, access, node_group_sizes)
 
 

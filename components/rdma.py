@@ -14,7 +14,7 @@ import pulumi
 
 from components import rdma_specs as specs
 from components.k8s import create_object
-from stacks.schema import ClusterConfig
+from stacks.config.schema import ClusterConfig
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from typing import Any
 
 from components.conventions import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from components.placement import node_group_affinity
-from stacks.catalog import INSTANCE_TYPES
-from stacks.recipe_config import RdmaDevicePlugin
-from stacks.schema import ClusterConfig
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.recipe_config import RdmaDevicePlugin
+from stacks.config.schema import ClusterConfig
 
 IMAGE = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
 NAMESPACE = "kube-system"

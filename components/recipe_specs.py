@@ -4,7 +4,7 @@
 `components.graph.recipe_configmaps(stack, namespace)` before the DynamoGraphDeployment (the
 workers read their speculative config from it). Flags follow the recipe manifests of
 ai-dynamo/dynamo (recipes/ax-k2, k-exaone-2.0, solar-open2-250b, motif-3) and were checked
-against the installed ai-dynamo 1.6.1 where it has them (stacks.recipe_config: parser split).
+against the installed ai-dynamo 1.6.1 where it has them (stacks.config.recipe_config: parser split).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stacks.recipe_config import (
+from stacks.config.recipe_config import (
     SPEC_CONFIG_KEY,
     SPEC_CONFIG_SYNTHETIC_KEY,
     Parsers,
     SpeculativeDecoding,
 )
-from stacks.schema import Role, RouterMode, ServingConfig, StackConfig, WorkerGroup
+from stacks.config.schema import Role, RouterMode, ServingConfig, StackConfig, WorkerGroup
 
 SPEC_ENV = "SPECULATIVE_CONFIG"
 # Labels the pods and the ConfigMap carry, so every run can be told real from synthetic.

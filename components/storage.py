@@ -20,7 +20,7 @@ from components.downloads import Download, download_job
 from components.k8s import create_object, create_objects
 from components.placement import cpu_node_affinity
 from components.tags import ebs_csi_addon_configuration
-from stacks.schema import ClusterConfig, ComputeMode, StackConfig
+from stacks.config.schema import ClusterConfig, ComputeMode, StackConfig
 
 NFS_PORT = 2049
 # Add-on service accounts (their names are fixed by the add-ons).

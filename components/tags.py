@@ -18,13 +18,13 @@ import inspect
 import json
 from functools import cache
 
-from stacks.aws_checks import RESERVED_TAG_PREFIXES
-from stacks.schema import StackConfig
+from stacks.config.schema import StackConfig
+from stacks.preflight.aws_checks import RESERVED_TAG_PREFIXES
 
 REQUIRED_TAG_KEYS = ("project", "stack", "experiment")
 
 # Tag keys AWS or Auto Mode reserve: a NodeClass refuses them, so they never come from a stack
-# (pre-flight refuses them first: stacks.aws_checks).
+# (pre-flight refuses them first: stacks.preflight.aws_checks).
 _RESERVED_PREFIXES = RESERVED_TAG_PREFIXES
 
 

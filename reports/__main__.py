@@ -108,8 +108,8 @@ def campaign_cmd(campaign_dir: Path = typer.Argument(..., help="runs/campaigns/<
     console.print(f"campaign report -> {path}")
 
 
-try:  # `cost` and `audit` (the AWS side) live in reports.aws_cli and mount here
-    from reports.aws_cli import register as _register_aws
+try:  # `cost` and `audit` (the AWS side) live in reports.accounting.aws_cli and mount here
+    from reports.accounting.aws_cli import register as _register_aws
 except ImportError:  # pragma: no cover - only while that module is absent
     _register_aws = None
 if _register_aws is not None:

@@ -1,8 +1,8 @@
 """A campaign's forecast against what it measured: `python -m reports campaign <dir>`.
 
 Reads `runs/campaigns/<base>/<run-id>/campaign.json` (workloads/campaign/state.py): the plan
-made before anything ran (stacks/schedule.py and the forecast of stacks/campaign_cost.py) and
-the timeline measured after the fact (workloads/campaign/timeline.py), and writes into
+made before anything ran (stacks/plan/schedule.py and the forecast of stacks/plan/campaign_cost.py)
+and the timeline measured after the fact (workloads/campaign/timeline.py), and writes into
 `<out>/<name>/`:
 - campaign_groups.csv: per node group, billed and loaded GPU-hours and their ratio, forecast
   beside measured;

@@ -9,13 +9,13 @@ their row, marked in `step_flag`.
 
 Two bases for the cost of the period, stated on every row:
 - measured: the run record lists the nodes that served the run (`nodes`, written by the aws
-  runner) and `reports.node_hours.period_cost` prices their overlap with the window, plus the
-  fixed fees; prices from the record's `prices` or the catalogue;
-- estimate: the stack's hourly cost from the price catalogue (`stacks.estimate.hourly_cost`)
+  runner) and `reports.accounting.node_hours.period_cost` prices their overlap with the window, plus
+  the fixed fees; prices from the record's `prices` or the catalogue;
+- estimate: the stack's hourly cost from the price catalogue (`stacks.sizing.estimate.hourly_cost`)
   x the window. Local runs are always estimates: what the same layout would cost on AWS.
 
 The scope line says what the cost covers and what it leaves out; `unverified_prices` names
-the prices used that nobody confirmed (stacks.service_prices); a node whose instance type
+the prices used that nobody confirmed (stacks.catalog.service_prices); a node whose instance type
 nobody prices (not in the catalogue, not overridden, not recorded with the run) makes the
 period cost and $/1M unknown (NaN), and the scope line says which.
 """
@@ -32,8 +32,8 @@ import pandas as pd
 from reports.measures import COUNT_COLUMNS
 from reports.runs import RunRecord
 from reports.stackinfo import StackInfo
-from stacks.catalog import INSTANCE_TYPES
-from stacks.service_prices import recorded_prices, unverified_note
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.catalog.service_prices import recorded_prices, unverified_note
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def measured_cost(record: RunRecord, info: StackInfo, start_ns: int, end_ns: int
     nodes = record.extra.get("nodes")
     if not nodes:
         return None
-    from reports import node_hours  # the aws runner's accounting (issue 6)
+    from reports.accounting import node_hours  # the aws runner's accounting (issue 6)
 
     usage = node_hours.usage_from_manifest(record.extra)
     prices = {**info.prices, **recorded_prices(record.extra)}

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from stacks.k8s_names import FRONTEND_COMPONENT
+from stacks.conventions.k8s_names import FRONTEND_COMPONENT
 from workloads.outcomes import completion_tokens, expectations
 
 AIPERF_SUMMARY = "profile_export_aiperf.json"

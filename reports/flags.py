@@ -23,7 +23,7 @@ from workloads.saturation import verdict
 
 FLAG_COLUMNS = ["status", "status_reasons", "client_bound", "client_bound_reasons", "usable",
                 "step_flag"]
-DEFAULT_ERROR_RATE_THRESHOLD = 0.01   # stacks.workload_config's default, for old records
+DEFAULT_ERROR_RATE_THRESHOLD = 0.01   # stacks.config.workload_config's default, for old records
 
 
 def _counts(st: pd.Series) -> OutcomeCounts:

@@ -23,7 +23,7 @@ from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
-from workloads.attest_checks import summary_line
+from workloads.attest.checks import summary_line
 
 _LATENCY_PCT = re.compile(r"^(ttft|itl|request_latency|conversation_latency|tok_s_per_user|"
                           r"output_tok_s_per_user|long_ttft)_p(\d+)(_ms)?$")

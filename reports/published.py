@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from stacks.model_catalog import AX_K2, K_EXAONE, MOTIF_3, SOLAR_OPEN2
+from stacks.catalog.model_catalog import AX_K2, K_EXAONE, MOTIF_3, SOLAR_OPEN2
 
 PUBLISHED_LABEL = "published figure, not a measurement"
 UserSpeed = Literal["mean", "p50", "e2e"]

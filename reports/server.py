@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from stacks import metrics as m
+from stacks.catalog import metrics as m
 
 
 def family(name: str) -> str:

@@ -13,11 +13,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from reports.runs import RunError, RunRecord
-from stacks.estimate import HourlyCost, cluster_hourly_cost, instance_price
-from stacks.loader import StackError, load_stack, parse_config
-from stacks.preflight import effective_cluster
-from stacks.schema import ComputeMode, StackConfig
-from stacks.service_prices import recorded_prices
+from stacks.catalog.service_prices import recorded_prices
+from stacks.config.loader import StackError, load_stack, parse_config
+from stacks.config.schema import ComputeMode, StackConfig
+from stacks.preflight.run import effective_cluster
+from stacks.sizing.estimate import HourlyCost, cluster_hourly_cost, instance_price
 
 # `dynamo-bench:tags.extra.recipe` marks a stack's place in a recipe comparison: the baseline
 # of its model (same checkpoint, minimum TP, round-robin) or an optimized recipe stack.

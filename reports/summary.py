@@ -22,7 +22,7 @@ from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.stackinfo import REHEARSAL, StackInfo
-from workloads.attest_checks import summary_line
+from workloads.attest.checks import summary_line
 from workloads.manifest import COMPLETE
 
 

@@ -6,7 +6,7 @@ trace or a user's file; the seeded generator's steps are in sla.csv). From the r
 trace and its sha256, the window, the speed-up, the rows dropped or clipped for the context
 limit, and the two reuse upper bounds of the rows really sent (an infinite cache):
 `reuse_upper_bound_blocks` counts 512-token trace blocks whose id appeared before (the
-definition stacks/traces/README.md uses), `reuse_upper_bound_tokens` counts prompt tokens in
+definition stacks/catalog/traces/README.md uses), `reuse_upper_bound_tokens` counts prompt tokens in
 whole engine blocks of an already-seen prefix, the figure the server's hit rate (cached /
 prompt tokens, `reports.server`) can be read against: `hit_rate_gap` = bound - measured, what
 eviction, routing and capacity lost. From the per-request records: the achieved arrival rate

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from stacks.campaign_cost import BaseCampaign, base_campaign, budget_problems
+from stacks.catalog.eks_versions import today
 from stacks.cli import (
     fail,
     problem_line,
@@ -19,20 +19,20 @@ from stacks.cli import (
     stack_error,
     writable_dir,
 )
-from stacks.eks_versions import today
-from stacks.estimate import cold_restarts, restart_seconds
-from stacks.forecast import plan_campaigns
-from stacks.loader import (
+from stacks.config.loader import (
     STACKS_DIR,
     StackError,
     all_stack_names,
     derived_stack_names,
     load_stack,
 )
-from stacks.plan_view import hours, print_base, print_standalone
-from stacks.preflight import PreflightReport, check_stack
-from stacks.schema import StackConfig
-from stacks.workload_config import Scale
+from stacks.config.schema import StackConfig
+from stacks.config.workload_config import Scale
+from stacks.plan.campaign_cost import BaseCampaign, base_campaign, budget_problems
+from stacks.plan.forecast import plan_campaigns
+from stacks.plan.plan_view import hours, print_base, print_standalone
+from stacks.preflight.run import PreflightReport, check_stack
+from stacks.sizing.estimate import cold_restarts, restart_seconds
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What to test: check stack files before anything is created or run.")
@@ -257,7 +257,7 @@ def render(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<nam
     Runs the Pulumi program offline (mocks: no cloud, no Pulumi CLI). Exits 2 and lists every
     problem when the stack fails pre-flight (nothing is rendered then).
     """
-    from stacks.render import render_stack, type_counts  # pulumi is only needed here
+    from stacks.render.write import render_stack, type_counts  # pulumi is only needed here
 
     require_stack_names([stack])
     try:

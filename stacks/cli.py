@@ -17,8 +17,8 @@ from typing import NoReturn
 import click
 import typer
 
-from stacks.errors import Problem, StackError
-from stacks.loader import STACKS_DIR, load_stack_file
+from stacks.config.errors import Problem, StackError
+from stacks.config.loader import STACKS_DIR, load_stack_file
 
 USAGE_ERROR = 2
 # An OSError of these kinds names a path the user gave that cannot be used as given.

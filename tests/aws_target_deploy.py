@@ -196,9 +196,9 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
     """The stack's real DynamoGraphDeployment (components/graph.py) running on fake nodes:
     p4d nodes and a CPU node in us-east-1a, another CPU node in us-east-1b."""
     from components.graph import build_graph_deployment, deployment_name
-    from stacks.loader import load_stack
-    from stacks.preflight import effective_cluster
-    from stacks.schema import TransferBackend
+    from stacks.config.loader import load_stack
+    from stacks.config.schema import TransferBackend
+    from stacks.preflight.run import effective_cluster
 
     stack = load_stack(stack_name)
     base = load_stack(stack.cluster.attach_to) if stack.is_attached else None

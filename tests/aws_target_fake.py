@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from stacks.frontend_trace import REQUEST_TRACE_POD_PATH
+from stacks.conventions.frontend_trace import REQUEST_TRACE_POD_PATH
 from tests.aws_target_fake_api import FakeBatchV1, FakeCoreV1, FakeCustomObjects, _not_found
 from tests.aws_target_fake_serving import FakeServing
 from tests.k8s_validation import validate_builtin

@@ -23,12 +23,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from stacks.auto_mode import EMPTY_NODE_GRACE_S, provisioning
-from stacks.campaign_config import parse_campaign, parse_node_group_sizes
-from stacks.loader import load_stack
-from stacks.preflight import effective_cluster
-from stacks.schema import ComputeMode, Provisioning, TransferBackend
-from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROJECT
+from stacks.config.campaign_config import parse_campaign, parse_node_group_sizes
+from stacks.config.loader import load_stack
+from stacks.config.schema import ComputeMode, Provisioning, TransferBackend
+from stacks.config.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROJECT
+from stacks.preflight.auto_mode import EMPTY_NODE_GRACE_S, provisioning
+from stacks.preflight.run import effective_cluster
 from tests.aws_target_deploy import KUBECONFIG, NAMESPACE, PROMETHEUS, produce_exports
 from tests.aws_target_fake import Component, FakeCluster
 from tests.aws_target_fake_serving import engine_log

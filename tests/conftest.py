@@ -2,8 +2,9 @@
 
 The estimate date (EKS version support status, control-plane rate, which versions EKS offers)
 is pinned for every in-process call and every subprocess the tests start, so no test changes
-with the calendar: 2026-12-01, the EKS catalogue's date (stacks.eks_versions.CATALOGUE_DATE).
-Tests that need another day pass `--as-of` / `on=` explicitly.
+with the calendar: 2026-12-01, the EKS catalogue's date
+(stacks.catalog.eks_versions.CATALOGUE_DATE). Tests that need another day pass `--as-of` / `on=`
+explicitly.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 
 import pytest
 
-from stacks.eks_versions import AS_OF_ENV, CATALOGUE_DATE
+from stacks.catalog.eks_versions import AS_OF_ENV, CATALOGUE_DATE
 
 os.environ[AS_OF_ENV] = CATALOGUE_DATE.isoformat()
 

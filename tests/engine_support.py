@@ -141,7 +141,7 @@ def started_pids(manifest: dict) -> list[int]:
 
 def start_local(tmp_path: Path, name: str, **stack_kw):
     """A small local stack (write_stack) checked by pre-flight and started on the engine."""
-    from stacks.preflight import check_stack
+    from stacks.preflight.run import check_stack
     from workloads.model_folder import build_model_folder
     from workloads.targets.local import LocalTarget
 

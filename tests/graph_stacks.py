@@ -6,9 +6,15 @@ import json
 from typing import Any
 
 from components.graph import build_graph_deployment
-from stacks.loader import all_stack_names, load_stack, parse_config, read_stack_file, stack_file
-from stacks.preflight import check_stack, effective_cluster
-from stacks.schema import ClusterConfig, StackConfig, TransferBackend
+from stacks.config.loader import (
+    all_stack_names,
+    load_stack,
+    parse_config,
+    read_stack_file,
+    stack_file,
+)
+from stacks.config.schema import ClusterConfig, StackConfig, TransferBackend
+from stacks.preflight.run import check_stack, effective_cluster
 
 NAMESPACE = "dynamo"
 

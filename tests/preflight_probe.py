@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from stack_variants import edit, variant_config
 
-from stacks.catalog import INSTANCE_TYPES
-from stacks.eks_versions import CATALOGUE_DATE
-from stacks.errors import Problem
-from stacks.loader import load_stack, parse_config
-from stacks.preflight import (
+from stacks.catalog.eks_versions import CATALOGUE_DATE
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.errors import Problem
+from stacks.config.loader import load_stack, parse_config
+from stacks.config.schema import ClusterConfig
+from stacks.preflight.run import (
     run_preflight,
 )
-from stacks.schema import ClusterConfig
-from stacks.serving_checks import check_serving
-from stacks.worker_checks import check_workers
+from stacks.preflight.serving_checks import check_serving
+from stacks.preflight.worker_checks import check_workers
 
 TYPES = ", ".join(INSTANCE_TYPES)
 

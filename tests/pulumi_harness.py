@@ -3,7 +3,7 @@ under Pulumi's mocks and hand back every resource it registered.
 
 The engine itself (mocks that record type, name, inputs, secret inputs, provider and
 dependencies; a MockMonitor that keeps resource references as URNs; the root-stack reset; the
-StackReference answered with the base's real outputs) lives in stacks/offline.py, because
+StackReference answered with the base's real outputs) lives in stacks/render/offline.py, because
 `python -m stacks render` runs the program under the very same mocks. This module adds what
 tests need: the list of AWS stacks, a per-session cache, planted configs, and views.
 """
@@ -14,14 +14,14 @@ import copy
 import json
 from typing import Any
 
-from stacks.loader import (
+from stacks.config.loader import (
     all_stack_names,
     derived_stack_names,
     load_stack,
     read_stack_file,
     stack_file,
 )
-from stacks.offline import (
+from stacks.render.offline import (
     PLACEHOLDER_TOKEN,
     SECRET_KEYS,
     ProgramRun,
@@ -30,7 +30,7 @@ from stacks.offline import (
     run_program,
     run_stack,
 )
-from stacks.render import is_kubernetes_object, kubernetes_object
+from stacks.render.write import is_kubernetes_object, kubernetes_object
 
 __all__ = ["PLACEHOLDER_TOKEN", "ProgramRun", "Recorded", "aws_stacks", "run", "run_config",
            "raw_config", "k8s_objects", "provider_default_tags", "by_name"]
@@ -40,7 +40,7 @@ _CACHE: dict[str, ProgramRun] = {}
 
 def aws_stacks() -> list[str]:
     """Every stack file whose target is aws (local stacks have no infrastructure), and every
-    variant on another base its bases allow (`<variant>.<base>`, stacks/loader.py)."""
+    variant on another base its bases allow (`<variant>.<base>`, stacks/config/loader.py)."""
     files = [n for n in all_stack_names() if load_stack(n).target == "aws"]
     return [*files, *derived_stack_names()]
 

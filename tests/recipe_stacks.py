@@ -7,10 +7,17 @@ from typing import Any
 
 import pytest
 
-from stacks.catalog import INSTANCE_TYPES, Fabric, InstanceType
-from stacks.loader import PROJECT, Problem, load_stack, parse_config, read_stack_file, stack_file
-from stacks.preflight import run_preflight
-from stacks.schema import StackConfig
+from stacks.catalog.instances import INSTANCE_TYPES, Fabric, InstanceType
+from stacks.config.loader import (
+    PROJECT,
+    Problem,
+    load_stack,
+    parse_config,
+    read_stack_file,
+    stack_file,
+)
+from stacks.config.schema import StackConfig
+from stacks.preflight.run import run_preflight
 
 F = f"{PROJECT}:"
 BASE = "base-b200"

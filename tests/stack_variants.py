@@ -13,8 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.eks_versions import CATALOGUE_DATE
-from stacks.loader import PROJECT, STACKS_DIR
+from stacks.catalog.eks_versions import CATALOGUE_DATE
+from stacks.config.loader import PROJECT, STACKS_DIR
 
 Mutation = Callable[[dict[str, Any]], None]
 F = f"{PROJECT}:"

@@ -17,7 +17,7 @@ from reports.ablation import (
     summary_lines,
 )
 from reports.summary import facts
-from stacks.loader import load_stack
+from stacks.config.loader import load_stack
 
 
 def recorded(name: str) -> dict:
@@ -216,7 +216,7 @@ def test_offload_bytes_count_each_generation_of_vllm_names_once():
     """Newer vLLM exports the flat store / load counters and, deprecated, the older total by
     direction: the same bytes twice. The flat pair wins; the old total alone still counts."""
     from reports.server import offload_bytes
-    from stacks import metrics as m
+    from stacks.catalog import metrics as m
 
     def srv(*series):
         return pd.DataFrame([{"metric": name, "stat": "total", "value": v, "labels": "{}",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from engine_support import needs_engine, start_local
 
-from workloads import attest_probe
-from workloads.attest_checks import FAIL, MOCKER, NOT_CONFIGURED, PASS
+from workloads.attest import probe as attest_probe
+from workloads.attest.checks import FAIL, MOCKER, NOT_CONFIGURED, PASS
 from workloads.targets import local
 
 pytestmark = [pytest.mark.engine, needs_engine]

@@ -11,10 +11,10 @@ import json
 import pytest
 
 from reports.build import build_report
-from stacks.preflight import check_stack
+from stacks.preflight.run import check_stack
 from tests.aws_target_deploy import aws_target, connect_runner, deploy
 from tests.aws_target_fake_serving import engine_log, node_uuids
-from workloads.attest_checks import FAIL, NOT_CONFIGURED, PASS
+from workloads.attest.checks import FAIL, NOT_CONFIGURED, PASS
 from workloads.runner import RunOptions, run
 
 

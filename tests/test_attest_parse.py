@@ -13,10 +13,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from stacks.loader import load_stack
+from stacks.config.loader import load_stack
 from tests.aws_target_fake_serving import engine_log, node_uuids
-from workloads.attest_checks import summary_line
-from workloads.attest_parse import (
+from workloads.attest.checks import summary_line
+from workloads.attest.parse import (
     engine_config,
     expected,
     expected_gpus,

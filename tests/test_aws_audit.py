@@ -17,13 +17,13 @@ import pytest
 from aws_moto import aws_env, moto_server, placement_groups  # noqa: F401 (fixtures)
 from aws_plant import REGION, exists, plant, plant_controller_made, stack_tags
 
-from reports.audit_cli import (
+from reports.accounting.audit_cli import (
     EXIT_ERROR,
     EXIT_LEFT,
     EXIT_ORPHANS,
     EXIT_UNKNOWN_STACK,
 )
-from reports.aws_session import clients_for
+from reports.accounting.aws_session import clients_for
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS_PER_SET = 27   # what plant() makes; + 4 controller-made for s1
@@ -31,7 +31,7 @@ KINDS_PER_SET = 27   # what plant() makes; + 4 controller-made for s1
 
 def _cli(*args: str, stacks_dir: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "reports.aws_cli", "audit", *args,
+    return subprocess.run([sys.executable, "-m", "reports.accounting.aws_cli", "audit", *args,
                            "--stacks-dir", str(stacks_dir)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 

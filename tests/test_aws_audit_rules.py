@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from components.cluster import cluster_name
-from reports.audit import (
+from reports.accounting.audit import (
     VIA_STACK_TAG_ONLY,
     Resource,
     attribute,
@@ -21,11 +21,11 @@ from reports.audit import (
     merge,
     resource_from_arn,
 )
-from reports.audit_cli import EXIT_INCOMPLETE, EXIT_LEFT, EXIT_ORPHANS
-from reports.audit_delete import delete_resources
-from reports.aws_cli import aws_app
-from reports.aws_session import clients_for
-from stacks.loader import load_stack
+from reports.accounting.audit_cli import EXIT_INCOMPLETE, EXIT_LEFT, EXIT_ORPHANS
+from reports.accounting.audit_delete import delete_resources
+from reports.accounting.aws_cli import aws_app
+from reports.accounting.aws_session import clients_for
+from stacks.config.loader import load_stack
 
 
 def _tags(**kw: str) -> list[dict[str, str]]:

@@ -14,7 +14,7 @@ import requests
 from aws_moto import aws_env, moto_server  # noqa: F401 (fixtures)
 from typer.testing import CliRunner
 
-from reports.aws_cli import aws_app, clients_for
+from reports.accounting.aws_cli import aws_app, clients_for
 
 T0 = datetime(2026, 8, 1, 0, 0)
 

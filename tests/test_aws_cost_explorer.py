@@ -11,7 +11,7 @@ from aws_moto import aws_env  # noqa: F401 (fixtures)
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from reports.cost_explorer import (
+from reports.accounting.cost_explorer import (
     UNTAGGED,
     activate_cost_allocation_tags,
     billed_by_stack,

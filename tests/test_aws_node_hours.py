@@ -10,7 +10,7 @@ import pytest
 from aws_moto import aws_env  # noqa: F401 (fixtures)
 from moto import mock_aws
 
-from reports.node_hours import (
+from reports.accounting.node_hours import (
     NodeUsage,
     list_stack_instances,
     overlap_hours,

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from reports.pricing import (
+from reports.accounting.pricing import (
     PriceListError,
     PriceUnavailable,
     parse_price_list,

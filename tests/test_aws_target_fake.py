@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from stacks.frontend_trace import REQUEST_TRACE_POD_PATH
+from stacks.conventions.frontend_trace import REQUEST_TRACE_POD_PATH
 from tests.aws_target_deploy import NAMESPACE, aws_target, deploy, produce_exports
 from tests.aws_target_fake import JobRun
 from workloads import promql, step_exec

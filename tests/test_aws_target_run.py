@@ -9,8 +9,8 @@ import json
 
 import pytest
 
+from reports.accounting.node_hours import usage_from_manifest
 from reports.build import build_report
-from reports.node_hours import usage_from_manifest
 from tests.aws_target_deploy import NAMESPACE, connect_runner, deploy
 from workloads.runner import RunOptions, run
 from workloads.steps import plan
@@ -58,7 +58,7 @@ def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
     assert not [p for p in d.cluster.pods.values() if "transfer" in p["_fake"]]
     jobs = [o for o in d.cluster.created if o["kind"] == "Job"]
     assert len(jobs) == len(steps)
-    # node usage for the cost accounting (reports/node_hours.py)
+    # node usage for the cost accounting (reports/accounting/node_hours.py)
     usage = usage_from_manifest(m)
     assert {u.instance_type for u in usage} == {"p4d.24xlarge", "m7i.4xlarge"}
     assert all(u.end is not None and u.end > u.start for u in usage)

@@ -12,8 +12,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from components.loadgen_specs import loadgen_rbac
-from stacks.k8s_names import LOADGEN_SERVICE_ACCOUNT, NODE_GROUP_LABEL, ZONE_LABEL
-from stacks.loader import load_stack
+from stacks.config.loader import load_stack
+from stacks.conventions.k8s_names import LOADGEN_SERVICE_ACCOUNT, NODE_GROUP_LABEL, ZONE_LABEL
 from tests.aws_target_deploy import KUBECONFIG
 from tests.k8s_validation import validate_builtin
 from workloads.aiperf_args import AiperfInvocation, profile_args

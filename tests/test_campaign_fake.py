@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from reports.campaign import write
-from stacks.auto_mode import EMPTY_NODE_GRACE_S
+from stacks.preflight.auto_mode import EMPTY_NODE_GRACE_S
 from tests.campaign_fake import FakeWorkspace, fake_cluster
 from workloads.campaign.run import CampaignOptions, run_campaign
 from workloads.campaign.state import DEPLOYED, DONE, HANDED_OVER

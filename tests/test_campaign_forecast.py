@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.auto_mode import EMPTY_NODE_GRACE_S
-from stacks.campaign_cost import base_campaign
-from stacks.estimate import model_load_seconds, workload_steps_seconds
-from stacks.loader import STACKS_DIR, all_stack_names, derived_stack_names, load_stack
+from stacks.config.loader import STACKS_DIR, all_stack_names, derived_stack_names, load_stack
+from stacks.plan.campaign_cost import base_campaign
+from stacks.preflight.auto_mode import EMPTY_NODE_GRACE_S
+from stacks.sizing.estimate import model_load_seconds, workload_steps_seconds
 
 ON = dt.date(2026, 12, 1)
 

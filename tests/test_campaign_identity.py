@@ -1,8 +1,8 @@
 """Kept workers and what a campaign asks of `pulumi up`, on the real program under mocks.
 
-- The typed rule the forecast uses (stacks/worker_identity.py) and the rendered worker specs
-  the campaign compares byte for byte (workloads/campaign/identity.py) give the same answer for
-  every pair of shipped variants of a base.
+- The typed rule the forecast uses (stacks/conventions/worker_identity.py) and the rendered worker
+  specs the campaign compares byte for byte (workloads/campaign/identity.py) give the same answer
+  for every pair of shipped variants of a base.
 - `dynamo-bench:campaign`: the graph under the shared name, its objects retained on destroy
   when handed over, the provider upserting and forcing fields when adopting; a variant that
   asks for neither is exactly what `pulumi up` builds without a campaign.
@@ -18,10 +18,10 @@ import json
 
 import pytest
 
-from stacks.loader import all_stack_names, load_stack, read_stack_file, stack_file
-from stacks.offline import PLACEHOLDER_TOKEN, config_strings, run_program, run_stack
-from stacks.preflight import check_stack, effective_cluster
-from stacks.worker_identity import compile_cache_dir, same_workers
+from stacks.config.loader import all_stack_names, load_stack, read_stack_file, stack_file
+from stacks.conventions.worker_identity import compile_cache_dir, same_workers
+from stacks.preflight.run import check_stack, effective_cluster
+from stacks.render.offline import PLACEHOLDER_TOKEN, config_strings, run_program, run_stack
 from workloads.campaign.identity import rendered_objects, worker_bytes
 
 CACHE: dict = {}

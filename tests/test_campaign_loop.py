@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from stacks.campaign_cost import base_campaign
-from stacks.estimate import LOCAL_RESTART_S, workload_steps_seconds
-from stacks.loader import all_stack_names, load_stack
+from stacks.config.loader import all_stack_names, load_stack
+from stacks.plan.campaign_cost import base_campaign
+from stacks.sizing.estimate import LOCAL_RESTART_S, workload_steps_seconds
 from workloads.campaign.engine import Campaign
 from workloads.campaign.plan import aws_plan, local_plan
 from workloads.campaign.state import DONE, FAILED, CampaignState

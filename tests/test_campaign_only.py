@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from stacks.estimate import LOCAL_RESTART_S, workload_steps_seconds
-from stacks.loader import load_stack
+from stacks.config.loader import load_stack
+from stacks.sizing.estimate import LOCAL_RESTART_S, workload_steps_seconds
 from workloads.__main__ import app
 from workloads.campaign import platform_aws, platform_local
 from workloads.campaign.run import (

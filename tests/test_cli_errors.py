@@ -112,7 +112,7 @@ def test_workloads_bad_paths_and_values_before_any_run(capsys, tmp_path, args, n
 
 
 def test_the_runner_refuses_a_run_id_outside_runs_as_an_api_too(tmp_path):
-    from stacks.loader import load_stack
+    from stacks.config.loader import load_stack
     from workloads.manifest import Manifest, check_run_id
 
     for bad in ("..", "../x", "a/b", "/abs", ".hidden", "", "x" * 101):

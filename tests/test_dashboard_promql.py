@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components.dashboards import DASHBOARDS
-from stacks import metrics as m
+from stacks.catalog import metrics as m
 
 pytestmark = pytest.mark.prometheus
 PROMTOOL = shutil.which("promtool")

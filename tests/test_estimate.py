@@ -1,4 +1,5 @@
-"""Cost and wall-time estimates against hand arithmetic (prices from stacks/catalog.py)."""
+"""Cost and wall-time estimates against hand arithmetic (prices from
+stacks/catalog/instances.py)."""
 
 from __future__ import annotations
 
@@ -6,20 +7,21 @@ import datetime as dt
 
 import pytest
 
-from stacks.estimate import (
+from stacks.config.loader import load_stack, parse_config, read_stack_file, stack_file
+from stacks.config.schema import StackConfig
+from stacks.preflight.run import check_stack, run_preflight
+from stacks.sizing.estimate import (
     cold_restarts,
     model_load_seconds,
     planned_hours,
     restart_seconds,
     workload_steps_seconds,
 )
-from stacks.loader import load_stack, parse_config, read_stack_file, stack_file
-from stacks.preflight import check_stack, run_preflight
-from stacks.schema import StackConfig
 
 P4D, M7I_4XL, G6E_12XL = 21.957642, 0.8064, 10.49264  # $/h on-demand, us-east-1
 EKS = 0.10
-# EKS 1.35 (the shipped stacks) is in standard support that day (stacks.eks_versions): $0.10/h.
+# EKS 1.35 (the shipped stacks) is in standard support that day (stacks.catalog.eks_versions):
+# $0.10/h.
 ON = dt.date(2026, 7, 1)
 EFS_200_GIB = 200 * 0.30 / 730  # $0.30 per GB-month, 730 h per month -> $0.0822/h
 GP3 = 0.08 / 730                # EBS gp3 $0.08 per GiB-month, per GiB-hour

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.forecast import base_campaign, plan_campaigns, standalone_campaign
-from stacks.loader import load_stack, parse_config
+from stacks.config.loader import load_stack, parse_config
+from stacks.plan.forecast import base_campaign, plan_campaigns, standalone_campaign
 
 # Inputs of the hand computation, asserted first so a changed stack file fails loudly here.
 P4D, G6E, M7I = 21.957642, 10.49264, 0.8064          # catalogue $/h
@@ -29,7 +29,8 @@ MODEL_LOAD = 30.5e9 * 2 / 1024**3 / 0.5 + 240          # 353.62 s
 RESTARTS = 5 * MODEL_LOAD                              # 1768.11 s
 
 
-NODE_READY, RELEASE = 600.0, 120.0                     # schedule assumptions (stacks/schedule.py)
+# schedule assumptions (stacks/plan/schedule.py)
+NODE_READY, RELEASE = 600.0, 120.0
 P4D_NODE = P4D + 500 * GP3                             # one p4d node and its root volume, $/h
 SHARED = 2 * M7I + 400 * GP3 + EKS + EFS_200 + NAT     # the base's fixed lines, $/h
 VARIANT = 900 + STEPS                                  # setup 0.25 h (incl. the load) + steps

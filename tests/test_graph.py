@@ -32,9 +32,9 @@ from components.conventions import (
     NODE_GROUP_LABEL,
 )
 from components.graph import WORKER_BASE_MEMORY_GIB, build_graph_deployment, component_names
-from stacks.loader import StackError, load_stack
-from stacks.preflight import effective_cluster
-from stacks.schema import RouterMode, Topology, TransferBackend
+from stacks.config.loader import StackError, load_stack
+from stacks.config.schema import RouterMode, Topology, TransferBackend
+from stacks.preflight.run import effective_cluster
 
 SERVING = serving_stack_names()
 DISAGG = [n for n in SERVING if load_stack(n).serving.topology == Topology.DISAGGREGATED]

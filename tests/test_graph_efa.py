@@ -15,8 +15,8 @@ from components import efa
 from components.conventions import MODEL_CACHE_MOUNT, MODEL_CACHE_PVC
 from components.graph import build_graph_deployment
 from components.kv_config import SIDE_CHANNEL_HOST_ENV
-from stacks.loader import StackError, load_stack
-from stacks.schema import Topology, TransferBackend
+from stacks.config.loader import StackError, load_stack
+from stacks.config.schema import Topology, TransferBackend
 
 SERVING = serving_stack_names()
 AWS = [n for n in SERVING if load_stack(n).target == "aws"]
@@ -104,7 +104,7 @@ def test_multinode_efa_worker_is_refused_naming_the_field():
                    for w in stack.serving.workers]
     raw_workers[0]["nodeCount"] = 2
     multinode = variant("disagg-a100", workers=raw_workers)
-    from stacks.preflight import effective_cluster
+    from stacks.preflight.run import effective_cluster
     cluster = effective_cluster(multinode, load_stack("base-a100"))
     cluster = cluster.model_copy(update={"allow_multinode": True})
     with pytest.raises(StackError, match=r"serving\.workers\[0\]\.nodeCount"):

@@ -1,5 +1,6 @@
 """The project's import graph, read from the source (ast, no import runs): no cycles among its
-modules and dependencies pointing one way (stacks <- components; stacks <- workloads <- reports).
+modules and dependencies pointing one way (stacks <- components; stacks <- workloads <- reports),
+also between the rooms inside stacks/ and reports/ (docs/architecture.md).
 
 Every import counts, also those inside functions and `if TYPE_CHECKING:` blocks: a lazy import
 still ties the two modules' layers together.
@@ -15,6 +16,21 @@ PACKAGES = ("stacks", "components", "workloads", "reports")
 # What each layer may import besides itself.
 LAYERS = {"stacks": set(), "components": {"stacks"}, "workloads": {"stacks"},
           "reports": {"workloads", "stacks"}}
+# The rooms inside a package and what each may import of the package's other rooms. A module of
+# the package outside every room (the CLI: stacks/__main__.py, stacks/cli.py; the result tables
+# at reports/ top level) may import any room of its package.
+ROOMS = {
+    "stacks.catalog": set(),
+    "stacks.config": {"stacks.catalog"},
+    "stacks.conventions": {"stacks.catalog", "stacks.config"},
+    "stacks.sizing": {"stacks.catalog", "stacks.config"},
+    "stacks.preflight": {"stacks.catalog", "stacks.config", "stacks.conventions", "stacks.sizing"},
+    "stacks.plan": {"stacks.catalog", "stacks.config", "stacks.conventions", "stacks.sizing",
+                    "stacks.preflight"},
+    "stacks.render": {"stacks.config"},
+    # accounting reads stacks/ (prices, the effective cluster), never the result tables
+    "reports.accounting": set(),
+}
 
 
 def project_modules(root: Path = ROOT) -> dict[str, Path]:
@@ -100,6 +116,81 @@ def test_dependencies_point_one_way():
     wrong = sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
                    if d.split(".")[0] not in LAYERS[m.split(".")[0]] | {m.split(".")[0]})
     assert not wrong
+
+
+def room_of(module: str) -> str:
+    """The room a module lives in, or its package when it is in none (the package's top)."""
+    for room in ROOMS:
+        if module == room or module.startswith(room + "."):
+            return room
+    return module.split(".")[0]
+
+
+def room_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from one room into another of the same package that ROOMS does not allow; a
+    package's top-level modules sit above its rooms and no room may import them."""
+    wrong = []
+    for mod, deps in graph.items():
+        here, pkg = room_of(mod), mod.split(".")[0]
+        for dep in deps:
+            there = room_of(dep)
+            if dep.split(".")[0] != pkg or there == here:
+                continue
+            if here in ROOMS and there not in ROOMS[here]:
+                wrong.append(f"{mod} -> {dep}")
+    return sorted(wrong)
+
+
+def test_rooms_import_only_the_rooms_below_them():
+    assert not room_violations(import_graph(project_modules()))
+
+
+def test_every_room_exists_and_says_what_it_holds():
+    """Each room is a package whose docstring says what lives there and what it may import."""
+    for room in ROOMS:
+        init = ROOT.joinpath(*room.split("."), "__init__.py")
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc) > 200 and "import" in doc.lower(), room
+
+
+def test_package_tops_hold_only_the_cli_and_the_rooms():
+    """stacks/ holds the CLI and its rooms; no accounting module sits at reports/ top level."""
+    assert {p.name for p in (ROOT / "stacks").glob("*.py")} == {"__init__.py", "__main__.py",
+                                                                 "cli.py"}
+    accounting = ("audit", "aws_", "cost_explorer", "cost_split", "node_hours", "pricing")
+    assert not [p.name for p in (ROOT / "reports").glob("*.py") if p.name.startswith(accounting)]
+    assert not list((ROOT / "workloads").glob("attest_*.py"))
+
+
+def test_the_room_rules_catch_planted_wrong_imports(tmp_path):
+    """A catalogue fact that imports config, config that imports pre-flight, and accounting that
+    imports a result table are each found; a room importing one below it is not."""
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    for room in ("catalog", "config", "preflight", "plan"):
+        (tmp_path / "stacks" / room).mkdir()
+        (tmp_path / "stacks" / room / "__init__.py").write_text("")
+    (tmp_path / "reports" / "accounting").mkdir()
+    (tmp_path / "reports" / "accounting" / "__init__.py").write_text("")
+    (tmp_path / "stacks" / "catalog" / "facts.py").write_text(
+        "from stacks.config.schema import StackConfig\n")
+    (tmp_path / "stacks" / "config" / "schema.py").write_text(
+        "def f():\n    from stacks.preflight import rules\n")
+    (tmp_path / "stacks" / "preflight" / "rules.py").write_text(
+        "from stacks.catalog import facts\nfrom stacks import cli\n")
+    (tmp_path / "stacks" / "plan" / "forecast.py").write_text("from stacks.preflight import rules\n")
+    (tmp_path / "stacks" / "cli.py").write_text("from stacks.plan import forecast\n")
+    (tmp_path / "reports" / "tables.py").write_text("X = 1\n")
+    (tmp_path / "reports" / "accounting" / "audit.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reports import tables\n")
+    graph = import_graph(project_modules(tmp_path))
+    assert room_violations(graph) == [
+        "reports.accounting.audit -> reports.tables",
+        "stacks.catalog.facts -> stacks.config.schema",
+        "stacks.config.schema -> stacks.preflight.rules",
+        "stacks.preflight.rules -> stacks.cli",
+    ]
 
 
 def test_the_scan_finds_a_planted_cycle(tmp_path):

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from pulumi_harness import aws_stacks, run
 
-from stacks.loader import load_stack
+from stacks.config.loader import load_stack
 
 SCHEMAS = Path(__file__).parent / "schemas" / "eks-addons"
 

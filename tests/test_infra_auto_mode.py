@@ -1,11 +1,11 @@
 """EKS Auto Mode under Pulumi mocks: base-a100-auto and the A100 variants derived onto it.
 
-What is pinned here comes from AWS's and Karpenter's own definitions (stacks/auto_mode.py):
-NodePools valid against Karpenter's published CRD and NodeClasses against the EKS user guide's
-specification, dynamic GPU pools (EFA) and a static CPU pool, the GPU taint and our group label,
-no device plugin or driver of ours on an Auto Mode cluster (Auto Mode ships NVIDIA and EFA),
-capacity reservations through the NodeClass, variants that own only their graph, and the pool
-fields a campaign scheduler patches to park a group and bring it back.
+What is pinned here comes from AWS's and Karpenter's own definitions
+(stacks/preflight/auto_mode.py): NodePools valid against Karpenter's published CRD and NodeClasses
+against the EKS user guide's specification, dynamic GPU pools (EFA) and a static CPU pool, the GPU
+taint and our group label, no device plugin or driver of ours on an Auto Mode cluster (Auto Mode
+ships NVIDIA and EFA), capacity reservations through the NodeClass, variants that own only their
+graph, and the pool fields a campaign scheduler patches to park a group and bring it back.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pulumi_harness import k8s_objects, raw_config, run, run_config
 from test_infra_k8s_objects import validate_object
 
 from components.auto_mode_specs import pool_capacity
-from stacks.loader import derived_stack_names, load_stack
-from stacks.schema import Provisioning
+from stacks.config.loader import derived_stack_names, load_stack
+from stacks.config.schema import Provisioning
 
 BASE = "base-a100-auto"
 # Charts that would put a second device plugin or driver beside Auto Mode's own.

@@ -12,7 +12,7 @@ import pytest
 from pulumi_harness import aws_stacks, run
 
 from components.charts import HOOK_FREE
-from stacks.offline import HELM_RELEASE
+from stacks.render.offline import HELM_RELEASE
 
 INVENTORY = {(c["chart"], c["version"]): c for c in json.loads(
     (Path(__file__).parent / "schemas" / "helm-hooks.json").read_text())["charts"]}

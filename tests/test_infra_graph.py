@@ -11,9 +11,9 @@ import pytest
 from pulumi_harness import aws_stacks, k8s_objects, run
 
 from components.graph import build_graph_deployment
-from stacks.loader import load_stack
-from stacks.preflight import effective_cluster
-from stacks.schema import Role, RouterMode, Topology, TransferBackend
+from stacks.config.loader import load_stack
+from stacks.config.schema import Role, RouterMode, Topology, TransferBackend
+from stacks.preflight.run import effective_cluster
 
 SERVING = [n for n in aws_stacks() if load_stack(n).serving is not None]
 DISAGG = [n for n in SERVING if load_stack(n).serving.topology == Topology.DISAGGREGATED]

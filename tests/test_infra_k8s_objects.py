@@ -25,7 +25,7 @@ from k8s_validation import K8S_VERSION, crd_schema, strict_schema, validate_buil
 from kubernetes_validate.utils import SchemaNotFoundError
 from pulumi_harness import aws_stacks, k8s_objects, run
 
-from stacks.loader import load_stack
+from stacks.config.loader import load_stack
 
 SCHEMAS = Path(__file__).parent / "schemas"
 NODEPOOL_CRD = SCHEMAS / "karpenter.sh_nodepools.yaml"

@@ -29,8 +29,8 @@ from recipe_stacks import (
 from components.graph import recipe_configmaps
 from components.rdma_specs import efa_fabric_note
 from components.recipe_specs import checkpoints_to_download
-from stacks.catalog import INSTANCE_TYPES
-from stacks.loader import StackError, load_stack, parse_config
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.loader import StackError, load_stack, parse_config
 
 B200 = [n for n in aws_stacks() if "b200" in n]
 B200_SERVING = [n for n in B200 if load_stack(n).serving is not None]
@@ -283,7 +283,7 @@ def test_no_plugin_where_none_is_declared() -> None:
 
 def test_auto_mode_refuses_the_infiniband_twin(monkeypatch: pytest.MonkeyPatch) -> None:
     # The InfiniBand B200 twin is no AWS instance type, so no Auto Mode NodePool can launch it:
-    # pre-flight refuses the pair before anything is created (stacks/auto_mode.py).
+    # pre-flight refuses the pair before anything is created (stacks/preflight/auto_mode.py).
     use_infiniband(monkeypatch)
     result = run_config("base-b200-ib-auto", ib_base_raw({"cluster.computeMode": "auto"}))
     assert result.resources == []

@@ -8,7 +8,7 @@ import pytest
 from pulumi_harness import PLACEHOLDER_TOKEN, k8s_objects, raw_config, run
 
 from components.monitoring_specs import GRAFANA_ADMIN_SECRET, GRAFANA_PASSWORD_KEY
-from stacks.offline import (
+from stacks.render.offline import (
     PLACEHOLDER_API_ACCESS,
     SECRET_KEYS,
     ProgramRun,

@@ -19,8 +19,8 @@ from pulumi_harness import (
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.loader import StackError, load_stack
-from stacks.preflight import effective_cluster
+from stacks.config.loader import StackError, load_stack
+from stacks.preflight.run import effective_cluster
 
 OWNED_ONLY = {"aws:ec2/vpc:Vpc", "eks:index:Cluster", "aws:efs/fileSystem:FileSystem",
               "aws:efs/mountTarget:MountTarget", "eks:index:ManagedNodeGroup"}
@@ -222,7 +222,7 @@ def test_render_of_an_invalid_stack_lists_the_problems_and_exits_2(tmp_path: Pat
     error = run_config("agg-a100-standalone", raw).error
     assert isinstance(error, StackError)
     # The CLI renders shipped stack files; hand it the planted run instead of the file's.
-    monkeypatch.setattr("stacks.render.run_stack", lambda name: run_config(name, raw))
+    monkeypatch.setattr("stacks.render.write.run_stack", lambda name: run_config(name, raw))
     result = CliRunner().invoke(app, ["render", "agg-a100-standalone", "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "dynamo-bench:serving.workers[0].tensorParallelSize" in result.output

@@ -24,7 +24,7 @@ from pulumi_harness import (
     run_config,
 )
 
-from stacks.loader import load_stack
+from stacks.config.loader import load_stack
 
 
 def _sdk_takes_tags(type_token: str) -> bool:

@@ -28,7 +28,7 @@ from components.loadgen_specs import (
 )
 from components.monitoring_specs import dashboard_configmaps
 from components.placement import cpu_node_affinity
-from stacks.loader import all_stack_names, load_stack
+from stacks.config.loader import all_stack_names, load_stack
 
 SERVING = serving_stack_names()
 

@@ -33,7 +33,7 @@ from components.loadgen_specs import (
     storage_classes,
 )
 from components.model_download import DOWNLOAD_SCRIPT
-from stacks.loader import all_stack_names, load_stack
+from stacks.config.loader import all_stack_names, load_stack
 
 
 def test_loadgen_rbac_is_least_privilege_in_its_namespace():

@@ -9,7 +9,7 @@ import psutil
 import pytest
 from engine_support import needs_engine, start_local
 
-from stacks import metrics
+from stacks.catalog import metrics
 from workloads.smoke import smoke_test, stream_chat, warm_up
 from workloads.targets.local import LocalTarget, registered_workers
 from workloads.targets.processes import pid_alive

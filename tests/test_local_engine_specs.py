@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.loader import load_stack, parse_config
-from stacks.preflight import check_stack
+from stacks.config.loader import load_stack, parse_config
+from stacks.preflight.run import check_stack
 from workloads.model_folder import build_model_folder, folder_files, snapshot_id
 from workloads.targets.base import TargetError
 from workloads.targets.local import (

@@ -1,7 +1,7 @@
 """Memory arithmetic against hand-computed values for Qwen3-30B-A3B.
 
 Every expected number below is worked out by hand in the comments (bytes as integers where
-possible), independently of stacks/memory.py; the code must reproduce them.
+possible), independently of stacks/sizing/memory.py; the code must reproduce them.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from stacks.catalog import INSTANCE_TYPES, MODELS, QWEN3_30B_A3B
-from stacks.loader import load_stack
-from stacks.memory import (
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.catalog.models import MODELS, QWEN3_30B_A3B
+from stacks.config.loader import load_stack
+from stacks.preflight.run import check_stack
+from stacks.sizing.memory import (
     kv_bytes_per_token_per_gpu,
     weights_bytes_per_gpu,
     worker_memory,
 )
-from stacks.preflight import check_stack
 
 GIB = 2**30
 # config.json of Qwen/Qwen3-30B-A3B in the project's shared reference data (read, never copied:

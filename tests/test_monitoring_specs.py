@@ -19,8 +19,8 @@ from components.monitoring_specs import (
     dcgm_exporter_values,
     kube_prometheus_values,
 )
-from stacks import metrics as m
-from stacks.loader import load_stack, parse_config, read_stack_file, stack_file
+from stacks.catalog import metrics as m
+from stacks.config.loader import load_stack, parse_config, read_stack_file, stack_file
 
 
 def _base(**monitoring):

@@ -1,5 +1,5 @@
-"""Cost estimate and campaign forecast details that move a dollar figure (stacks.estimate,
-stacks.forecast): which price wins, which date and EKS version price the control plane, that
+"""Cost estimate and campaign forecast details that move a dollar figure (stacks.sizing.estimate,
+stacks.plan.forecast): which price wins, which date and EKS version price the control plane, that
 a scale reaches every workload, fees and shared lines, what a stack that serves nothing
 costs in time. Hand arithmetic in the comments. (`make mutate`: group `cost`.)"""
 
@@ -10,7 +10,12 @@ import datetime as dt
 import pytest
 from stack_variants import edit, variant_config
 
-from stacks.estimate import (
+from stacks.catalog.service_prices import AUTO_MODE_FEE
+from stacks.config.loader import load_stack, parse_config
+from stacks.config.schema import ComputeMode
+from stacks.config.workload_config import TraceReplay
+from stacks.plan.forecast import gpus_loaded, plan_campaigns, standalone_campaign
+from stacks.sizing.estimate import (
     HourlyCost,
     add_storage_and_network,
     checkpoint_read_seconds,
@@ -30,11 +35,6 @@ from stacks.estimate import (
     restart_seconds,
     workload_steps_seconds,
 )
-from stacks.forecast import gpus_loaded, plan_campaigns, standalone_campaign
-from stacks.loader import load_stack, parse_config
-from stacks.schema import ComputeMode
-from stacks.service_prices import AUTO_MODE_FEE
-from stacks.workload_config import TraceReplay
 
 P4D, M7I_4XL = 21.957642, 0.8064
 # EKS 1.35 (the shipped stacks') leaves standard support on 2027-03-27: extended on this day

@@ -1,5 +1,5 @@
-"""GPU memory and KV arithmetic to the byte (stacks.memory): exact weights (no rounding hidden
-behind a tolerance), the MLA latent at BF16, integer KV heads, one linear-attention layer,
+"""GPU memory and KV arithmetic to the byte (stacks.sizing.memory): exact weights (no rounding
+hidden behind a tolerance), the MLA latent at BF16, integer KV heads, one linear-attention layer,
 every field of the memory row. Hand arithmetic in the comments. (`make mutate`: group
 `memory`.)"""
 
@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.catalog import INSTANCE_TYPES, MODELS, QWEN3_30B_A3B
-from stacks.memory import (
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.catalog.model_arch import AttentionKind
+from stacks.catalog.models import MODELS, QWEN3_30B_A3B
+from stacks.sizing.memory import (
     GIB,
     WorkerMemory,
     hybrid_page_tokens,
@@ -17,7 +19,6 @@ from stacks.memory import (
     weights_bytes_per_gpu,
     worker_memory,
 )
-from stacks.model_arch import AttentionKind
 
 AX_K2 = MODELS["skt/A.X-K2-NVFP4"]
 P4D = INSTANCE_TYPES["p4d.24xlarge"]

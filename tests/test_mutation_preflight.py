@@ -1,22 +1,22 @@
 """Pre-flight's core checks called in-process on shipped stacks with one change each
-(stacks.preflight, stacks.serving_checks, stacks.worker_checks), pinned to the exact problems
-a user reads (field, what is wrong, the fix) and to what a valid sibling passes: a check that
-fires on everything, or on nothing, or says the wrong thing, fails here. (`make mutate`:
-group `preflight`.)"""
+(stacks.preflight.run, stacks.preflight.serving_checks, stacks.preflight.worker_checks), pinned to
+the exact problems a user reads (field, what is wrong, the fix) and to what a valid sibling passes:
+a check that fires on everything, or on nothing, or says the wrong thing, fails here. (`make
+mutate`: group `preflight`.)"""
 
 from __future__ import annotations
 
 from preflight_probe import TYPES, problems_of, serving_problems, stack_with
 from stack_variants import F
 
-from stacks.eks_versions import CATALOGUE_DATE
-from stacks.errors import Problem
-from stacks.loader import load_stack
-from stacks.preflight import (
+from stacks.catalog.eks_versions import CATALOGUE_DATE
+from stacks.config.errors import Problem
+from stacks.config.loader import load_stack
+from stacks.preflight.run import (
     effective_cluster,
     run_preflight,
 )
-from stacks.serving_checks import check_serving
+from stacks.preflight.serving_checks import check_serving
 
 # --- attachment ----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""What run_preflight hands each check, and the checks that need the base (stacks.preflight),
+"""What run_preflight hands each check, and the checks that need the base (stacks.preflight.run),
 called in-process on shipped stacks with one change each and pinned to the exact problems a user
 reads. (`make mutate`: group `preflight`.)"""
 
@@ -10,18 +10,18 @@ import pytest
 from preflight_probe import problems_of, serving_problems, stack_with, worker_check
 from stack_variants import F
 
-from stacks.catalog import INSTANCE_TYPES
-from stacks.eks_versions import CATALOGUE_DATE
-from stacks.errors import Problem, StackError
-from stacks.loader import STACKS_DIR as STACKS
-from stacks.loader import load_stack
-from stacks.preflight import (
+from stacks.catalog.eks_versions import CATALOGUE_DATE
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.errors import Problem, StackError
+from stacks.config.loader import STACKS_DIR as STACKS
+from stacks.config.loader import load_stack
+from stacks.preflight.run import (
     check_stack,
     effective_cluster,
     require_valid,
     run_preflight,
 )
-from stacks.worker_checks import check_workers, draft_weights_bytes, peak_concurrency
+from stacks.preflight.worker_checks import check_workers, draft_weights_bytes, peak_concurrency
 
 # --- what run_preflight hands each check ---------------------------------------------------------
 
@@ -198,7 +198,7 @@ def test_nvfp4_needs_fp4_tensor_cores_and_kv_head_problems_name_the_field():
     out, _ = worker_check("local-agg", model__precision="nvfp4")
     assert out == [Problem(F + "model.precision", "NVFP4 on A100-SXM4-40GB (worker 0) has no "
                            "FP4 tensor cores", "use a B200 node group")]
-    from stacks.worker_checks import _check_tp
+    from stacks.preflight.worker_checks import _check_tp
     arch = load_stack("local-agg").model.arch.model_copy(update={"kv_heads": 3,
                                                                   "attention_heads": 24})
     w = load_stack("local-agg").serving.workers[0]
@@ -209,8 +209,8 @@ def test_nvfp4_needs_fp4_tensor_cores_and_kv_head_problems_name_the_field():
 
 
 def test_kv_capacity_below_one_sequence():
-    from stacks.memory import WorkerMemory
-    from stacks.worker_checks import _check_memory
+    from stacks.preflight.worker_checks import _check_memory
+    from stacks.sizing.memory import WorkerMemory
     w = load_stack("local-agg").serving.workers[0]
 
     def mem(capacity: int) -> WorkerMemory:

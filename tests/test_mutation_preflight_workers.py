@@ -1,5 +1,5 @@
-"""Pre-flight's worker checks (stacks.worker_checks) called in-process on shipped stacks with
-one change each, pinned to the exact problems a user reads (field, what is wrong, the fix) and
+"""Pre-flight's worker checks (stacks.preflight.worker_checks) called in-process on shipped stacks
+with one change each, pinned to the exact problems a user reads (field, what is wrong, the fix) and
 to what a valid sibling passes. (`make mutate`: group `preflight`.)"""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from preflight_probe import problems_of, stack_with, worker_check
 from stack_variants import F
 
-from stacks.catalog import INSTANCE_TYPES
-from stacks.eks_versions import CATALOGUE_DATE
-from stacks.errors import Problem, StackError
-from stacks.loader import load_stack
-from stacks.preflight import (
+from stacks.catalog.eks_versions import CATALOGUE_DATE
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.errors import Problem, StackError
+from stacks.config.loader import load_stack
+from stacks.preflight.run import (
     check_stack,
     effective_cluster,
     file_facts,
@@ -22,7 +22,7 @@ from stacks.preflight import (
     require_valid,
     run_preflight,
 )
-from stacks.worker_checks import check_workers, draft_weights_bytes, peak_concurrency
+from stacks.preflight.worker_checks import check_workers, draft_weights_bytes, peak_concurrency
 
 # --- workers ---------------------------------------------------------------------------------
 
@@ -67,7 +67,7 @@ def test_tp_and_kv_heads_must_divide_each_other():
     arch = load_stack("local-agg").model.arch
     assert (arch.attention_heads, arch.kv_heads) == (32, 4)
     odd = arch.model_copy(update={"kv_heads": 3, "attention_heads": 24})
-    from stacks.worker_checks import _check_tp
+    from stacks.preflight.worker_checks import _check_tp
     inst = INSTANCE_TYPES["p4d.24xlarge"]
     w = load_stack("local-agg").serving.workers[0]
     for tp, says in ((2, True), (4, True), (3, False), (6, False), (1, False)):
@@ -138,7 +138,7 @@ def test_libfabric_needs_efa_and_gpudirect():
 
     assert transfer_problems() == [Problem(
         F + "serving.transfer", "nixl-libfabric moves KV GPU-to-GPU with GPUDirect RDMA, which "
-        "nothing confirms on g6e.12xlarge (worker 1; stacks/gpudirect.py)",
+        "nothing confirms on g6e.12xlarge (worker 1; stacks/catalog/gpudirect.py)",
         "use nixl-ucx (TCP, KV staged through host memory) or a type listed there")]
     small = [{"name": "g6e-small", "instanceType": "g6e.4xlarge", "count": 1,
               "availabilityZone": "us-east-1a"}]

@@ -34,8 +34,8 @@ from reports.sla import (
     user_speeds,
 )
 from reports.stackinfo import REHEARSAL_ROW, StackInfo
-from stacks.estimate import HourlyCost
-from stacks.model_catalog import K_EXAONE, MOTIF_3
+from stacks.catalog.model_catalog import K_EXAONE, MOTIF_3
+from stacks.sizing.estimate import HourlyCost
 
 SLA = Slo("sla", ttft_ms=5000, min_tok_s_per_user=50)
 TIGHT = Slo("tight", ttft_ms=2000, itl_ms=25)

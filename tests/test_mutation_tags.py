@@ -1,6 +1,6 @@
 """Cost tags and the AWS rules pre-flight applies before anything is created
-(components.tags, stacks.aws_checks), called directly and pinned to the exact problem a user
-reads: which field, what is wrong, the fix. The reserved prefixes are every one of them, on
+(components.tags, stacks.preflight.aws_checks), called directly and pinned to the exact problem a
+user reads: which field, what is wrong, the fix. The reserved prefixes are every one of them, on
 keys only; the limits are checked at and one past the bound. (`make mutate`: group `tags`.)"""
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from components.tags import (
     launch_template_tag_specifications,
     stack_tags,
 )
-from stacks.aws_checks import (
+from stacks.catalog.eks_versions import CATALOGUE_DATE
+from stacks.config.errors import Problem
+from stacks.config.loader import parse_config
+from stacks.preflight.aws_checks import (
     RESERVED_TAG_PREFIXES,
     check_aws,
     ebs_tag_problem,
     eks_cluster_name,
     eks_regions,
 )
-from stacks.eks_versions import CATALOGUE_DATE
-from stacks.errors import Problem
-from stacks.loader import parse_config
 
 RULES = "change it to fit AWS's tag rules"
 CHARS = "letters, digits, spaces and _ . : / = + - @"

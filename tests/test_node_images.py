@@ -1,6 +1,6 @@
 """The pinned node AMI release and its NVIDIA driver against the serving image's CUDA
-(stacks/node_images.py; sources: awslabs/amazon-eks-ami CHANGELOG v20260714, Dynamo's CUDA and
-driver table)."""
+(stacks/catalog/node_images.py; sources: awslabs/amazon-eks-ami CHANGELOG v20260714, Dynamo's CUDA
+and driver table)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 from graph_stacks import variant
 from pulumi_harness import run
 
-from stacks import node_images
-from stacks.loader import load_stack
-from stacks.node_images import NVIDIA_AMI, NodeImage, image_cuda
-from stacks.preflight import run_preflight
+from stacks.catalog import node_images
+from stacks.catalog.node_images import NVIDIA_AMI, NodeImage, image_cuda
+from stacks.config.loader import load_stack
+from stacks.preflight.run import run_preflight
 
 
 @pytest.mark.parametrize(("image", "cuda", "driver"), [

@@ -8,7 +8,7 @@ from k8s_validation import PLATFORM_VALUES
 
 from components.conventions import NODE_GROUP_LABEL
 from components.platform_values import platform_chart_version, platform_values
-from stacks.loader import load_stack, parse_config, read_stack_file, stack_file
+from stacks.config.loader import load_stack, parse_config, read_stack_file, stack_file
 
 CHART_DEFAULTS = yaml.safe_load(PLATFORM_VALUES.read_text())
 

@@ -31,8 +31,8 @@ from stack_variants import (
     write_stack,
 )
 
-from stacks.loader import STACKS_DIR, StackError, load_stack
-from stacks.preflight import require_valid, run_preflight
+from stacks.config.loader import STACKS_DIR, StackError, load_stack
+from stacks.preflight.run import require_valid, run_preflight
 
 
 @pytest.fixture
@@ -338,7 +338,7 @@ def test_problem_names_field_and_fix() -> None:
 
 def test_libfabric_on_a_type_without_confirmed_gpudirect_rdma_is_refused():
     # NIXL LIBFABRIC moves KV GPU-to-GPU over EFA with GPUDirect RDMA; nothing confirms it on
-    # g6e (stacks/gpudirect.py), so the L40S decode trial ships with nixl-ucx (TCP).
+    # g6e (stacks/catalog/gpudirect.py), so the L40S decode trial ships with nixl-ucx (TCP).
     from graph_stacks import variant
     stack = variant("disagg-l40s-decode", transfer="nixl-libfabric")
     problems = run_preflight(stack, load_stack("base-a100")).problems

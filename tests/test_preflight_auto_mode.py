@@ -1,6 +1,6 @@
 """Pre-flight on EKS Auto Mode: `stacks check` / `stacks plan` on the Auto Mode base and the A100
 variants derived onto it, and every combination Auto Mode cannot run, refused with its source
-(stacks/auto_mode.py)."""
+(stacks/preflight/auto_mode.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ import pytest
 from stack_variants import F, check, copy_shipped, edit, read_config, variant_config, write_stack
 from typer.testing import CliRunner
 
-from stacks import auto_mode
 from stacks.__main__ import app
-from stacks.campaign_cost import base_campaign
-from stacks.loader import (
+from stacks.config.loader import (
     StackError,
     all_stack_names,
     derived_stack_names,
     load_stack,
     load_stack_file,
 )
-from stacks.preflight import check_stack
+from stacks.plan.campaign_cost import base_campaign
+from stacks.preflight import auto_mode
+from stacks.preflight.run import check_stack
 
 BASE = "base-a100-auto"
 DAY = "2026-12-01"   # EKS 1.35 in standard support: the $0.10/h control plane
@@ -141,5 +141,5 @@ def test_a_family_auto_mode_does_not_list_is_refused(monkeypatch, tmp_path: Path
 
 
 def test_every_catalogue_family_is_one_auto_mode_lists() -> None:
-    from stacks.catalog import INSTANCE_TYPES
+    from stacks.catalog.instances import INSTANCE_TYPES
     assert {it.family for it in INSTANCE_TYPES.values()} <= auto_mode.SUPPORTED_FAMILIES

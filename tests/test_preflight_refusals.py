@@ -20,7 +20,7 @@ import stack_variants as sv
 from preflight_refusal_cases import CASES, KINDS, Case
 from stack_variants import both
 
-from stacks.loader import STACKS_DIR
+from stacks.config.loader import STACKS_DIR
 
 DECIMAL_GB = re.compile(r"\d GB\b")
 

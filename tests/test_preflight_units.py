@@ -9,8 +9,7 @@ import re
 
 import pytest
 
-from stacks.catalog import MODELS
-from stacks.eks_versions import (
+from stacks.catalog.eks_versions import (
     EKS_VERSIONS,
     EXTENDED_USD_PER_HOUR,
     STANDARD_USD_PER_HOUR,
@@ -19,11 +18,12 @@ from stacks.eks_versions import (
     offered,
     version_problem,
 )
-from stacks.engine_flags import FRONTEND_RULES, WORKER_RULES, parse_flags
-from stacks.estimate import hourly_cost
-from stacks.loader import PATTERN_RULES, STACKS_DIR, load_stack
-from stacks.model_catalog import CHECKPOINTS, DRAFT_MODELS, SERVING_RULES
-from stacks.preflight import effective_cluster
+from stacks.catalog.model_catalog import CHECKPOINTS, DRAFT_MODELS, SERVING_RULES
+from stacks.catalog.models import MODELS
+from stacks.config.loader import PATTERN_RULES, STACKS_DIR, load_stack
+from stacks.preflight.engine_flags import FRONTEND_RULES, WORKER_RULES, parse_flags
+from stacks.preflight.run import effective_cluster
+from stacks.sizing.estimate import hourly_cost
 
 
 def _months_later(day: dt.date, months: int) -> dt.date:
@@ -113,14 +113,15 @@ def test_every_model_has_a_checkpoint_and_serving_rules() -> None:
 def test_every_schema_pattern_is_said_in_words() -> None:
     sources = ("schema.py", "recipe_config.py", "workload_config.py")
     patterns = {m for name in sources for m in
-                re.findall(r'pattern=r"([^"]+)"', (STACKS_DIR / name).read_text())}
+                re.findall(r'pattern=r"([^"]+)"', (STACKS_DIR / "config" / name).read_text())}
     assert patterns and patterns <= set(PATTERN_RULES), patterns - set(PATTERN_RULES)
 
 
 def test_graph_and_preflight_ask_for_the_same_pod_memory() -> None:
-    """One truth: the graph's worker pods request what stacks.pods packs onto the nodes."""
+    """One truth: the graph's worker pods request what stacks.preflight.pods packs onto the
+    nodes."""
     from components.graph import build_graph_deployment
-    from stacks.pods import pod_memory_gib
+    from stacks.preflight.pods import pod_memory_gib
 
     stack = load_stack("disagg-a100-kv-offload")
     base = load_stack("base-a100")
@@ -137,8 +138,8 @@ def test_a_multi_turn_workload_that_can_move_in_lockstep_gets_a_note() -> None:
     """Fixed pauses and a conversation count that is a multiple of the routed workers is the
     accidental-affinity trap: pre-flight names the field and the fix. The shipped stacks'
     random pauses and odd counts get no note."""
-    from stacks.loader import parse_config
-    from stacks.preflight import run_preflight
+    from stacks.config.loader import parse_config
+    from stacks.preflight.run import run_preflight
 
     base = load_stack("local-agg")
     assert not [n for n in run_preflight(base).notes if "lockstep" in n]

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from engine_support import needs_engine, wait_for, write_stack
 
-from stacks import metrics
-from stacks.preflight import check_stack
+from stacks.catalog import metrics
+from stacks.preflight.run import check_stack
 from workloads.model_folder import build_model_folder
 from workloads.promql import QUERIES, step_queries
 from workloads.smoke import stream_chat

@@ -13,7 +13,7 @@ import pytest
 from graph_stacks import graph_of
 from recipe_stacks import RECIPES
 
-from stacks.recipe_config import DYNAMO_REASONING_PARSERS, DYNAMO_TOOL_CALL_PARSERS
+from stacks.config.recipe_config import DYNAMO_REASONING_PARSERS, DYNAMO_TOOL_CALL_PARSERS
 
 ENGINE = Path(__file__).resolve().parents[1] / ".venv-engine" / "bin" / "python"
 # They start the engine's frontend: tests/conftest.py skips them locally without .venv-engine

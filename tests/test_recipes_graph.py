@@ -14,9 +14,9 @@ from recipe_stacks import IB_RECIPE_EDITS, RECIPES, changed, ib_base, ib_recipe,
 from components import efa
 from components.graph import build_graph_deployment, recipe_configmaps
 from components.recipe_specs import ACCEPTANCE_LABEL, checkpoints_to_download
-from stacks.loader import load_stack
-from stacks.model_catalog import SERVING_RULES
-from stacks.preflight import effective_cluster
+from stacks.catalog.model_catalog import SERVING_RULES
+from stacks.config.loader import load_stack
+from stacks.preflight.run import effective_cluster
 
 AXK2_REV = "9e2e804e80f8d1b3afba5d7938173cec1ed46b49"
 EAGLE3_REV = "24958e91737d760908f73a8af4b6e06080fc5c1d"

@@ -1,8 +1,8 @@
 """Memory arithmetic of the four B200 models against hand-computed values.
 
 Each expected number is worked out in the comments from the catalogue's facts (labelled there
-VERIFIED / THIRD-PARTY / ESTIMATED), independently of stacks/memory.py. A B200 reports 183,359
-MiB. The Qwen3 arithmetic is tests/test_memory.py's and stays as it was.
+VERIFIED / THIRD-PARTY / ESTIMATED), independently of stacks/sizing/memory.py. A B200 reports
+183,359 MiB. The Qwen3 arithmetic is tests/test_memory.py's and stays as it was.
 """
 
 from __future__ import annotations
@@ -10,17 +10,18 @@ from __future__ import annotations
 import pytest
 from recipe_stacks import changed, problems
 
-from stacks.catalog import INSTANCE_TYPES, MODELS
-from stacks.memory import (
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.catalog.model_arch import PROVENANCE_LABELS
+from stacks.catalog.model_catalog import AX_K2, B200_MODELS, K_EXAONE, MOTIF_3, SOLAR_OPEN2
+from stacks.catalog.models import MODELS
+from stacks.preflight.run import check_stack
+from stacks.sizing.memory import (
     hybrid_page_tokens,
     kv_bytes_per_token_per_gpu,
     sequence_fixed_bytes_per_gpu,
     weights_bytes_per_gpu,
     worker_memory,
 )
-from stacks.model_arch import PROVENANCE_LABELS
-from stacks.model_catalog import AX_K2, B200_MODELS, K_EXAONE, MOTIF_3, SOLAR_OPEN2
-from stacks.preflight import check_stack
 
 GIB = 2**30
 B200_BYTES = 183_359 * 2**20

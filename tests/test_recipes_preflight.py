@@ -25,8 +25,8 @@ from recipe_stacks import (
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.catalog import INSTANCE_TYPES, Fabric, InstanceType
-from stacks.loader import STACKS_DIR, StackError, load_stack
+from stacks.catalog.instances import INSTANCE_TYPES, Fabric, InstanceType
+from stacks.config.loader import STACKS_DIR, StackError, load_stack
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from recipe_stacks import BASE, RECIPES, changed, problem_fields
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.catalog import INSTANCE_TYPES, Fabric
-from stacks.estimate import model_load_seconds
-from stacks.forecast import base_campaign
-from stacks.loader import all_stack_names, derived_stack_names, load_stack
-from stacks.model_catalog import SERVING_RULES
-from stacks.preflight import check_stack
-from stacks.schema import RouterMode, Topology, TransferBackend
+from stacks.catalog.instances import INSTANCE_TYPES, Fabric
+from stacks.catalog.model_catalog import SERVING_RULES
+from stacks.config.loader import all_stack_names, derived_stack_names, load_stack
+from stacks.config.schema import RouterMode, Topology, TransferBackend
+from stacks.plan.forecast import base_campaign
+from stacks.preflight.run import check_stack
+from stacks.sizing.estimate import model_load_seconds
 
 # (role, replicas, TP, expert parallel) per worker group, and the GPU total (issue 7).
 LAYOUTS = {
@@ -92,7 +92,7 @@ def test_trace_workload_at_the_recipe_concurrency_and_around_it(model: str) -> N
         workloads = load_stack(f"{kind}-b200-{model}").workloads
         assert list(workloads.enabled()) == ["trace_replay"]
         trace = workloads.trace_replay
-        # the public Mooncake conversation trace, shipped in stacks/traces/ (not a synthetic
+        # the public Mooncake conversation trace, shipped in stacks/catalog/traces/ (not a synthetic
         # 8K / 70 % stand-in for the recipes' own trace): its first 5 minutes, same for all
         assert (trace.source, trace.window_start_s, trace.window_s, trace.speed_up) == \
             ("mooncake-conversation", 0.0, 300.0, 1.0)

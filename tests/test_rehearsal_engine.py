@@ -1,8 +1,8 @@
 """The local rehearsal of a B200 recipe end to end, with the REAL AIPerf CLI and the REAL local
 Dynamo engine: the shipped local-recipe-motif3 stack (3 prefill + 1 decode mockers behind the
 KV router, KV blocks from pre-flight on p6-b200) replays a window of the REAL Mooncake
-conversation trace (shipped in stacks/traces/) on AIPerf's fixed schedule, capped at 6 and 11
-requests in flight, each cold then warm. Zero errors; the manifest names the trace and its
+conversation trace (shipped in stacks/catalog/traces/) on AIPerf's fixed schedule, capped at 6 and
+11 requests in flight, each cold then warm. Zero errors; the manifest names the trace and its
 checksum; `python -m reports build` writes sla.csv and trace_replay.csv, which must equal what
 the raw exports and the trace say (tests/sla_checks.py, tests/trace_checks.py), and report.md
 shows the reuse upper bound, the measured hit rate and the exclusions. The trace's first 16
@@ -24,9 +24,9 @@ from typer.testing import CliRunner
 
 from reports.__main__ import app
 from reports.published import PUBLISHED_LABEL
-from stacks.loader import STACKS_DIR
-from stacks.model_catalog import MOTIF_3
-from stacks.trace_files import PUBLIC_TRACES
+from stacks.catalog.model_catalog import MOTIF_3
+from stacks.catalog.trace_files import PUBLIC_TRACES
+from stacks.config.loader import STACKS_DIR
 from workloads.datasets import TEMPLATE_MARGIN
 
 pytestmark = [pytest.mark.engine, pytest.mark.load(2), needs_engine]

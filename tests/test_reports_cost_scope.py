@@ -9,7 +9,7 @@ import math
 import pytest
 from reports_fixtures import cost_row
 
-NEW_TYPE = "g7e.48xlarge"   # not in stacks/catalog.py
+NEW_TYPE = "g7e.48xlarge"   # not in stacks/catalog/instances.py
 GP3, NAT = 0.08 / 730, 0.045 + 0.005   # $ per GiB-hour of gp3; NAT gateway + IPv4 per hour
 
 

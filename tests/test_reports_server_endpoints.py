@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import exports, runs, server
-from stacks import metrics as m
+from stacks.catalog import metrics as m
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "runs" / "local-agg" / "fixture"
 STEP = "prefix_cache/share100"

@@ -26,9 +26,9 @@ from reports.published import PUBLISHED, PUBLISHED_LABEL, model_user_speed, publ
 from reports.runs import RunError
 from reports.sla import COLUMNS, MEASURED_KINDS, MEASUREMENT, mark_best, user_speeds
 from reports.stackinfo import StackInfo, recipe_role, speculative_label
-from stacks.estimate import HourlyCost
-from stacks.loader import load_stack
-from stacks.model_catalog import AX_K2, K_EXAONE, MOTIF_3, SOLAR_OPEN2
+from stacks.catalog.model_catalog import AX_K2, K_EXAONE, MOTIF_3, SOLAR_OPEN2
+from stacks.config.loader import load_stack
+from stacks.sizing.estimate import HourlyCost
 
 FIXTURE = Path(__file__).parent / "fixtures" / "recipe-runs" / "local-recipe-motif3" / "fixture"
 

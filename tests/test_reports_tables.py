@@ -30,17 +30,13 @@ from reports_fixtures import (
 )
 
 from reports.build import build_report
-from stacks.catalog import (
-    EFS_STANDARD_USD_PER_GB_MONTH,
-    HOURS_PER_MONTH,
-    INSTANCE_TYPES,
-)
+from stacks.catalog.instances import EFS_STANDARD_USD_PER_GB_MONTH, HOURS_PER_MONTH, INSTANCE_TYPES
 
 GP3_GIB_HOUR = 0.08 / 730    # EBS gp3 $0.08 per GiB-month
 NAT_HOUR = 0.045 + 0.005     # NAT gateway-hour + its public IPv4 address-hour
 
 # The fixture runs were made on 2026-11-30 on a cluster config of EKS 1.33, whose standard
-# support ended 2026-07-29 (stacks/eks_versions.py): the control plane is priced at the
+# support ended 2026-07-29 (stacks/catalog/eks_versions.py): the control plane is priced at the
 # extended-support rate of the run's day.
 FIXTURE_EKS_USD_PER_HOUR = 0.60  # total per cluster-hour in extended support (0.10 standard)
 
@@ -361,7 +357,7 @@ def test_measured_cost_of_a_variant_uses_its_base_storage_and_its_price_override
     """An attached variant's record holds only its own config: the measured cost must take the
     base's EFS size (base-b200 caches 2000 GiB; a variant's own default is 200) and the
     variant's cost.priceOverrides when the record carries no prices."""
-    from stacks.loader import load_stack
+    from stacks.config.loader import load_stack
 
     config = load_stack("agg-b200-kexaone").model_dump(mode="json", by_alias=True)
     config["cost"]["priceOverrides"] = {"p6-b200.48xlarge": 100.0}

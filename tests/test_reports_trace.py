@@ -23,7 +23,7 @@ from trace_checks import check_trace_table_against_raw
 
 from reports.flags import judge
 from reports.trace_report import flight_stats, in_flight
-from stacks.trace_files import PUBLIC_TRACES
+from stacks.catalog.trace_files import PUBLIC_TRACES
 
 FIXTURE = Path(__file__).parent / "fixtures" / "trace-runs" / "local-recipe-motif3" / "fixture"
 
@@ -52,12 +52,12 @@ def test_manifest_names_the_trace_and_its_checksum(replay) -> None:
     run, _ = replay
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["traces"] == {"mooncake-conversation": {
-        "file": "stacks/traces/mooncake_conversation_trace.jsonl.gz",
+        "file": "stacks/catalog/traces/mooncake_conversation_trace.jsonl.gz",
         "sha256": PUBLIC_TRACES["mooncake-conversation"].sha256,
         "verified": "published sha256",
         "upstream": "kvcache-ai/Mooncake/FAST25-release/traces/conversation_trace.jsonl",
         "upstream_commit": "3b5a594133958449a1feaf1c9e0fc1b553e34a28",
-        "licence": "Apache-2.0 (stacks/traces/LICENSE-APACHE)"}}
+        "licence": "Apache-2.0 (stacks/catalog/traces/LICENSE-APACHE)"}}
     for rec in manifest["steps"].values():
         assert "--fixed-schedule" in rec["command"]
         assert rec["counts"]["failed"] == rec["counts"]["truncated"] == 0

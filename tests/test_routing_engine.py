@@ -35,8 +35,8 @@ from engine_support import REPO, needs_engine, read_manifest, runner_env
 
 from reports.ablation import AFFINITY_OVER_CHANCE, MIN_PLACEMENT_DELTA, NO_DIFFERENCE
 from reports.build import build_report
-from stacks.loader import STACKS_DIR
-from stacks.workload_config import MultiTurn
+from stacks.config.loader import STACKS_DIR
+from stacks.config.workload_config import MultiTurn
 
 pytestmark = [pytest.mark.engine, pytest.mark.load(1), needs_engine]
 PAIR = ("local-agg", "local-agg-kv")

@@ -27,9 +27,9 @@ from engine_support import (
 )
 from scipy import stats
 
-from stacks.metrics import FRONTEND_OUTPUT_TOKENS
+from stacks.catalog.metrics import FRONTEND_OUTPUT_TOKENS
 from workloads import datasets as ds
-from workloads.attest_parse import metric_sum, parse_prometheus
+from workloads.attest.parse import metric_sum, parse_prometheus
 from workloads.targets.processes import pid_alive
 
 pytestmark = [pytest.mark.engine, pytest.mark.load(2), needs_engine]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stacks.loader import load_stack, parse_config
+from stacks.config.loader import load_stack, parse_config
 from workloads import results
 from workloads.manifest import COMPLETE, FAILED, Manifest
 from workloads.saturation import verdict

@@ -22,11 +22,11 @@ import yaml
 from pulumi_harness import raw_config
 from stack_variants import check
 
-from stacks import stack_file
-from stacks.errors import StackError
-from stacks.loader import STACKS_DIR, all_stack_names, read_stack_file
-from stacks.offline import config_strings, run_program
-from stacks.stack_file import MAX_BYTES, MAX_DEPTH, MAX_NODES
+from stacks.config import stack_file
+from stacks.config.errors import StackError
+from stacks.config.loader import STACKS_DIR, all_stack_names, read_stack_file
+from stacks.config.stack_file import MAX_BYTES, MAX_DEPTH, MAX_NODES
+from stacks.render.offline import config_strings, run_program
 
 REPO = STACKS_DIR.parent
 VALID = (STACKS_DIR / "Pulumi.local-agg.yaml").read_bytes()
@@ -60,7 +60,7 @@ BROKEN: dict[str, tuple[bytes, str]] = {
     "config-list": (b"config:\n  - dynamo-bench:target\n", "`config:` is a list"),
     "deep": (b"config: " + b"[" * 5000 + b"]" * 5000 + b"\n",
              f"nests more than {MAX_DEPTH} levels deep"),
-    # Deep enough to crash LibYAML's composer (stacks/stack_file.py _FAST_LOADER): the
+    # Deep enough to crash LibYAML's composer (stacks/config/stack_file.py _FAST_LOADER): the
     # pure-Python loader must read it.
     "deeper": (b"config: " + b"{a: " * 60_000 + b"1" + b"}" * 60_000 + b"\n",
                f"nests more than {MAX_DEPTH} levels deep"),

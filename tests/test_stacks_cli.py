@@ -11,11 +11,12 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from stacks.__main__ import app
-from stacks.loader import STACKS_DIR, all_stack_names, derived_stack_names, load_stack
+from stacks.config.loader import STACKS_DIR, all_stack_names, derived_stack_names, load_stack
 
 REPO = STACKS_DIR.parent
 # Pinned estimate dates: EKS 1.35 (every shipped stack) is in standard support on both; the
-# second is the EKS catalogue's date (stacks.eks_versions), so no test changes with the calendar.
+# second is the EKS catalogue's date (stacks.catalog.eks_versions), so no test changes with the
+# calendar.
 STANDARD_DAY, CATALOGUE_DAY = "2026-07-01", "2026-12-01"
 
 

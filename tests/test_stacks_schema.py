@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stacks.loader import (
+from stacks.config.loader import (
     PROJECT,
     StackError,
     all_stack_names,
@@ -16,7 +16,7 @@ from stacks.loader import (
     read_stack_file,
     stack_file,
 )
-from stacks.schema import CapacityType, Precision, Role, Topology, TransferBackend
+from stacks.config.schema import CapacityType, Precision, Role, Topology, TransferBackend
 
 PLAN = {
     "base-a100", "base-a100-auto", "agg-a100", "agg-a100-standalone", "disagg-a100", "agg-a100-kv",

@@ -1,4 +1,4 @@
-"""The public traces shipped in stacks/traces/, their reuse upper bound, and trace sources.
+"""The public traces shipped in stacks/catalog/traces/, their reuse upper bound, and trace sources.
 
 - the shipped (gzip) files are byte for byte the reference copies in ../shared/reference/traces
   and match the published sha256; a tampered copy is refused;
@@ -23,9 +23,8 @@ import pytest
 from engine_support import write_stack
 from pydantic import ValidationError
 
-from stacks import trace_files
-from stacks.preflight import check_stack
-from stacks.trace_files import (
+from stacks.catalog import trace_files
+from stacks.catalog.trace_files import (
     PUBLIC_TRACES,
     TRACES_DIR,
     TraceError,
@@ -33,7 +32,8 @@ from stacks.trace_files import (
     parse_rows,
     window,
 )
-from stacks.workload_config import TraceReplay, WorkloadsConfig
+from stacks.config.workload_config import TraceReplay, WorkloadsConfig
+from stacks.preflight.run import check_stack
 from workloads.trace_replay import block_reuse_bound
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "traces"

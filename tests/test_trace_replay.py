@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stacks.loader import STACKS_DIR, load_stack
-from stacks.trace_files import load_trace
-from stacks.workload_config import TraceReplay
+from stacks.catalog.trace_files import load_trace
+from stacks.config.loader import STACKS_DIR, load_stack
+from stacks.config.workload_config import TraceReplay
 from workloads import datasets as ds
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.model_folder import build_model_folder

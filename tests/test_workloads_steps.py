@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.loader import StackError, load_stack, parse_config
+from stacks.config.loader import StackError, load_stack, parse_config
 from workloads import datasets as ds
 from workloads.step_exec import dataset_path, write_dataset
 from workloads.steps import FASTEST_REQUEST_S, FASTEST_TOKEN_S, plan, rows_for_duration

@@ -16,7 +16,7 @@ import statistics
 
 import pytest
 
-from stacks.loader import load_stack, parse_config, read_stack_file, stack_file
+from stacks.config.loader import load_stack, parse_config, read_stack_file, stack_file
 from workloads import datasets as ds
 from workloads.step_exec import step_dataset
 from workloads.steps import plan

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from stacks.cli import fail, require_stack_names, run_cli, stack_error
-from stacks.loader import STACKS_DIR, StackError
-from stacks.workload_config import Scale
+from stacks.config.loader import STACKS_DIR, StackError
+from stacks.config.workload_config import Scale
 from workloads.manifest import check_run_id
 from workloads.steps import WORKLOADS, plan
 
@@ -89,7 +89,7 @@ def show_plan(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<
               repeat: int = typer.Option(None, "--repeat", min=1, max=20),
               stacks_dir: Path = _STACKS_DIR) -> None:
     """List the steps a run would make, with their sizes and estimated times."""
-    from stacks.loader import load_stack
+    from stacks.config.loader import load_stack
 
     _check_scale(scale)
     try:

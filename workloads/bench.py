@@ -22,9 +22,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from stacks import metrics
-from stacks.loader import stack_file
-from stacks.preflight import require_valid
+from stacks.catalog import metrics
+from stacks.config.loader import stack_file
+from stacks.preflight.run import require_valid
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.model_folder import build_model_folder
 from workloads.results import summary_metric

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from stacks.schema import StackConfig
+from stacks.config.schema import StackConfig
 
 SCHEMA_VERSION = 1
 REPO = Path(__file__).resolve().parents[1]
@@ -182,7 +182,8 @@ class Manifest:
 
     def merge_nodes(self, nodes: list[dict]) -> None:
         """Add node usage records ({node, instanceType, start, end, ...}) to the run's `nodes`
-        (reports/node_hours.py reads them): one record per node, spanning every attempt."""
+        (reports/accounting/node_hours.py reads them): one record per node, spanning every
+        attempt."""
         if not nodes:
             return
         merged = {n["node"]: dict(n) for n in self.data.get("nodes", [])}

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from stacks.catalog import ModelArchitecture
+from stacks.catalog.model_arch import ModelArchitecture
 
 VOCAB_SIZE = 8192
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")

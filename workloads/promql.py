@@ -1,4 +1,5 @@
-"""The PromQL the cluster runner evaluates over each step's window, built from stacks/metrics.py.
+"""The PromQL the cluster runner evaluates over each step's window, built from
+stacks/catalog/metrics.py.
 
 Server-side facts (prefix hits, KV usage, preemptions, queueing, GPU use) come from Prometheus
 on the cluster, never from client data. Each query is evaluated at the step's end with the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stacks import metrics as m
+from stacks.catalog import metrics as m
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ QUERIES: tuple[Query, ...] = (
           (m.WORKER_NIXL_XFER_TIME,), engine=False),
     Query("kv_transfer_bytes", _increase(f"{m.WORKER_NIXL_BYTES_TRANSFERRED}_sum"),
           (m.WORKER_NIXL_BYTES_TRANSFERRED,), engine=False),
-    # offloaded bytes under either generation of vLLM's names (stacks.metrics): the flat
+    # offloaded bytes under either generation of vLLM's names (stacks.catalog.metrics): the flat
     # store / load counters, or the older one labelled by direction
     Query("kv_offload_store_bytes", _increase(m.WORKER_KV_OFFLOAD_STORE_BYTES[0]),
           (m.WORKER_KV_OFFLOAD_STORE_BYTES[0],), engine=False),

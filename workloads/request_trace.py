@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from stacks import frontend_trace
+from stacks.conventions import frontend_trace
 from workloads.routing_evidence import request_of, requests, summary
 
 STEP_FILE = "request_trace.jsonl"    # the step's records, verbatim lines, in its folder

@@ -20,12 +20,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from stacks.estimate import instance_price
-from stacks.loader import STACKS_DIR, load_stack
-from stacks.preflight import effective_cluster, require_valid
-from stacks.schema import StackConfig
-from stacks.service_prices import price_record
-from stacks.workload_config import Scale
+from stacks.catalog.service_prices import price_record
+from stacks.config.loader import STACKS_DIR, load_stack
+from stacks.config.schema import StackConfig
+from stacks.config.workload_config import Scale
+from stacks.preflight.run import effective_cluster, require_valid
+from stacks.sizing.estimate import instance_price
 from workloads import smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
 from workloads.model_folder import build_model_folder
@@ -120,7 +120,7 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                              scale=opts.scale)
     manifest.data.setdefault("repeats", repeats)
     # The instance prices the run is planned with: a report prices it from these when the
-    # catalogue no longer knows a type (reports/stackinfo.py, reports/aws_cli.py).
+    # catalogue no longer knows a type (reports/stackinfo.py, reports/accounting/aws_cli.py).
     manifest.data.setdefault("prices", planned_prices(stack, opts.stacks_dir))
     if manifest.data["repeats"] != repeats:
         raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "
@@ -203,7 +203,7 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
         if info.get("startup"):   # a cluster's model load and start-up, apart from the load
             phase["target_startup"] = info["startup"]
     # Before any load: is the deployment what the stack says? A failed check refuses the run
-    # with its evidence (workloads/attest_checks.py).
+    # with its evidence (workloads/attest/checks.py).
     with manifest.phase("attestation") as phase:
         phase["result"] = step_exec.attest(target, manifest, "before the smoke test")
         console.print(f"attestation: {phase['result']}", markup=False)

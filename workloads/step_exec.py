@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from workloads import request_trace, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
-from workloads.attest_checks import AttestationRefused
+from workloads.attest.checks import AttestationRefused
 from workloads.datasets import DatasetFile, block_reuse, fit_context, jsonl_bytes, write_jsonl
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, RUNNING, now
 from workloads.outcomes import step_problems

@@ -13,10 +13,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from stacks.estimate import workload_steps_seconds
-from stacks.schema import StackConfig
-from stacks.trace_checks import engine_block_size
-from stacks.workload_config import WORKLOAD_NAMES, Scale, WorkloadsConfig, restarts_before
+from stacks.config.schema import StackConfig
+from stacks.config.workload_config import WORKLOAD_NAMES, Scale, WorkloadsConfig, restarts_before
+from stacks.preflight.trace_checks import engine_block_size
+from stacks.sizing.estimate import workload_steps_seconds
 from workloads import datasets as ds
 from workloads.trace_replay import replay_steps
 
@@ -32,7 +32,7 @@ FASTEST_TOKEN_S = 0.002
 FASTEST_REQUEST_S = 0.02
 # Tokens per hash id where the workload config has no blockSize (AIPerf's Mooncake default).
 BLOCK = 512
-# Why a campaign skips the restart a coldRestart policy names (stacks/schedule.py).
+# Why a campaign skips the restart a coldRestart policy names (stacks/plan/schedule.py).
 SKIPPED_RESTART = ("campaign: the deployment starts cold and this step's hash ids are fresh, "
                    "so a restart could only empty a cache that holds none of its prefixes")
 
@@ -154,7 +154,7 @@ def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = No
     and shared-prefix structure stay the same.
     `campaign`: the deployment is known to be cold (it was just deployed, or its prompts are of
     a new epoch), and every step has fresh hash ids: no step restarts the workers (the
-    coldRestart policy's restarts are recorded as skipped, stacks/schedule.py)."""
+    coldRestart policy's restarts are recorded as skipped, stacks/plan/schedule.py)."""
     cfg: WorkloadsConfig = stack.workloads
     # `only` (refused when unknown or disabled) switches the other workloads off
     enabled = (cfg.restricted_to(only, stack.name) if only else cfg).enabled()

@@ -2,8 +2,8 @@
 
 A step of a replayed trace (`traceReplay.source`: a public trace or a file) is built as:
 1. the trace's window (and request sample), loaded and checksum-verified by
-   `stacks.trace_files`; each row gets a session id and its arrival time in ms from the window
-   start divided by the speed-up;
+   `stacks.catalog.trace_files`; each row gets a session id and its arrival time in ms from the
+   window start divided by the speed-up;
 2. the runner's context fit (`workloads.datasets.fit_context`, as for every workload): rows
    whose prompt exceeds the smallest maxModelLen are dropped, outputs clipped, both counted;
 3. `finish`: the reuse upper bounds of the rows really sent, then the 512-token block ids
@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import gcd
 
-from stacks.trace_files import TRACE_BLOCK, Trace, load_trace, window
-from stacks.workload_config import TraceReplay
+from stacks.catalog.trace_files import TRACE_BLOCK, Trace, load_trace, window
+from stacks.config.workload_config import TraceReplay
 from workloads import datasets as ds
 
 
@@ -79,8 +79,8 @@ def remap_blocks(rows: list[dict], engine_block: int, id_base: int) -> list[dict
 
 def block_reuse_bound(rows: list[dict], warm: bool = False) -> float:
     """The trace's own prefix reuse upper bound: the share of the rows' trace blocks whose id
-    appeared in an earlier row (an infinite cache; stacks/traces/README.md's definition). On a
-    warm replay every block was cached by the pass before."""
+    appeared in an earlier row (an infinite cache; stacks/catalog/traces/README.md's definition). On
+    a warm replay every block was cached by the pass before."""
     return 1.0 if warm and rows else ds.block_reuse(rows)
 
 

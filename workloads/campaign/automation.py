@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from stacks.stack_file import PROJECT
+from stacks.config.stack_file import PROJECT
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BACKEND = "file://~"

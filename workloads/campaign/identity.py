@@ -1,7 +1,7 @@
 """Kept workers, checked on what would really run: the rendered worker specs, byte for byte.
 
-aws: each variant's Pulumi program runs offline (stacks/offline.py, Pulumi mocks, as `python -m
-stacks render` does) with the graph name the two variants would share; what reaches a worker is
+aws: each variant's Pulumi program runs offline (stacks/render/offline.py, Pulumi mocks, as `python
+-m stacks render` does) with the graph name the two variants would share; what reaches a worker is
 every Kubernetes object the variant creates, its DynamoGraphDeployment without the frontend
 component: the worker components (pod templates, replicas, shared memory), the graph's env and
 labels, the ConfigMaps the workers read. The operator rolls workers only when a worker spec
@@ -10,8 +10,8 @@ frontend are updated in-place"), so equal bytes mean the workers stay.
 
 local: each mocker's command line (the engine's env is shared by every process of the run).
 
-The typed-config rule of stacks/worker_identity.py decides the forecast; the campaign keeps
-workers only where both agree (tests hold them to the same answer for every shipped pair).
+The typed-config rule of stacks/conventions/worker_identity.py decides the forecast; the campaign
+keeps workers only where both agree (tests hold them to the same answer for every shipped pair).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import copy
 import json
 from collections.abc import Callable
 
-from stacks.campaign_config import CampaignDeploy
-from stacks.k8s_names import DGD_KIND, FRONTEND_COMPONENT
-from stacks.loader import load_stack_file
-from stacks.preflight import effective_cluster
-from stacks.schema import StackConfig
-from stacks.stack_file import CAMPAIGN_KEY, PROJECT
-from stacks.worker_identity import same_workers
+from stacks.config.campaign_config import CampaignDeploy
+from stacks.config.loader import load_stack_file
+from stacks.config.schema import StackConfig
+from stacks.config.stack_file import CAMPAIGN_KEY, PROJECT
+from stacks.conventions.k8s_names import DGD_KIND, FRONTEND_COMPONENT
+from stacks.conventions.worker_identity import same_workers
+from stacks.preflight.run import effective_cluster
 
 
 def worker_objects(objects: list[dict]) -> list[dict]:
@@ -48,8 +48,8 @@ def worker_bytes(objects: list[dict]) -> bytes:
 
 def rendered_objects(name: str, graph: str, cache: dict) -> list[dict]:
     """The Kubernetes objects variant `name`'s program creates under graph name `graph`."""
-    from stacks.offline import PLACEHOLDER_TOKEN, config_strings, run_program, run_stack
-    from stacks.render import is_kubernetes_object, kubernetes_object
+    from stacks.render.offline import PLACEHOLDER_TOKEN, config_strings, run_program, run_stack
+    from stacks.render.write import is_kubernetes_object, kubernetes_object
 
     raw = load_stack_file(name).config   # a derived `<variant>.<base>` too
     base = raw["cluster"]["attachTo"]
@@ -68,7 +68,7 @@ def rendered_objects(name: str, graph: str, cache: dict) -> list[dict]:
 def rendered_same_workers(base: StackConfig) -> Callable[[StackConfig, StackConfig], bool]:
     """`same(a, b)` for the schedule: the typed rule first (cheap), then the rendered specs of
     both under `a`'s graph name, byte for byte."""
-    from stacks.k8s_names import deployment_name
+    from stacks.conventions.k8s_names import deployment_name
 
     cache: dict = {}
     memo: dict[tuple[str, str], bool] = {}

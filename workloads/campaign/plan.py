@@ -1,6 +1,6 @@
 """The campaign's plan as the record keeps it (pure): one entry per slot, in order.
 
-An aws campaign's plan is its schedule (stacks/schedule.py) with the forecast of every figure
+An aws campaign's plan is its schedule (stacks/plan/schedule.py) with the forecast of every figure
 the timeline later measures. A local campaign's is its order (kept mockers, prompt epochs) and
 the same forecast on the mocker: slots one after another, a new mocker set starting in about a
 second (LOCAL_RESTART_S, no model load), kept mockers not at all, each step as `stacks check`
@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from stacks.campaign_cost import BaseCampaign
-from stacks.catalog import INSTANCE_TYPES
-from stacks.estimate import LOCAL_RESTART_S, workload_steps_seconds
-from stacks.schedule import chains
-from stacks.schema import StackConfig
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.schema import StackConfig
+from stacks.plan.campaign_cost import BaseCampaign
+from stacks.plan.schedule import chains
+from stacks.sizing.estimate import LOCAL_RESTART_S, workload_steps_seconds
 from workloads.steps import plan as steps_plan
 
 

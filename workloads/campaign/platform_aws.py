@@ -1,6 +1,6 @@
 """A campaign on AWS: every deployment through Pulumi's Automation API (automation.py).
 
-- prepare / scale: the base stack's `dynamo-bench:nodeGroupSizes` (stacks/campaign_config.py)
+- prepare / scale: the base stack's `dynamo-bench:nodeGroupSizes` (stacks/config/campaign_config.py)
   set to the sizes wanted, then `up` on the base: managed node groups change their desired
   size, an Auto Mode NodePool its limits (components/node_specs.py).
 - deploy: the variant's `dynamo-bench:campaign` ({graphName, handOver, adopt}), then `up`. A
@@ -24,9 +24,9 @@ from typing import Any
 
 from rich.console import Console
 
-from stacks.campaign_config import CampaignDeploy
-from stacks.k8s_names import NODE_GROUP_LABEL
-from stacks.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY
+from stacks.config.campaign_config import CampaignDeploy
+from stacks.config.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY
+from stacks.conventions.k8s_names import NODE_GROUP_LABEL
 from workloads.campaign.automation import PulumiStacks
 from workloads.runner import RunOptions, RunResult, run
 from workloads.targets.aws import k8s_cluster, k8s_graph

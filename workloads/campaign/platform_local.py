@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stacks.preflight import PreflightReport
+from stacks.preflight.run import PreflightReport
 from workloads.model_folder import build_model_folder
 from workloads.runner import RunOptions, RunResult, run
 from workloads.targets.local import (

@@ -17,19 +17,19 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from stacks.campaign_cost import base_campaign, budget_problems
-from stacks.eks_versions import today
-from stacks.loader import (
+from stacks.catalog.eks_versions import today
+from stacks.config.loader import (
     STACKS_DIR,
     StackError,
     all_stack_names,
     derived_stack_names,
     load_stack,
 )
-from stacks.preflight import require_valid
-from stacks.schedule import gpu_groups
-from stacks.schema import StackConfig
-from stacks.workload_config import WORKLOAD_NAMES, Scale
+from stacks.config.schema import StackConfig
+from stacks.config.workload_config import WORKLOAD_NAMES, Scale
+from stacks.plan.campaign_cost import base_campaign, budget_problems
+from stacks.plan.schedule import gpu_groups
+from stacks.preflight.run import require_valid
 from workloads.campaign.automation import PulumiStacks
 from workloads.campaign.engine import Campaign
 from workloads.campaign.identity import local_same_workers, rendered_same_workers

@@ -6,7 +6,7 @@ until the Kubernetes API no longer lists it (engine.py); locally a mocker set bi
 hardware it imitates, from its start to its stop, and kept mockers bill on without a gap.
 Loaded, per node group: every run's step phases (the runner's `step:<id>` start and end, all
 attempts) times the GPUs the slot's workers use on that group: the same definition as the
-forecast's "under load" (stacks/campaign_cost.py), so the two ratios compare.
+forecast's "under load" (stacks/plan/campaign_cost.py), so the two ratios compare.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class Target(Protocol):
 
     def attest(self, when: str):
         """Evidence that the deployment is what the stack says, judged check by check
-        (workloads.attest_checks.Attestation); the runner refuses the run when one fails."""
+        (workloads.attest.checks.Attestation); the runner refuses the run when one fails."""
 
     def problems(self) -> list[str]:
         """What is wrong right now (a process that exited, ...); empty when healthy."""

@@ -23,10 +23,11 @@ from urllib.parse import unquote
 
 import httpx
 
-from stacks.schema import Role, StackConfig, Topology
-from workloads import attest_probe, request_trace
-from workloads.attest_checks import Attestation, evaluate
-from workloads.attest_parse import expected
+from stacks.config.schema import Role, StackConfig, Topology
+from workloads import request_trace
+from workloads.attest import probe as attest_probe
+from workloads.attest.checks import Attestation, evaluate
+from workloads.attest.parse import expected
 from workloads.model_folder import ModelFolder
 from workloads.targets.base import Endpoints, TargetError
 from workloads.targets.processes import ManagedProcess, free_port, start_process, wait_until
@@ -239,7 +240,7 @@ class LocalTarget:
 
     def attest(self, when: str) -> Attestation:
         """The checks the mocker can show (model, prefix cache, KV events); the rest are
-        marked not applicable (workloads/attest_checks.py)."""
+        marked not applicable (workloads/attest/checks.py)."""
         x = expected(self.stack, self.kind)
         ep = self.endpoints()
         self.attestations += 1

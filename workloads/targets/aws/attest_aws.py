@@ -5,7 +5,7 @@ server proxies Services, not pod ports)."""
 
 from __future__ import annotations
 
-from workloads.attest_parse import engine_config, gpu_probe, nixl_backends
+from workloads.attest.parse import engine_config, gpu_probe, nixl_backends
 from workloads.targets.aws import k8s_graph, k8s_scripts
 from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
 from workloads.targets.aws.k8s_client import Kube, KubeError

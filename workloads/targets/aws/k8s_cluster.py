@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from stacks.k8s_names import DGD_GROUP, DGD_PLURAL, DGD_VERSION
+from stacks.conventions.k8s_names import DGD_GROUP, DGD_PLURAL, DGD_VERSION
 from workloads.targets.aws import k8s_graph, k8s_scripts
 from workloads.targets.aws.k8s_client import (
     Clock,

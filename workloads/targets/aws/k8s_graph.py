@@ -20,7 +20,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from stacks.k8s_names import FRONTEND_PORT, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL, ZONE_LABEL
+from stacks.conventions.k8s_names import (
+    FRONTEND_PORT,
+    INSTANCE_TYPE_LABEL,
+    NODE_GROUP_LABEL,
+    ZONE_LABEL,
+)
 
 OP_GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 OP_COMPONENT_LABEL = "nvidia.com/dynamo-component"

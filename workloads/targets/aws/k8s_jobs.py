@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from stacks.catalog import INSTANCE_TYPES
-from stacks.k8s_names import (
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.conventions.k8s_names import (
     HF_HOME,
     LOADGEN_SERVICE_ACCOUNT,
     MODEL_CACHE_MOUNT,

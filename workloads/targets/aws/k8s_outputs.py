@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from stacks.k8s_names import FRONTEND_PORT, MONITORING_NAMESPACE, PROMETHEUS_PORT
-from stacks.schema import StackConfig
+from stacks.config.schema import StackConfig
+from stacks.conventions.k8s_names import FRONTEND_PORT, MONITORING_NAMESPACE, PROMETHEUS_PORT
 from workloads.targets.base import Endpoints, TargetError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """The frontend pods' request traces on a cluster (workloads.request_trace), read by pod exec.
 
-Each frontend pod writes its own file (stacks.frontend_trace.REQUEST_TRACE_POD_PATH, set in the
-graph by components.graph). After each step the runner asks every frontend pod for the lines
+Each frontend pod writes its own file (stacks.conventions.frontend_trace.REQUEST_TRACE_POD_PATH, set
+in the graph by components.graph). After each step the runner asks every frontend pod for the lines
 written since its last read (k8s_scripts.READ_TRACE: whole lines from a byte offset, so a run never
 re-reads a long file) and keeps those whose request arrived in the step's window. The window
 is this machine's clock, the records the pod's: both NTP-synchronised on EKS.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from stacks.frontend_trace import REQUEST_TRACE_POD_PATH
+from stacks.conventions.frontend_trace import REQUEST_TRACE_POD_PATH
 from workloads.routing_evidence import request_of
 from workloads.targets.aws import k8s_graph, k8s_scripts
 from workloads.targets.aws.k8s_client import Kube, KubeError

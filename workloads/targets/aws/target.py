@@ -22,15 +22,15 @@ import secrets
 from collections import Counter
 from pathlib import Path
 
-from stacks.estimate import model_load_seconds
-from stacks.k8s_names import NODE_GROUP_LABEL, ZONE_LABEL, cpu_node_groups
-from stacks.loader import STACKS_DIR, load_stack
-from stacks.node_images import image_cuda
-from stacks.preflight import effective_cluster
-from stacks.schema import ComputeMode, StackConfig
-from workloads import attest_probe
-from workloads.attest_checks import Attestation, evaluate
-from workloads.attest_parse import expected
+from stacks.catalog.node_images import image_cuda
+from stacks.config.loader import STACKS_DIR, load_stack
+from stacks.config.schema import ComputeMode, StackConfig
+from stacks.conventions.k8s_names import NODE_GROUP_LABEL, ZONE_LABEL, cpu_node_groups
+from stacks.preflight.run import effective_cluster
+from stacks.sizing.estimate import model_load_seconds
+from workloads.attest import probe as attest_probe
+from workloads.attest.checks import Attestation, evaluate
+from workloads.attest.parse import expected
 from workloads.smoke import list_models
 from workloads.targets.aws import attest_aws, k8s_cluster, k8s_graph, k8s_jobs
 from workloads.targets.aws.k8s_client import (
@@ -171,7 +171,7 @@ class AwsTarget:
 
     def attest(self, when: str) -> Attestation:
         """Evidence from the running pods and metrics, judged against the stack
-        (workloads/attest_checks.py)."""
+        (workloads/attest/checks.py)."""
         serving = self.stack.serving
         x = expected(self.stack, self.kind,
                      image_cuda(serving.image, serving.dynamo_version).min_driver)

@@ -1,0 +1,9 @@
+"""The world's facts, as data, each with its source and date: GPUs and instance types with their
+prices (instances), the models and their geometry (models, model_arch, model_catalog), prices of
+what else a stack pays for (service_prices), EKS versions and their support windows
+(eks_versions), the node images' drivers (node_images), GPUDirect RDMA support (gpudirect), the
+public request traces shipped in traces/ (trace_files) and every metric name (metrics).
+
+The catalogue imports nothing of the project's: config validates against it, pre-flight and the
+plan read it, components, workloads and reports use its names.
+"""

@@ -1,0 +1,88 @@
+"""Kubernetes names both sides of the project must agree on: the infrastructure that creates the
+objects (components/) and the cluster runner that finds and uses them (workloads/).
+
+Labels, well-known object names, ports and the DynamoGraphDeployment's API coordinates live here
+once; components/conventions.py and components/graph.py re-export them, workloads import them
+from here (workloads never import components).
+"""
+
+from __future__ import annotations
+
+import re
+
+from stacks.catalog.instances import INSTANCE_TYPES
+from stacks.config.schema import ClusterConfig, ServingConfig, StackConfig
+
+PART_OF = {"app.kubernetes.io/part-of": "dynamo-bench"}
+
+# Node labels. Every node a stack node group creates carries NODE_GROUP_LABEL with the group's
+# name (managed node groups and Auto Mode NodePools alike); the other two are set by the kubelet.
+NODE_GROUP_LABEL = "dynamo-bench.io/node-group"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+# Pod label the graph's pod templates carry (value: the graph's name).
+GRAPH_LABEL = "dynamo-bench.io/graph"
+
+# Objects in the Dynamo namespace.
+MODEL_CACHE_PVC = "model-cache"
+RESULTS_PVC = "benchmark-results"
+MODEL_CACHE_MOUNT = "/models"
+HF_HOME = f"{MODEL_CACHE_MOUNT}/hf"
+LOADGEN_SERVICE_ACCOUNT = "dynamo-bench-loadgen"
+
+MONITORING_NAMESPACE = "monitoring"
+PROMETHEUS_PORT = 9090
+
+# The DynamoGraphDeployment custom resource and its frontend.
+DGD_GROUP = "nvidia.com"
+DGD_VERSION = "v1beta1"
+DGD_API_VERSION = f"{DGD_GROUP}/{DGD_VERSION}"
+DGD_KIND = "DynamoGraphDeployment"
+DGD_PLURAL = "dynamographdeployments"
+FRONTEND_COMPONENT = "frontend"
+FRONTEND_PORT = 8000
+
+
+def _groups(cluster: ClusterConfig, gpu: bool) -> list[str]:
+    return [g.name for g in cluster.node_groups if g.instance_type in INSTANCE_TYPES
+            and (INSTANCE_TYPES[g.instance_type].gpu is not None) == gpu]
+
+
+def cpu_node_groups(cluster: ClusterConfig) -> list[str]:
+    """Node groups without GPUs (system pods, the frontend, the load generator)."""
+    return _groups(cluster, gpu=False)
+
+
+def gpu_node_groups(cluster: ClusterConfig) -> list[str]:
+    return _groups(cluster, gpu=True)
+
+
+def deployment_name(stack: StackConfig) -> str:
+    """serving.deploymentName, or the stack name made DNS-safe (short: the operator prefixes
+    child object names with it)."""
+    assert stack.serving is not None
+    if stack.serving.deployment_name:
+        return stack.serving.deployment_name
+    slug = re.sub(r"[^a-z0-9-]+", "-", stack.name.lower()).strip("-")[:40].strip("-")
+    return slug or "dynamo-bench"
+
+
+def component_names(serving: ServingConfig) -> list[str]:
+    """One stable, DNS-safe name per worker group: `<role>-<nodeGroup>`, numbered on repeats."""
+    names: list[str] = []
+    for w in serving.workers:
+        base = f"{w.role.value}-{w.node_group}"[:60].strip("-")
+        name, n = base, 2
+        while name in names or name == FRONTEND_COMPONENT:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+def dynamo_namespace(stack: StackConfig) -> str:
+    """Where the platform, the claims, the token Secret, the graphs and the load generator
+    live: serving.namespace, or the schema default for a base stack (its variants use it)."""
+    if stack.serving is not None:
+        return stack.serving.namespace
+    return ServingConfig.model_fields["namespace"].default

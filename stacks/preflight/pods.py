@@ -1,0 +1,214 @@
+"""What each worker pod asks of its node, and whether all of them fit the nodes (pure).
+
+The pod resources are the ones the graph requests (components.graph builds its pods from
+`pod_memory_gib` / `pod_cpus` here), so pre-flight packs exactly what Kubernetes will be asked
+to schedule. `check_node_packing` places every pod of every role on the nodes of its group,
+largest first, one node at a time, and refuses the first pod that finds no node with enough of
+every resource left:
+- GPUs: `nvidia.com/gpu` per pod; a multinode replica takes whole nodes;
+- host memory: the pods' memory requests within `ALLOCATABLE_SHARE` of the node (the kubelet,
+  system daemons and eviction threshold keep the rest: stated, not measured);
+- CPU KV cache: the offload tier of the pods on a node within `HOST_SHARE` of its memory;
+- disk KV cache (KVBM): within `HOST_SHARE` of the group's root volume;
+- CPUs: the pods' CPU requests within `ALLOCATABLE_SHARE` of the node's vCPUs.
+All sizes are GiB: `kvOffload.cpuGb` / `diskGb` are read as GiB by the connector that sizes the
+cache (components.kv_config: `cpu_bytes_to_use = cpuGb x 2**30`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
+from stacks.config.errors import Problem
+from stacks.config.schema import ClusterConfig, NodeGroup, Role, ServingConfig, WorkerGroup
+from stacks.config.stack_file import PROJECT
+
+P = f"{PROJECT}:"
+# Host memory a worker pod needs besides any CPU KV cache: the vLLM engine and its TP worker
+# processes (CUDA contexts, NCCL, tokenizer) and weights streamed through host memory while
+# loading. Stated, not measured.
+WORKER_BASE_MEMORY_GIB = 16
+WORKER_MEMORY_GIB_PER_GPU = 8
+WORKER_CPU_PER_GPU = 6
+# /dev/shm for NCCL between TP ranks; tmpfs counts against the pod's memory.
+WORKER_SHM_GIB = 16
+ALLOCATABLE_SHARE = 0.9
+HOST_SHARE = 0.8
+# Dynamo's native-offload guide: KVBM is deprecated since 1.5 and vLLM's native offloading is
+# the path from 1.6 on (it has no disk tier in Dynamo yet).
+NATIVE_OFFLOAD_SINCE = (1, 6, 0)
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    """'1.6.1' or '1.6.1-rc2' -> (1, 6, 1)."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        raise ValueError(f"'{version}' is not a MAJOR.MINOR.PATCH version")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def uses_kvbm(serving: ServingConfig) -> bool:
+    return (serving.kv_offload.kind != "none"
+            and version_tuple(serving.dynamo_version) < NATIVE_OFFLOAD_SINCE)
+
+
+def offloads(serving: ServingConfig, role: Role) -> bool:
+    """Does a worker of this role carry the KV offload tier? Prefill-side workers do: that is
+    where prefixes are computed and re-used (decode workers keep plain NIXL)."""
+    return serving.kv_offload.kind != "none" and role in (Role.WORKER, Role.PREFILL)
+
+
+def pod_cpu_cache_gib(serving: ServingConfig, w: WorkerGroup) -> float:
+    return serving.kv_offload.cpu_gb if offloads(serving, w.role) else 0.0
+
+
+def pod_disk_cache_gib(serving: ServingConfig, w: WorkerGroup) -> float:
+    if serving.kv_offload.kind != "disk" or not offloads(serving, w.role):
+        return 0.0
+    return serving.kv_offload.disk_gb
+
+
+def pod_memory_gib(serving: ServingConfig, w: WorkerGroup) -> int:
+    """The memory request of one worker pod: the stack's own, or the estimate above."""
+    if w.host_memory_gib is not None:
+        return w.host_memory_gib
+    need = (WORKER_BASE_MEMORY_GIB + WORKER_MEMORY_GIB_PER_GPU * w.gpus_per_pod
+            + WORKER_SHM_GIB + pod_cpu_cache_gib(serving, w))
+    return math.ceil(need)
+
+
+def pod_cpus(w: WorkerGroup) -> int:
+    return WORKER_CPU_PER_GPU * w.gpus_per_pod
+
+
+@dataclass
+class _Node:
+    gpus: float
+    memory: float
+    cache: float
+    disk: float
+    cpus: float
+    pods: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Pod:
+    worker: int
+    gpus: int
+    memory: int
+    cache: float
+    disk: float
+    cpus: int
+    whole_nodes: int   # > 0: a multinode replica's share, on that many empty nodes
+
+
+def _pods(serving: ServingConfig, workers: list[tuple[int, WorkerGroup]]) -> list[_Pod]:
+    pods = []
+    for i, w in workers:
+        pod = _Pod(i, w.gpus_per_pod, pod_memory_gib(serving, w), pod_cpu_cache_gib(serving, w),
+                   pod_disk_cache_gib(serving, w), pod_cpus(w),
+                   w.node_count if w.node_count > 1 else 0)
+        pods += [pod] * w.replicas
+    return sorted(pods, key=lambda p: (-p.whole_nodes, -p.gpus, -p.memory))
+
+
+def _shortfall(node: _Node, pod: _Pod) -> str | None:
+    for name, free, need in (("gpus", node.gpus, pod.gpus), ("cache", node.cache, pod.cache),
+                             ("memory", node.memory, pod.memory), ("disk", node.disk, pod.disk),
+                             ("cpus", node.cpus, pod.cpus)):
+        if need > free + 1e-9:
+            return name
+    return None
+
+
+def _take(node: _Node, pod: _Pod) -> None:
+    node.gpus -= pod.gpus
+    node.cache -= pod.cache
+    node.memory -= pod.memory
+    node.disk -= pod.disk
+    node.cpus -= pod.cpus
+    node.pods.append(f"worker {pod.worker}")
+
+
+def _place(pods: list[_Pod], nodes: list[_Node], full_gpus: int) -> tuple[_Pod, str] | None:
+    """Place every pod; the first that does not fit and the resource that ran out."""
+    for pod in pods:
+        if pod.whole_nodes:
+            empty = [n for n in nodes if n.gpus == full_gpus and not n.pods]
+            if len(empty) < pod.whole_nodes:
+                return pod, "gpus"
+            for n in empty[:pod.whole_nodes]:
+                missing = _shortfall(n, pod)
+                if missing:
+                    return pod, missing
+                _take(n, pod)
+                n.gpus = 0
+            continue
+        reasons = [(n, _shortfall(n, pod)) for n in nodes]
+        home = next((n for n, why in reasons if why is None), None)
+        if home is None:
+            fits_gpus = [why for n, why in reasons if n.gpus >= pod.gpus]
+            return pod, (fits_gpus[0] if fits_gpus else "gpus")
+        _take(home, pod)
+    return None
+
+
+def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
+             inst: InstanceType, workers: list[tuple[int, WorkerGroup]]) -> Problem:
+    f = f"{P}serving.workers[{pod.worker}]"
+    on = f"{group.count} x {inst.name} of node group '{group.name}'"
+    pods = "; ".join(f"worker {i} ({x.role.value}): {x.replicas} pod(s) x "
+                     f"{x.gpus_per_pod} GPU, {pod_memory_gib(serving, x)} GiB, "
+                     f"{pod_cpu_cache_gib(serving, x):g} GiB CPU cache" for i, x in workers)
+    if why == "gpus":
+        asked = sum(x.replicas * (x.node_count * inst.gpus_per_node if x.node_count > 1
+                                  else x.tensor_parallel_size) for _, x in workers)
+        return Problem(f"{f}.replicas", f"workers on '{group.name}' take {asked} GPUs in whole "
+                       f"TP groups; {group.count} x {inst.name} provide "
+                       f"{group.count * inst.gpus_per_node}", "lower replicas/TP or add nodes")
+    if why == "cache":
+        return Problem(f"{P}serving.kvOffload.cpuGb", f"the CPU KV caches of the pods placed "
+                       f"together do not fit: {on} hold {HOST_SHARE:.0%} of "
+                       f"{inst.memory_gib} GiB each for CPU cache ({pods})",
+                       "lower cpuGb, or spread the workers over more nodes")
+    if why == "disk":
+        return Problem(f"{P}serving.kvOffload.diskGb", f"the disk KV caches of the pods placed "
+                       f"together do not fit {HOST_SHARE:.0%} of diskGib {group.disk_gib} GiB "
+                       f"per node ({on})", "lower diskGb or raise the group's diskGib")
+    what = "memory" if why == "memory" else "CPUs"
+    total = inst.memory_gib if why == "memory" else inst.vcpus
+    unit = " GiB" if why == "memory" else " vCPUs"
+    # name the largest explicit memory request on the group (often another role's pod)
+    asked = [(x.host_memory_gib, i) for i, x in workers if x.host_memory_gib is not None]
+    if why == "memory" and asked:
+        target = f"{P}serving.workers[{max(asked)[1]}].hostMemoryGib"
+    elif why == "memory" and any(pod_cpu_cache_gib(serving, x) for _, x in workers):
+        target = f"{P}serving.kvOffload.cpuGb"
+    else:
+        target = f"{f}.replicas"
+    return Problem(target, f"the worker pods that share a node ask more {what} than one "
+                   f"{inst.name} allows ({ALLOCATABLE_SHARE:.0%} of {total}{unit}; {pods})",
+                   "lower hostMemoryGib / cpuGb, or spread the workers over more nodes")
+
+
+def check_node_packing(serving: ServingConfig, cluster: ClusterConfig,
+                       out: list[Problem]) -> None:
+    """Every worker pod, all roles together, on the nodes of its group."""
+    for group in cluster.node_groups:
+        inst = INSTANCE_TYPES.get(group.instance_type)
+        if inst is None or inst.gpu is None:
+            continue
+        # a TP group larger than its nodes is reported by the TP check already
+        workers = [(i, w) for i, w in enumerate(serving.workers) if w.node_group == group.name
+                   and w.tensor_parallel_size <= inst.gpus_per_node * w.node_count]
+        if not workers:
+            continue
+        nodes = [_Node(inst.gpus_per_node, ALLOCATABLE_SHARE * inst.memory_gib,
+                       HOST_SHARE * inst.memory_gib, HOST_SHARE * group.disk_gib,
+                       ALLOCATABLE_SHARE * inst.vcpus) for _ in range(group.count)]
+        failed = _place(_pods(serving, workers), nodes, inst.gpus_per_node)
+        if failed is not None:
+            out.append(_problem(serving, *failed, group, inst, workers))

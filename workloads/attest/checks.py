@@ -1,0 +1,268 @@
+"""Run-time attestation, judged (pure): is the deployment what the stack says?
+
+Before the smoke test of every run, and again after every cold restart, the target gathers
+evidence from the real pods and metrics (workloads/targets/aws/attest_aws.py on a cluster,
+the local target's own probe on the mocker) and this module judges it, check by check. A
+failed check refuses the run: no load is sent and the message shows the evidence. Every
+attestation is kept in the manifest (`attestations`) and report.md shows one line per run.
+
+Evidence (a dict): `models` (ids /v1/models lists); `pods` {pod: {component, role, node,
+gpu_probe, nixl_backends, engine}} on a cluster; `before` / `after` metric totals around the
+probe requests (attest_parse.metric_totals); `repeat_cached_tokens` (usage.prompt_tokens_details
+.cached_tokens of each send of one prompt); `offload_requests` (the overflow requests sent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from workloads.attest.parse import Expected, expected_gpus
+from workloads.targets.base import TargetError
+
+PASS, FAIL = "pass", "fail"
+MOCKER = "not applicable (mocker)"
+NOT_CONFIGURED = "not configured"
+CHECKS = ("model", "gpus", "driver", "nixl_backend", "kv_transfer", "prefix_cache",
+          "kv_events", "kv_offload", "precision")
+# What a NIXL fallback to TCP looks like in the log: the backend that was not asked for.
+_OTHER_BACKEND = {"LIBFABRIC": "UCX", "UCX": "LIBFABRIC"}
+_QUANTIZATION = {"bf16": ("none", ""), "fp8": ("fp8", "compressed-tensors", "modelopt"),
+                 "nvfp4": ("modelopt_fp4", "compressed-tensors", "nvfp4", "modelopt")}
+
+
+class AttestationRefused(TargetError):
+    """A check failed: the deployment is not what the stack says; no load is sent."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Attestation:
+    when: str
+    target: str
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != FAIL for c in self.checks)
+
+    def line(self) -> str:
+        groups: dict[str, list[str]] = {}
+        for c in self.checks:
+            groups.setdefault(c.status, []).append(c.name)
+        verdict = "passed" if self.ok else "REFUSED"
+        parts = [f"{status} {len(names)}: {', '.join(names)}"
+                 for status, names in groups.items()]
+        return f"{verdict} ({self.when}; {'; '.join(parts)})"
+
+    def refusal(self) -> str:
+        failed = [c for c in self.checks if c.status == FAIL]
+        lines = [f"attestation ({self.when}) refused the run: the deployment is not what the "
+                 "stack says; no load was sent"]
+        lines += [f"  - {c.name}: {c.detail}; evidence: {c.evidence}" for c in failed]
+        return "\n".join(lines)
+
+    def record(self) -> dict[str, Any]:
+        return {"when": self.when, "target": self.target, "ok": self.ok, "line": self.line(),
+                "checks": [{"name": c.name, "status": c.status, "detail": c.detail,
+                            "evidence": c.evidence} for c in self.checks]}
+
+
+def _delta(ev: dict, key: str) -> float | None:
+    before, after = (ev.get("before") or {}).get(key), (ev.get("after") or {}).get(key)
+    if after is None:
+        return None
+    return after - (before or 0.0)
+
+
+def _workers(ev: dict) -> dict[str, dict]:
+    return {name: p for name, p in (ev.get("pods") or {}).items()
+            if p.get("role") in ("worker", "prefill", "decode")}
+
+
+def check_model(x: Expected, ev: dict) -> Check:
+    models = ev.get("models") or []
+    if x.model_name not in models:
+        return Check("model", FAIL, f"/v1/models lists {models}, not '{x.model_name}'",
+                     {"models": models})
+    if x.target != "aws":
+        return Check("model", PASS, f"'{x.model_name}' served (revision: not reported by the "
+                     "mocker)", {"models": models})
+    seen = {}
+    for name, pod in _workers(ev).items():
+        engine = pod.get("engine")
+        if not engine:
+            return Check("model", FAIL, f"{name}: no vLLM engine-config line in its log",
+                         {"pod": name})
+        seen[name] = {"model": engine.get("model"), "revision": engine.get("revision")}
+        want_rev = x.revision or "None"
+        if engine.get("model") != x.model_id or engine.get("revision") != want_rev:
+            return Check("model", FAIL, f"{name} loaded {engine.get('model')} at revision "
+                         f"{engine.get('revision')}, the stack says {x.model_id} at "
+                         f"{want_rev}", seen)
+    return Check("model", PASS, f"{x.model_id} at revision {x.revision or 'default'} on every "
+                 "worker", {"models": models, "workers": seen})
+
+
+def check_gpus(x: Expected, ev: dict) -> Check:
+    owners: dict[str, list[str]] = {}
+    seen = {}
+    for name, pod in _workers(ev).items():
+        probe = pod.get("gpu_probe") or {}
+        want = expected_gpus(x, pod.get("component", ""))
+        uuids = [g["uuid"] for g in probe.get("gpus") or []]
+        seen[name] = {"node": pod.get("node"), "uuids": uuids, "expected": want}
+        if probe.get("error") or probe.get("nvidia_smi_exit", 0) != 0:
+            return Check("gpus", FAIL, f"{name}: GPU probe failed: "
+                         f"{probe.get('error') or probe.get('stderr')}", seen)
+        if want is None or len(set(uuids)) != want or len(uuids) != want:
+            return Check("gpus", FAIL, f"{name} sees {len(set(uuids))} distinct GPU(s), the "
+                         f"stack gives it {want} (TP x PP)", seen)
+        for u in uuids:
+            owners.setdefault(u, []).append(name)
+    shared = {u: pods for u, pods in owners.items() if len(pods) > 1}
+    if shared:
+        u, pods = next(iter(shared.items()))
+        return Check("gpus", FAIL, f"GPU {u} is used by {len(pods)} pods on node "
+                     f"{seen[pods[0]]['node']}: {pods}", seen)
+    return Check("gpus", PASS, f"{len(seen)} worker pod(s), each on its own GPUs", seen)
+
+
+def check_driver(x: Expected, ev: dict) -> Check:
+    drivers = sorted({g["driver"] for p in _workers(ev).values()
+                      for g in (p.get("gpu_probe") or {}).get("gpus") or []})
+    if not drivers:
+        return Check("driver", FAIL, "no driver version reported by the GPU probe", {})
+    old = [d for d in drivers if int(d.split(".")[0]) < x.min_driver]
+    if old:
+        return Check("driver", FAIL, f"driver {old} is older than the {x.min_driver} the "
+                     "image's CUDA needs", {"drivers": drivers})
+    return Check("driver", PASS, f"NVIDIA driver {', '.join(drivers)} (>= {x.min_driver})",
+                 {"drivers": drivers})
+
+
+def check_nixl_backend(x: Expected, ev: dict) -> Check:
+    seen = {n: p.get("nixl_backends") or [] for n, p in _workers(ev).items()
+            if p.get("role") in ("prefill", "decode")}
+    for name, backends in seen.items():
+        if x.nixl_backend not in backends:
+            return Check("nixl_backend", FAIL, f"{name}: NIXL did not log 'Backend "
+                         f"{x.nixl_backend} was instantiated' (saw {backends or 'none'})", seen)
+        if _OTHER_BACKEND[x.nixl_backend] in backends:
+            return Check("nixl_backend", FAIL, f"{name}: NIXL also instantiated "
+                         f"{_OTHER_BACKEND[x.nixl_backend]}: a fallback from "
+                         f"{x.nixl_backend}", seen)
+    return Check("nixl_backend", PASS, f"{x.nixl_backend} instantiated on {len(seen)} "
+                 "prefill/decode worker(s)", seen)
+
+
+def check_kv_transfer(x: Expected, ev: dict) -> Check:
+    moved, failed = _delta(ev, "nixl_bytes_transferred"), _delta(ev, "nixl_failed_transfers")
+    evidence = {"bytes": moved, "failed_transfers": failed}
+    if moved is None:
+        return Check("kv_transfer", FAIL, "the decode workers export no NIXL transfer metrics",
+                     evidence)
+    if moved <= 0:
+        return Check("kv_transfer", FAIL, "a request that went through prefill and decode "
+                     "moved no KV bytes (NIXL transfer metrics did not grow)", evidence)
+    if failed:
+        return Check("kv_transfer", FAIL, f"{failed:.0f} NIXL transfer(s) failed", evidence)
+    return Check("kv_transfer", PASS, f"{moved:.0f} KV bytes moved prefill -> decode",
+                 evidence)
+
+
+def check_prefix_cache(x: Expected, ev: dict) -> Check:
+    cached = ev.get("repeat_cached_tokens") or []
+    frontend = _delta(ev, "frontend_cached_tokens")
+    evidence = {"cached_tokens_per_send": cached, "frontend_cached_tokens": frontend}
+    if not cached or max(cached[1:] or [0]) <= 0:
+        return Check("prefix_cache", FAIL, f"a prompt sent {len(cached)} times showed no "
+                     "cached tokens on the server", evidence)
+    if frontend is not None and frontend <= 0:
+        return Check("prefix_cache", FAIL, "the frontend counted no cached tokens", evidence)
+    return Check("prefix_cache", PASS, f"the repeated prompt hit the cache ({max(cached)} "
+                 "cached tokens)", evidence)
+
+
+def check_kv_events(x: Expected, ev: dict) -> Check:
+    applied = _delta(ev, "router_kv_events_stored")
+    if not applied:
+        return Check("kv_events", FAIL, "the KV router applied no KV 'stored' event from the "
+                     "workers: it routes blind (load balancing only)",
+                     {"stored_events_applied": applied})
+    return Check("kv_events", PASS, f"the router applied {applied:.0f} stored event(s)",
+                 {"stored_events_applied": applied})
+
+
+def check_kv_offload(x: Expected, ev: dict) -> Check:
+    stored = _delta(ev, "offload_store_bytes")
+    evidence = {"store_bytes": stored, "requests": ev.get("offload_requests")}
+    if stored is None:
+        return Check("kv_offload", FAIL, "the workers export no KV offload metrics", evidence)
+    if stored <= 0:
+        return Check("kv_offload", FAIL, "requests overflowing the GPU KV cache stored nothing "
+                     "to the CPU tier", evidence)
+    return Check("kv_offload", PASS, f"{stored:.0f} bytes offloaded GPU -> CPU", evidence)
+
+
+def check_precision(x: Expected, ev: dict) -> Check:
+    seen = {}
+    for name, pod in _workers(ev).items():
+        engine = pod.get("engine") or {}
+        quant = (engine.get("quantization") or "").lower()
+        dtype = engine.get("dtype") or ""
+        seen[name] = {"dtype": dtype, "quantization": quant,
+                      "kv_cache_dtype": engine.get("kv_cache_dtype")}
+        ok = quant in _QUANTIZATION[x.precision]
+        if x.precision == "bf16":
+            ok = ok and "bfloat16" in dtype
+        if x.kv_cache_dtype == "fp8":
+            ok = ok and str(engine.get("kv_cache_dtype", "")).startswith("fp8")
+        if not engine or not ok:
+            return Check("precision", FAIL, f"{name} runs dtype={dtype or '?'} "
+                         f"quantization={quant or '?'}, the stack is labelled {x.precision}"
+                         f" (KV cache {x.kv_cache_dtype})", seen)
+    return Check("precision", PASS, f"{x.precision} on every worker", seen)
+
+
+_JUDGES = {"model": check_model, "gpus": check_gpus, "driver": check_driver,
+           "nixl_backend": check_nixl_backend, "kv_transfer": check_kv_transfer,
+           "prefix_cache": check_prefix_cache, "kv_events": check_kv_events,
+           "kv_offload": check_kv_offload, "precision": check_precision}
+# What the local mocker can show: it has no GPUs, NIXL, offload tier or vLLM engine log.
+MOCKER_CHECKS = ("model", "prefix_cache", "kv_events")
+
+
+def configured(x: Expected, name: str) -> bool:
+    return {"nixl_backend": x.nixl_backend is not None,
+            "kv_transfer": x.nixl_backend is not None, "prefix_cache": x.prefix_caching,
+            "kv_events": x.kv_router, "kv_offload": x.kv_offload}.get(name, True)
+
+
+def evaluate(x: Expected, evidence: dict, when: str) -> Attestation:
+    checks = []
+    for name in CHECKS:
+        if not configured(x, name):
+            checks.append(Check(name, NOT_CONFIGURED, "the stack does not configure it"))
+        elif x.target != "aws" and name not in MOCKER_CHECKS:
+            checks.append(Check(name, MOCKER, "the local mocker cannot show it"))
+        else:
+            checks.append(_JUDGES[name](x, evidence))
+    return Attestation(when, x.target, checks)
+
+
+def summary_line(records: list[dict] | None) -> str:
+    """One line for a run's report: its last attestation, and how many there were."""
+    if not records:
+        return "none recorded"
+    last = records[-1]
+    refused = sum(1 for r in records if not r.get("ok"))
+    extra = f"; {refused} refused" if refused else ""
+    return f"{last.get('line')} [{len(records)} attestation(s){extra}]"
