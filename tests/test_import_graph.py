@@ -179,7 +179,8 @@ def test_the_room_rules_catch_planted_wrong_imports(tmp_path):
         "def f():\n    from stacks.preflight import rules\n")
     (tmp_path / "stacks" / "preflight" / "rules.py").write_text(
         "from stacks.catalog import facts\nfrom stacks import cli\n")
-    (tmp_path / "stacks" / "plan" / "forecast.py").write_text("from stacks.preflight import rules\n")
+    (tmp_path / "stacks" / "plan" / "forecast.py").write_text(
+        "from stacks.preflight import rules\n")
     (tmp_path / "stacks" / "cli.py").write_text("from stacks.plan import forecast\n")
     (tmp_path / "reports" / "tables.py").write_text("X = 1\n")
     (tmp_path / "reports" / "accounting" / "audit.py").write_text(

@@ -7,9 +7,9 @@ possible), independently of stacks/sizing/memory.py; the code must reproduce the
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from reference import reference_file
 
 from stacks.catalog.instances import INSTANCE_TYPES
 from stacks.catalog.models import MODELS, QWEN3_30B_A3B
@@ -22,14 +22,13 @@ from stacks.sizing.memory import (
 )
 
 GIB = 2**30
-# config.json of Qwen/Qwen3-30B-A3B in the project's shared reference data (read, never copied:
-# ../shared/ lies beside the checkout, in CI too).
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "models" / \
-    "qwen3-30b-a3b.json"
+# config.json of Qwen/Qwen3-30B-A3B in the reference folder (tests/reference.py; read, never
+# copied).
+MODEL_CONFIG = "models/qwen3-30b-a3b.json"
 
 
 def test_catalogue_architecture_matches_the_model_config() -> None:
-    config = json.loads(REFERENCE.read_text())["config"]
+    config = json.loads(reference_file(MODEL_CONFIG).read_text())["config"]
     arch = MODELS["Qwen/Qwen3-30B-A3B"]
     assert arch.layers == config["num_hidden_layers"] == 48
     assert arch.attention_heads == config["num_attention_heads"] == 32

@@ -5,12 +5,17 @@ from __future__ import annotations
 import pytest
 import yaml
 from k8s_validation import PLATFORM_VALUES
+from reference import reference_file
 
 from components.conventions import NODE_GROUP_LABEL
 from components.platform_values import platform_chart_version, platform_values
 from stacks.config.loader import load_stack, parse_config, read_stack_file, stack_file
 
-CHART_DEFAULTS = yaml.safe_load(PLATFORM_VALUES.read_text())
+
+@pytest.fixture(scope="module")
+def chart_defaults():
+    """The chart's own values.yaml (reference folder; skips without it)."""
+    return yaml.safe_load(reference_file(PLATFORM_VALUES).read_text())
 
 
 def _unknown_keys(values, defaults, path=""):
@@ -34,21 +39,25 @@ def _multinode_base():
 
 @pytest.mark.parametrize("stack", [load_stack("base-a100"), load_stack("agg-a100-standalone"),
                                    _multinode_base()], ids=["base", "standalone", "multinode"])
-def test_every_key_exists_in_the_chart(stack):
+def test_every_key_exists_in_the_chart(stack, chart_defaults):
     values = platform_values(stack, prometheus_endpoint="http://prom.monitoring.svc:9090")
-    assert _unknown_keys(values, CHART_DEFAULTS) == []
+    assert _unknown_keys(values, chart_defaults) == []
 
 
-def test_key_check_catches_a_misspelled_key():
-    assert _unknown_keys({"dynamo-operator": {"discoveryBackends": "x"}}, CHART_DEFAULTS) == \
+def test_key_check_catches_a_misspelled_key(chart_defaults):
+    assert _unknown_keys({"dynamo-operator": {"discoveryBackends": "x"}}, chart_defaults) == \
         [".dynamo-operator.discoveryBackends"]
+
+
+def test_the_chart_installs_nats_unless_told_not_to(chart_defaults):
+    """Why the values below switch NATS off: the 1.3.0 chart's own default is on."""
+    assert chart_defaults["global"]["nats"]["install"] is True
 
 
 def test_etcd_and_nats_off_with_kubernetes_discovery():
     values = platform_values(load_stack("base-a100"))
     assert values["global"]["etcd"]["install"] is False
     assert values["global"]["nats"]["install"] is False  # the 1.3.0 chart defaults it to true
-    assert CHART_DEFAULTS["global"]["nats"]["install"] is True
     assert values["dynamo-operator"]["discoveryBackend"] == "kubernetes"
     assert "dynamo" not in values["dynamo-operator"]  # no Prometheus endpoint unless given
 

@@ -1,10 +1,10 @@
 """The public traces shipped in stacks/catalog/traces/, their reuse upper bound, and trace sources.
 
-- the shipped (gzip) files are byte for byte the reference copies in ../shared/reference/traces
-  and match the published sha256; a tampered copy is refused;
+- the shipped (gzip) files are byte for byte the upstream files of the reference folder
+  (tests/reference.py) and match the published sha256; a tampered copy is refused;
 - the reuse upper bound (a block reusable when its id appeared in an earlier request) of both
   traces equals an independent count (pandas, not the project's code) and the figures the
-  reference README gives (36.6 % and 64.0 %);
+  shipped README gives (36.6 % and 64.0 %);
 - the format facts the block mapping relies on hold on both files;
 - a user's file: bad rows, a wrong checksum, a missing file are errors naming the field;
 - windows, and the traceReplay config rules (fields of the other kind of source are refused);
@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 from engine_support import write_stack
 from pydantic import ValidationError
+from reference import pins, reference_file
 
 from stacks.catalog import trace_files
 from stacks.catalog.trace_files import (
@@ -36,19 +37,19 @@ from stacks.config.workload_config import TraceReplay, WorkloadsConfig
 from stacks.preflight.run import check_stack
 from workloads.trace_replay import block_reuse_bound
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "traces"
-REFERENCE_FILES = {"mooncake-conversation": "mooncake_conversation_trace.jsonl",
-                   "mooncake-synthetic": "mooncake_synthetic_trace.jsonl"}
+# The upstream files in the reference folder (tests/reference.py, pinned in tests/reference.toml).
+REFERENCE_FILES = {"mooncake-conversation": "traces/mooncake_conversation_trace.jsonl",
+                   "mooncake-synthetic": "traces/mooncake_synthetic_trace.jsonl"}
 
 
 def public(name: str, **kw) -> TraceReplay:
     return TraceReplay.model_validate({"enabled": True, "source": name, **kw})
 
 
-def reference_readme_bound(name: str) -> float:
-    """The 'block reuse, infinite cache' column of the reference README, as a fraction."""
-    readme = (REFERENCE / "README.md").read_text()
-    line = next(x for x in readme.splitlines() if x.startswith(f"| {REFERENCE_FILES[name]}"))
+def readme_bound(name: str) -> float:
+    """The 'block reuse, infinite cache' column of the shipped traces' README, as a fraction."""
+    readme = (TRACES_DIR / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith(f"| `{name}`"))
     return float(re.findall(r"\| ([\d.]+) % \|", line)[0]) / 100
 
 
@@ -56,9 +57,11 @@ def reference_readme_bound(name: str) -> float:
 def test_shipped_trace_is_the_reference_file_and_matches_its_published_checksum(name) -> None:
     trace = load_trace(public(name))
     shipped = gzip.decompress((TRACES_DIR / PUBLIC_TRACES[name].file).read_bytes())
-    assert shipped == (REFERENCE / REFERENCE_FILES[name]).read_bytes()
-    assert trace.sha256 == PUBLIC_TRACES[name].sha256
-    assert PUBLIC_TRACES[name].sha256 in (REFERENCE / "README.md").read_text()
+    assert shipped == reference_file(REFERENCE_FILES[name]).read_bytes()
+    assert trace.sha256 == PUBLIC_TRACES[name].sha256 == pins()[REFERENCE_FILES[name]].sha256
+    pin = pins()[REFERENCE_FILES[name]]
+    assert (pin.repository, pin.ref) == (trace_files.UPSTREAM_REPO, trace_files.UPSTREAM_COMMIT)
+    assert pin.path == PUBLIC_TRACES[name].upstream_path
     assert PUBLIC_TRACES[name].sha256 in (TRACES_DIR / "README.md").read_text()
     assert len(trace.rows) == PUBLIC_TRACES[name].requests
     assert trace.record()["verified"] == "published sha256"
@@ -76,7 +79,7 @@ def test_reuse_upper_bound_equals_an_independent_count_and_the_readme(name) -> N
                            "id": [r["hash_ids"] for r in rows]}).explode("id")
     independent = blocks["id"].duplicated().mean()
     assert block_reuse_bound(list(rows)) == pytest.approx(independent, abs=1e-12)
-    assert round(independent * 100, 1) == round(reference_readme_bound(name) * 100, 1)
+    assert round(independent * 100, 1) == round(readme_bound(name) * 100, 1)
     assert round(independent * 100, 1) == {"mooncake-conversation": 36.6,
                                            "mooncake-synthetic": 64.0}[name]
 
