@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
 
-.PHONY: venv engine demo test lint check bench bench-reports mutate clean
+.PHONY: venv engine demo test lint typecheck reference check bench bench-reports mutate clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt
@@ -56,10 +56,24 @@ demo: venv engine
 TEST_WORKERS ?= 3
 test: venv engine
 	$(BIN)/ruff check .
+	$(MAKE) --no-print-directory typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 lint: venv
 	$(BIN)/ruff check .
+
+# mypy over the production code (pyproject [tool.mypy]); the policy pack is a second Pulumi
+# program whose module is also named __main__, so it is checked on its own.
+typecheck: venv
+	$(BIN)/mypy
+	$(BIN)/mypy components/policy_pack/__main__.py
+
+# The upstream reference data some tests read (tests/reference.toml: each file pinned by sha256
+# with its repository, path and commit), fetched into $DYNAMO_BENCH_REFERENCE or
+# ../shared/reference where the internet is reachable; each file is written only once its
+# checksum matches. Without the folder those tests skip (and fail under CI=true).
+reference: venv
+	$(BIN)/python tests/reference.py fetch
 
 # Client vs engine TTFT/ITL, AIPerf CPU and the runner's overhead over bare AIPerf, c = 1..64
 # on the local engine (a measurement, not a test).

@@ -5,6 +5,7 @@ base stack's outputs (components/program.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -24,9 +25,9 @@ class ClusterHandle:
     k8s_provider: k8s.Provider
     vpc_id: pulumi.Input[str]
     vpc_cidr: pulumi.Input[str]
-    private_subnet_ids: pulumi.Input[list[str]]
+    private_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
     # {zone: private subnet id}; an Output of the dict when read from a base's outputs.
-    subnets_by_zone: dict[str, pulumi.Input[str]] | pulumi.Output[dict[str, str]]
+    subnets_by_zone: Mapping[str, pulumi.Input[str]] | pulumi.Output[dict[str, str]]
     security_group_id: pulumi.Input[str]
     node_role_arn: pulumi.Input[str] | None = None
     auto_mode_role_name: pulumi.Input[str] | None = None

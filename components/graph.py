@@ -241,8 +241,9 @@ class _Worker:
             requests[EFA_RESOURCE] = limits[EFA_RESOURCE] = str(self.efa_devices())
         for name, count in recipe_specs.rdma_devices(self.serving, self.w).items():
             requests[name] = limits[name] = count
-        if self.kvbm_disk():
-            requests["ephemeral-storage"] = self.kvbm_disk()
+        disk = self.kvbm_disk()
+        if disk:
+            requests["ephemeral-storage"] = disk
         return {"requests": requests, "limits": limits}
 
     def check_fits(self) -> None:

@@ -6,6 +6,7 @@ components/auto_mode_specs.py).
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from components.conventions import (
@@ -55,7 +56,7 @@ def uses_efa(group: NodeGroup, stack: StackConfig) -> bool:
     return hosts_workers and stack.serving.transfer == TransferBackend.NIXL_LIBFABRIC
 
 
-def pinned_zone(group: NodeGroup, stack: StackConfig, zones: list[str]) -> str | None:
+def pinned_zone(group: NodeGroup, stack: StackConfig, zones: Sequence[str]) -> str | None:
     """The one AZ a group must live in: its own setting, or the first AZ when EFA or a
     capacity reservation needs one; None when it may spread over all private subnets.
     `zones`: the AZs that have a private subnet, in preference order."""
@@ -70,7 +71,7 @@ def pinned_zone(group: NodeGroup, stack: StackConfig, zones: list[str]) -> str |
     return None
 
 
-def choose_zones(available: list[str], count: int, pinned: list[str]) -> list[str]:
+def choose_zones(available: Sequence[str], count: int, pinned: list[str]) -> list[str]:
     """`count` AZs for the VPC: the ones node groups pin first, then the region's others."""
     unknown = sorted(set(pinned) - set(available))
     if unknown:
@@ -94,7 +95,8 @@ def subnet_plan(vpc_cidr: str, zones: list[str]) -> list[SubnetPlan]:
     net = ipaddress.ip_network(vpc_cidr)
     if len(zones) > 7:
         raise ValueError("at most 7 availability zones fit the subnet plan")
-    eighths = list(net.subnets(prefixlen_diff=3))
+    eighths: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = list(
+        net.subnets(prefixlen_diff=3))
     public = list(eighths[7].subnets(prefixlen_diff=3))
     return [SubnetPlan(z, str(eighths[i]), str(public[i])) for i, z in enumerate(zones)]
 

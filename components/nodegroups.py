@@ -11,7 +11,9 @@ or toolkit part: the GPU AMI already carries them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -66,8 +68,9 @@ class NodeGroups(pulumi.ComponentResource):
         self._by_zone = pulumi.Output.from_input(args.cluster.subnets_by_zone)
         auto = args.cluster.compute_mode == ComputeMode.AUTO
         for group in args.groups:
-            zone = self._by_zone.apply(
-                lambda m, g=group: ns.pinned_zone(g, args.stack, list(m)))
+            def pinned(m: Mapping[str, Any], g: NodeGroup = group) -> str | None:
+                return ns.pinned_zone(g, args.stack, list(m))
+            zone = self._by_zone.apply(pinned)
             subnets = pulumi.Output.all(self._by_zone, zone).apply(
                 lambda a: [a[0][a[1]]] if a[1] else list(a[0].values()))
             if auto:
@@ -102,7 +105,8 @@ class NodeGroups(pulumi.ComponentResource):
         template = aws.ec2.LaunchTemplate(
             f"{prefix}-{group.name}", description=f"dynamo-bench node group {group.name}",
             update_default_version=True, tags=args.tags, opts=child, **lt_args)
-        common = dict(
+        # the same arguments for either resource (each constructor types them its own way)
+        common: dict[str, Any] = dict(
             node_group_name=group.name,
             node_role_arn=cluster.node_role_arn,
             subnet_ids=subnets,
@@ -121,6 +125,7 @@ class NodeGroups(pulumi.ComponentResource):
                 id=template.id, version=template.latest_version.apply(str)),
             tags=args.tags,
         )
+        node_group: pulumi.Resource
         if cluster.eks_cluster is not None:
             node_group = eks.ManagedNodeGroup(f"{prefix}-{group.name}",
                                               cluster=cluster.eks_cluster, opts=child, **common)

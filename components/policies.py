@@ -238,5 +238,8 @@ def violations(policy: ResourceValidationPolicy, resource_type: str, props: Mapp
     found: list[str] = []
     args = ResourceValidationArgs(resource_type=resource_type, props=props, urn=urn, name=name,
                                   opts=None, provider=None)  # type: ignore[arg-type]
-    policy.validate(args, lambda message, _urn=None: found.append(message))
+
+    def report(message: str, _urn: str | None = None) -> None:
+        found.append(message)
+    policy.validate(args, report)
     return found

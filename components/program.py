@@ -168,7 +168,8 @@ def handle_from_reference(ref: pulumi.StackReference, base: StackConfig,
     both are Provider arguments of the pinned 4.34.2)."""
     mode = base.cluster.compute_mode
     kubeconfig = ref.require_output("kubeconfig")
-    takeover = {"upsert_existing_objects": True, "enable_patch_force": True} if adopt else {}
+    takeover: dict[str, Any] = {"upsert_existing_objects": True, "enable_patch_force": True} \
+        if adopt else {}
     return ClusterHandle(
         name=ref.require_output("clusterName"), compute_mode=mode, kubeconfig=kubeconfig,
         k8s_provider=k8s.Provider("base-k8s", kubeconfig=kubeconfig,

@@ -41,7 +41,7 @@ class StorageArgs:
 class Storage(pulumi.ComponentResource):
     file_system_id: pulumi.Output[str]
     pvc_names: list[str]
-    ready: list[pulumi.Resource]       # classes, claims and Secret: what consumers wait for
+    ready: list[pulumi.CustomResource]  # classes, claims and Secret: what consumers wait for
 
     def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("dynamo-bench:infra:Storage", name, None, opts)
@@ -58,6 +58,9 @@ class Storage(pulumi.ComponentResource):
             f"{name}-efs", encrypted=True, performance_mode="generalPurpose",
             throughput_mode=args.stack.storage.efs_throughput_mode,
             tags={**tags, "Name": f"{name}-model-cache"}, opts=child)
+        # only the stack that owns the cluster builds Storage (program._build_owned): its
+        # handle has the subnets as a dict (a variant's handle reads one Output of them)
+        assert not isinstance(cluster.subnets_by_zone, pulumi.Output)
         mounts = [aws.efs.MountTarget(f"{name}-efs-{zone}", file_system_id=fs.id,
                                       subnet_id=subnet, security_groups=[group.id], opts=child)
                   for zone, subnet in cluster.subnets_by_zone.items()]
@@ -90,7 +93,7 @@ class Storage(pulumi.ComponentResource):
         self.register_outputs({"fileSystemId": fs.id, "pvcNames": self.pvc_names})
 
     def _efs_volume(self, name: str, fs: aws.efs.FileSystem, claim: str, gib: int,
-                    opts: pulumi.ResourceOptions) -> pulumi.Resource:
+                    opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
         """A tagged access point for `claim` and the PersistentVolume mounting it."""
         args = self._args
         ident = specs.EFS_POSIX_ID
@@ -110,10 +113,10 @@ class Storage(pulumi.ComponentResource):
                 access_point_id=ids[1])["spec"])
         return create_object({**shape, "spec": spec}, opts)
 
-    def _token_secret(self, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    def _token_secret(self, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
         shape = specs.hf_token_secret(self._args.namespace, "placeholder")
-        token = self._args.hf_token
-        secret = {**shape, "stringData": pulumi.Output.secret(token).apply(
+        token: pulumi.Output[str] = pulumi.Output.secret(self._args.hf_token)
+        secret = {**shape, "stringData": token.apply(
             lambda t: specs.hf_token_secret(self._args.namespace, t)["stringData"])}
         return create_object(secret, opts)
 
@@ -155,7 +158,7 @@ class ModelDownload(pulumi.ComponentResource):
     """One Job per checkpoint that fills the model cache; Pulumi waits for each to complete
     (bounded by storage.downloadTimeoutMinutes) so serving only starts on a full cache."""
 
-    jobs: list[pulumi.Resource]
+    jobs: list[pulumi.CustomResource]
 
     def __init__(self, name: str, args: ModelDownloadArgs,
                  opts: pulumi.ResourceOptions | None = None):

@@ -17,6 +17,7 @@ import importlib
 import inspect
 import json
 from functools import cache
+from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.preflight.aws_checks import RESERVED_TAG_PREFIXES
@@ -51,7 +52,7 @@ def ebs_csi_addon_configuration(tags: dict[str, str]) -> str:
     return json.dumps({"controller": {"extraVolumeTags": dict(tags)}}, sort_keys=True)
 
 
-def _resource_class(type_token: str) -> type | None:
+def _resource_class(type_token: str) -> type[Any] | None:
     """`aws:ec2/vpc:Vpc` -> pulumi_aws.ec2.Vpc; `eks:index:Cluster` -> pulumi_eks.Cluster."""
     try:
         package, module_path, name = type_token.split(":")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -108,6 +109,7 @@ def campaign_cmd(campaign_dir: Path = typer.Argument(..., help="runs/campaigns/<
     console.print(f"campaign report -> {path}")
 
 
+_register_aws: Callable[[typer.Typer], None] | None
 try:  # `cost` and `audit` (the AWS side) live in reports.accounting.aws_cli and mount here
     from reports.accounting.aws_cli import register as _register_aws
 except ImportError:  # pragma: no cover - only while that module is absent

@@ -36,7 +36,7 @@ def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str
     """One steps/requests frame over all runs, with each stack's GPUs and per-GPU output, each
     step judged (reports.flags) and each request carrying its step's `usable` / `step_flag`."""
     infos: dict[str, StackInfo] = {}
-    records: dict[str, RunRecord] = {}
+    records: dict[tuple[str, str], RunRecord] = {}
     for r in runs:
         infos.setdefault(r.record.stack, stack_info(r.record))
         records[(r.record.stack, r.record.run_id)] = r.record

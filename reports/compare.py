@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from itertools import product
+from typing import cast
 
 import pandas as pd
 
@@ -104,8 +105,11 @@ def sla_baseline_ratio(sla: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.Dat
             have = [(s, cache) in best.index for s in (o, b)]
             if not any(have):
                 continue
-            o_tps = best.loc[(o, cache), "output_tok_s_per_gpu"] if have[0] else math.nan
-            b_tps = best.loc[(b, cache), "output_tok_s_per_gpu"] if have[1] else math.nan
+            # pandas-stubs types a .loc cell as any Scalar; this column holds floats (sla.csv)
+            o_tps = cast(float, best.loc[(o, cache), "output_tok_s_per_gpu"]) if have[0] \
+                else math.nan
+            b_tps = cast(float, best.loc[(b, cache), "output_tok_s_per_gpu"]) if have[1] \
+                else math.nan
             missing = [s for s, h in zip((o, b), have, strict=True) if not h]
             rows.append({
                 "model": model, "cache": cache, "optimized_stack": o,
@@ -130,7 +134,10 @@ def sla_topology_side_by_side(sla: pd.DataFrame, infos: dict[str, StackInfo]) ->
         for (a, d), cache in product(product(agg, dis), ("cold", "warm")):
             if (a, cache) not in best.index or (d, cache) not in best.index:
                 continue
-            ra, rd = best.loc[(a, cache)], best.loc[(d, cache)]
+            # pandas-stubs reads a 2-tuple under .loc as (row, column), a cell; on this
+            # (stack, cache) index it is one whole row key, and best_points keeps one row a key
+            ra = cast(pd.Series, best.loc[(a, cache)])
+            rd = cast(pd.Series, best.loc[(d, cache)])
             pub_a = published_figure(model, "aggregated")
             pub_d = published_figure(model, "disaggregated")
             rows.append({

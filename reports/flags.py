@@ -19,7 +19,7 @@ import pandas as pd
 
 from workloads.manifest import COMPLETE, FAILED
 from workloads.outcomes import OutcomeCounts, step_problems
-from workloads.saturation import verdict
+from workloads.saturation import Verdict, verdict
 
 FLAG_COLUMNS = ["status", "status_reasons", "client_bound", "client_bound_reasons", "usable",
                 "step_flag"]
@@ -52,6 +52,7 @@ def judge(st: pd.Series, error_rate_threshold: float) -> dict[str, Any]:
     # a replayed trace's concurrency is a cap, not a target (as the runner judges it)
     achieved = None if st.get("schedule") == "fixed" else _none(st.get("achieved_concurrency"))
     # without the host's core count the CPU half of the verdict cannot be judged
+    client: Verdict
     client = verdict(int(requested), achieved,
                      _none(st.get("client_cpu_cores_mean")) if cores else None,
                      int(cores or 1)) if requested else {"client_bound": False, "reasons": []}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 
@@ -26,7 +27,7 @@ class Hypothesis:
     findings: list[str] = field(default_factory=list)
 
 
-def _f(x: float, fmt: str = ".1f") -> str:
+def _f(x: float | None, fmt: str = ".1f") -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
@@ -82,13 +83,15 @@ def multi_turn_reuse(mt: pd.DataFrame, steps: pd.DataFrame, infos: dict[str, Sta
     h = Hypothesis("H2: multi-turn conversations",
                    "Does routing / offload cut recomputation (server hit/miss, eviction) in "
                    "aggregated and disaggregated mode?")
+    # a group key types as any Scalar; these are the `stack` column's names
     for stack, s in (mt.groupby("stack") if not mt.empty else []):
         turns = s[s["turn"] != "all"]
         allrow = s[s["turn"] == "all"].iloc[0]
         st = steps[(steps["stack"] == stack) & (steps["workload"] == "multi_turn")]
         first, last = turns.iloc[0], turns.iloc[-1]
         h.findings.append(
-            f"{infos[stack].label}: server prefix hit rate {_f(allrow['server_hit_rate'] * 100)} %"
+            f"{infos[cast(str, stack)].label}: server prefix hit rate "
+            f"{_f(allrow['server_hit_rate'] * 100)} %"
             f" over the step (per-request usage: turn {first['turn']} "
             f"{_f(first['usage_hit_rate'] * 100)} % -> turn {last['turn']} "
             f"{_f(last['usage_hit_rate'] * 100)} %); TTFT p50 turn {first['turn']} "

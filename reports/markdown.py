@@ -59,7 +59,7 @@ def mark_small_samples(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     for col in df.columns:
         m = _LATENCY_PCT.match(col)
         n = _samples(df, col) if m else None
-        if n is None or int(m.group(2)) not in NEEDED_SAMPLES:
+        if m is None or n is None or int(m.group(2)) not in NEEDED_SAMPLES:
             continue
         small = [too_few(v, int(m.group(2))) and not pd.isna(x)
                  for v, x in zip(n, df[col], strict=True)]

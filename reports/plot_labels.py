@@ -64,7 +64,7 @@ def place(ax: plt.Axes, labels: list[Label]) -> int:
     """Annotate `labels` without overlapping each other, other placed text or any legend;
     the number left off because no offset fitted."""
     fig = ax.figure
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg canvas method
     frame = ax.get_window_extent(renderer)
     taken = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible()]
     taken += [lg.get_window_extent(renderer) for a in fig.axes
@@ -92,10 +92,11 @@ def place(ax: plt.Axes, labels: list[Label]) -> int:
 def text_boxes(fig: plt.Figure) -> list[tuple[str, Bbox]]:
     """Every piece of text of a drawn figure and its box: titles, axis labels, point labels,
     legends (each as one box)."""
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg canvas method
     out = []
-    if fig._suptitle is not None and fig._suptitle.get_text():
-        out.append(("suptitle", fig._suptitle.get_window_extent(renderer)))
+    sup = fig._suptitle  # type: ignore[attr-defined]  # private: no public getter of the Text
+    if sup is not None and sup.get_text():
+        out.append(("suptitle", sup.get_window_extent(renderer)))
     for i, ax in enumerate(fig.axes):
         for name, t in (("title", ax.title), ("xlabel", ax.xaxis.label),
                         ("ylabel", ax.yaxis.label), *((f"text {x.get_text()!r}", x)
@@ -112,5 +113,5 @@ def overlapping_text(fig: plt.Figure) -> list[tuple[str, str]]:
     settle(fig)
     boxes = text_boxes(fig)
     return [(a, b) for (a, ba), (b, bb) in combinations(boxes, 2)
-            if Bbox.intersection(ba, bb) is not None
-            and Bbox.intersection(ba, bb).width > 1 and Bbox.intersection(ba, bb).height > 1]
+            if (both := Bbox.intersection(ba, bb)) is not None
+            and both.width > 1 and both.height > 1]

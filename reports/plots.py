@@ -11,6 +11,7 @@ output throughput per GPU (up) against per-user throughput and against TTFT."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -25,7 +26,7 @@ from reports.plot_labels import Label, legend_outside, place, settle  # noqa: E4
 from reports.stackinfo import StackInfo  # noqa: E402
 
 DPI = 110
-FLAGGED = dict(marker="X", color="red", ms=11, ls="none", mfc="none", mew=1.8)
+FLAGGED: dict[str, Any] = dict(marker="X", color="red", ms=11, ls="none", mfc="none", mew=1.8)
 
 
 def rehearsal_tag(infos: dict[str, StackInfo]) -> str:
@@ -57,7 +58,7 @@ def _mark_flagged(ax: plt.Axes, frame: pd.DataFrame, x: str, y: str) -> list[Lab
                   "red") for _, r in bad.iterrows()]
 
 
-def _p99_label(stack: str, frame: pd.DataFrame) -> str:
+def _p99_label(stack: object, frame: pd.DataFrame) -> str:  # stack: a group key, its name
     n = frame["percentile_samples"] if "percentile_samples" in frame else pd.Series(dtype=float)
     small = any(too_few(v, 99) for v in n)
     return f"{stack} p99" + (" (< 100 samples)" if small else "")
@@ -142,7 +143,7 @@ def pareto(sweep: pd.DataFrame, slo: Slo, path: Path, tag: str = "") -> Path | N
         return None
     pts = every[_usable(every)]
     fig, axes = _figure(2, 12.5)
-    labels = {}
+    labels: dict[plt.Axes, list[Label]] = {}
     panels = (("output_tok_s_per_user_p50", "per-user output throughput p50 (tokens/s/user)",
                True, slo.min_tok_s_per_user, f"SLO: >= {slo.min_tok_s_per_user or 0:g} "
                "tokens/s/user", "against per-user throughput"),
@@ -170,7 +171,7 @@ def latency_vs_concurrency(sweep: pd.DataFrame, path: Path, tag: str = "") -> Pa
     if sweep.empty:
         return None
     fig, axes = _figure(2, 12.5)
-    labels = {}
+    labels: dict[plt.Axes, list[Label]] = {}
     good = sweep[_usable(sweep)]
     for ax, metric, title in ((axes[0], "ttft", "TTFT"), (axes[1], "itl", "ITL")):
         for stack, s in good.sort_values("concurrency").groupby("stack"):
@@ -194,7 +195,7 @@ def throughput_vs_concurrency(sweep: pd.DataFrame, path: Path, tag: str = "") ->
     if sweep.empty:
         return None
     fig, axes = _figure(2, 12.5)
-    labels = {}
+    labels: dict[plt.Axes, list[Label]] = {}
     good = sweep[_usable(sweep)]
     for ax, col, ylabel, what in ((axes[0], "output_tok_s", "output throughput (tokens/s)",
                                    "Output throughput"),

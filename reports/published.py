@@ -86,7 +86,9 @@ def published_for(models: set[str]) -> list[PublishedFigure]:
     return [p for p in PUBLISHED if p.model in models]
 
 
-def published_figure(model: str, kind: Kind) -> PublishedFigure | None:
+def published_figure(model: str, kind: str) -> PublishedFigure | None:
+    """The model's published figure of `kind` (a Kind; a stack's topology may also be "none",
+    which has none)."""
     return next((p for p in PUBLISHED if p.model == model and p.kind == kind), None)
 
 

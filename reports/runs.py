@@ -199,11 +199,13 @@ _REQUEST_COLUMNS = ["conversation_id", "turn_index", "x_request_id", "start_ns",
                     "cancelled", "has_error", "error_type", "error_code", "completion_tokens",
                     *exports.REQUEST_METRICS.values()]
 # Fixed dtypes, so steps with and without failures (all-None error columns) concatenate cleanly.
-_REQUEST_DTYPES = {"conversation_id": object, "turn_index": "Int64", "x_request_id": object,
-                   "start_ns": "Int64", "end_ns": "Int64", "cancelled": bool,
-                   "has_error": bool, "error_type": object, "error_code": float,
-                   "completion_tokens": float, "requested_isl": float, "requested_osl": float,
-                   **{c: float for c in exports.REQUEST_METRICS.values()}}
+# (types and dtype names as astype takes them: the stubs spell that union in a private module)
+_REQUEST_DTYPES: dict[str, Any] = {
+    "conversation_id": object, "turn_index": "Int64", "x_request_id": object,
+    "start_ns": "Int64", "end_ns": "Int64", "cancelled": bool,
+    "has_error": bool, "error_type": object, "error_code": float,
+    "completion_tokens": float, "requested_isl": float, "requested_osl": float,
+    **{c: float for c in exports.REQUEST_METRICS.values()}}
 _SERVER_COLUMNS = ["metric", "type", "endpoint", "labels", "stat", "value"]
 
 

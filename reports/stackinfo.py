@@ -117,7 +117,8 @@ def run_date(record: RunRecord) -> dt.date | None:
 
 def stack_info(record: RunRecord) -> StackInfo:
     stack = _config(record)
-    base = load_stack(stack.cluster.attach_to) if stack.is_attached else None
+    base = load_stack(stack.cluster.attach_to) \
+        if stack.cluster.attach_to is not None else None  # is_attached
     cluster = effective_cluster(stack, base)
     serving = stack.serving
     groups = {g.name: g.instance_type for g in cluster.node_groups}

@@ -8,6 +8,7 @@ pool together and a flagged step's requests form rows of their own, marked in `s
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import pandas as pd
 
@@ -48,7 +49,8 @@ def multi_turn(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
                   "repeats": len(st)}
         for turn, tr in sr.groupby("turn_index", sort=True):
             tdone = tr[tr["completed"]]
-            rows.append({**common, "turn": str(int(turn)), **outcome_counts(tr),
+            # a group key types as any Scalar; turn_index is an Int64 column (reports/runs.py)
+            rows.append({**common, "turn": str(int(cast(int, turn))), **outcome_counts(tr),
                          "percentile_samples": len(tdone), **percentiles(tdone["ttft_ms"], "ttft"),
                          "usage_hit_rate": _usage_hit_rate(tdone),
                          "server_hit_rate": math.nan})

@@ -193,12 +193,12 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
     try:
         named = [load_stack(n, stacks_dir) for n in stacks]
         bases = {s.cluster.attach_to: load_stack(s.cluster.attach_to, stacks_dir)
-                 for s in named if s.is_attached}
+                 for s in named if s.cluster.attach_to is not None}  # is_attached
     except StackError as exc:
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
     invalid = 0
-    for c in plan_campaigns(named, bases, _known(stacks_dir), scale, on):  # type: ignore
+    for c in plan_campaigns(named, bases, _known(stacks_dir), scale, on):
         if isinstance(c, BaseCampaign):
             print_base(console, c)
         else:

@@ -24,7 +24,7 @@ AIPerf exits 0 even when requests fail; the runner counts errors from the export
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 
 GRACE_PERIOD_S = 30.0
 
@@ -34,11 +34,12 @@ class AiperfInvocation:
     model: str
     url: str
     tokenizer: str
-    input_file: Path
+    # a local Path, or the PurePosixPath a cluster's load-generator pod reads (k8s_step.py)
+    input_file: PurePath
     request_count: int
     concurrency: int
     seed: int
-    artifact_dir: Path
+    artifact_dir: PurePath
     server_metrics: tuple[str, ...] = ()
     duration_s: float | None = None
     block_size: int = 512

@@ -193,8 +193,8 @@ class Manifest:
                 merged[n["node"]] = dict(n)
                 continue
             old["start"] = min(old["start"], n["start"])
-            ends = (old.get("end"), n.get("end"))
-            old["end"] = None if None in ends else max(ends)
+            end, other = old.get("end"), n.get("end")
+            old["end"] = None if end is None or other is None else max(end, other)
         self.data["nodes"] = sorted(merged.values(), key=lambda n: (n["start"], n["node"]))
         self.save()
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 COMPLETED = "completed"
 FAILED = "failed"
@@ -68,7 +68,7 @@ def is_timeout(error: dict[str, Any]) -> bool:
     return error.get("code") in (408, 504) or "timeout" in text or "timed out" in text
 
 
-def _known(x: Any) -> bool:
+def _known(x: float | None) -> TypeGuard[float]:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 

@@ -56,7 +56,7 @@ def _chain(hashes: list[int]) -> list[int]:
 
 def requests(lines: Iterable[str]) -> list[dict[str, Any]]:
     """The step's requests in arrival order, each linked to the one it follows (if any)."""
-    parsed = []
+    parsed: list[tuple[dict[str, Any], list[int], int]] = []
     for line in lines:
         req = request_of(line)
         if req is None:

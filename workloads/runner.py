@@ -17,6 +17,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from rich.console import Console
 
@@ -33,6 +34,9 @@ from workloads.progress import StepProgress
 from workloads.steps import Step, plan
 from workloads.targets import make_target
 from workloads.targets.base import Target, TargetError
+
+if TYPE_CHECKING:  # make_target imports each target where it is made
+    from workloads.targets.local import LocalTarget
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,7 +103,8 @@ def _sigterm_as_interrupt():
 
 def planned_prices(stack: StackConfig, stacks_dir: Path) -> dict[str, dict[str, object]]:
     """Price, source and verification of every instance type of the cluster it runs on."""
-    base = load_stack(stack.cluster.attach_to, stacks_dir) if stack.is_attached else None
+    base = load_stack(stack.cluster.attach_to, stacks_dir) \
+        if stack.cluster.attach_to is not None else None  # is_attached
     prices = {g.instance_type: price for g in effective_cluster(stack, base).node_groups
               if (price := instance_price(g.instance_type, stack)) is not None}
     return price_record(prices, stack.cost.price_overrides)
@@ -145,9 +150,10 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
             workdir = run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}"
             if opts.target is not None:   # a campaign's running target (kept workers)
                 target = opts.target
-                executor = step_exec.LocalAiperf(env={**os.environ, **target.model.env},
-                                                 host_cores=os.cpu_count() or 1) \
-                    if stack.target == "local" else None
+                # a local campaign hands over its LocalTarget (platform_local.py)
+                executor = step_exec.LocalAiperf(
+                    env={**os.environ, **cast("LocalTarget", target).model.env},
+                    host_cores=os.cpu_count() or 1) if stack.target == "local" else None
             elif stack.target == "local":
                 model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
                 target = make_target(stack, workdir, model=model, kv_capacity_tokens=[

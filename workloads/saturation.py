@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import psutil
 
@@ -81,8 +82,13 @@ def _cpu(p: psutil.Process) -> float:
         return 0.0
 
 
+class Verdict(TypedDict):
+    client_bound: bool
+    reasons: list[str]
+
+
 def verdict(requested: int, achieved: float | None, mean_cores: float | None,
-            host_cores: int) -> dict:
+            host_cores: int) -> Verdict:
     """{client_bound, reasons} for one step (pure)."""
     reasons = []
     if achieved is not None and achieved < CONCURRENCY_FLOOR * requested:

@@ -137,9 +137,10 @@ def _trace(w, seed: int, repeat: int, engine_block: int | None = None) -> list[t
     return out
 
 
-_BUILDERS = {"concurrency_sweep": _sweep, "multi_turn": _multi_turn,
-             "sequence_distributions": _distributions, "prefix_cache": _prefix,
-             "trace_replay": _trace}
+# the trace builder takes the engine's block size too (plan() passes it to that one only)
+_BUILDERS: dict[str, Callable[..., list[tuple]]] = {
+    "concurrency_sweep": _sweep, "multi_turn": _multi_turn,
+    "sequence_distributions": _distributions, "prefix_cache": _prefix, "trace_replay": _trace}
 
 
 def plan(stack: StackConfig, scale: Scale = "quick", only: list[str] | None = None,

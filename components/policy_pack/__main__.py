@@ -13,4 +13,6 @@ from pulumi_policy import PolicyPack  # noqa: E402
 
 from components.policies import POLICIES  # noqa: E402
 
-PolicyPack(name="dynamo-bench", policies=POLICIES)
+# a list of its own: PolicyPack takes a List[Policy], which a list of the resource policies
+# is not to the type checker (list is invariant)
+PolicyPack(name="dynamo-bench", policies=list(POLICIES))

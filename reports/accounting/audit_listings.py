@@ -45,7 +45,9 @@ def tag_map(items: Iterable[dict[str, str]] | None) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in items or []}
 
 
-def pages(client: Any, method: str, key: str, **kw: Any) -> Iterator[dict[str, Any]]:
+def pages(client: Any, method: str, key: str, **kw: Any) -> Iterator[Any]:
+    """Every item under `key` of every page: a dict per resource from a describe_* call, a
+    name from a list_* call (list_clusters, list_nodegroups)."""
     if client.can_paginate(method):
         for page in client.get_paginator(method).paginate(**kw):
             yield from page.get(key, [])

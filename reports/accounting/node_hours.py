@@ -194,7 +194,7 @@ def instance_usage(inst: Mapping[str, Any]) -> NodeUsage:
 
 def list_stack_instances(ec2: Any, stack: str) -> list[NodeUsage]:
     """EC2 instances tagged stack=<stack> (terminated ones stay listed for about an hour)."""
-    usage = []
+    usage: list[NodeUsage] = []
     for page in ec2.get_paginator("describe_instances").paginate(
             Filters=[{"Name": "tag:stack", "Values": [stack]}]):
         for reservation in page["Reservations"]:

@@ -184,6 +184,7 @@ def load_trace(cfg: TraceReplay) -> Trace:
         raise TraceError(field, f"{_shown(path)} does not exist", fix)
     st = path.stat()
     sha, rows = _read(path, st.st_mtime_ns, st.st_size)
+    expected: str | None
     if cfg.source in PUBLIC_TRACES:
         expected, against, where = PUBLIC_TRACES[cfg.source].sha256, "published sha256", "source"
     else:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from stacks.config import stack_file as files
 from stacks.config.errors import Problem, StackError
@@ -72,7 +73,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return out or PROJECT
 
 
-def _fix_for(err: dict[str, Any]) -> str:
+def _fix_for(err: ErrorDetails) -> str:
     kind = err["type"]
     if kind == "value_error":
         return ""  # the schema's own validators state the fix in their message
@@ -97,7 +98,7 @@ def pattern_words(pattern: str) -> str:
     return PATTERN_RULES.get(pattern, f"a value matching {pattern}")
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     if kind == "string_pattern_mismatch":
         return f"'{err['input']}' breaks the rule: {pattern_words(err['ctx']['pattern'])}"

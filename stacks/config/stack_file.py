@@ -128,7 +128,8 @@ def _where(path: Path, trail: str | None, key: str, line: int) -> str:
 
 
 def _vet_mapping(path: Path, node: yaml.MappingNode, trail: str | None) -> list[Problem]:
-    problems, seen = [], {}
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
     for key, _ in node.value:
         line = key.start_mark.line + 1
         if key.tag == _MERGE_TAG:

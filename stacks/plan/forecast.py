@@ -152,14 +152,14 @@ def plan_campaigns(stacks: list[StackConfig], bases: dict[str, StackConfig],
     order: list[str] = []
     variants: dict[str, list[StackConfig]] = {}
     for s in stacks:
-        key = s.cluster.attach_to if s.is_attached else s.name
+        key = s.cluster.attach_to or s.name  # attachTo, when set, is a non-empty name
         if key not in variants:
             order.append(key)
             variants[key] = []
         if s.is_attached:
             variants[key].append(s)
     named = {s.name: s for s in stacks}
-    campaigns = []
+    campaigns: list[Campaign | BaseCampaign] = []
     for key in order:
         if key in named and not named[key].is_base:
             campaigns.append(standalone_campaign(named[key], scale, on))

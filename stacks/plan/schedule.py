@@ -169,7 +169,9 @@ def gpu_groups(base: StackConfig) -> list[NodeGroup]:
 
 def _needs(v: StackConfig, groups: list[NodeGroup]) -> tuple[dict[str, int], dict[str, int]]:
     """Nodes and GPUs of each base GPU group the variant's workers use."""
-    nodes, gpus = {}, {}
+    assert v.serving is not None  # schedule_campaign refuses a variant that serves nothing
+    nodes: dict[str, int] = {}
+    gpus: dict[str, int] = {}
     for g in groups:
         n = sum(w.gpus for w in v.serving.workers if w.node_group == g.name)
         if n:
@@ -290,9 +292,11 @@ def schedule_campaign(base: StackConfig, variants: list[StackConfig], same: Same
     runs = chains(variants, same)
     # single-group runs first (they share no node and run side by side), then the rest
     order = sorted(runs, key=lambda c: (len(_needs(c[0], groups)[0]) > 1, runs.index(c)))
-    slots, loaded_keys = [], set()
+    slots: list[Slot] = []
+    loaded_keys: set[str] = set()
     for chain in order:
         for i, v in enumerate(chain):
+            assert v.serving is not None  # strays (variants that serve nothing) refused above
             nodes, gpus = _needs(v, groups)
             start = line.earliest_start(nodes)
             cluster = effective_cluster(v, base)

@@ -150,7 +150,8 @@ def _place(pods: list[_Pod], nodes: list[_Node], full_gpus: int) -> tuple[_Pod, 
         reasons = [(n, _shortfall(n, pod)) for n in nodes]
         home = next((n for n, why in reasons if why is None), None)
         if home is None:
-            fits_gpus = [why for n, why in reasons if n.gpus >= pod.gpus]
+            # no home: every node gave a reason (why is None on none of them)
+            fits_gpus = [why for n, why in reasons if why is not None and n.gpus >= pod.gpus]
             return pod, (fits_gpus[0] if fits_gpus else "gpus")
         _take(home, pod)
     return None
@@ -182,9 +183,9 @@ def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
     total = inst.memory_gib if why == "memory" else inst.vcpus
     unit = " GiB" if why == "memory" else " vCPUs"
     # name the largest explicit memory request on the group (often another role's pod)
-    asked = [(x.host_memory_gib, i) for i, x in workers if x.host_memory_gib is not None]
-    if why == "memory" and asked:
-        target = f"{P}serving.workers[{max(asked)[1]}].hostMemoryGib"
+    explicit = [(x.host_memory_gib, i) for i, x in workers if x.host_memory_gib is not None]
+    if why == "memory" and explicit:
+        target = f"{P}serving.workers[{max(explicit)[1]}].hostMemoryGib"
     elif why == "memory" and any(pod_cpu_cache_gib(serving, x) for _, x in workers):
         target = f"{P}serving.kvOffload.cpuGb"
     else:

@@ -108,6 +108,7 @@ def _check_kernels(s: ServingConfig, arch: ModelArchitecture, model: str,
                            f"remove it (vLLM picks {names}) or set kvCacheDtype: auto"))
     need = rules.required_moe_backend if rules else None
     if need is not None and s.kernels.moe_backend != need:
+        assert rules is not None  # need is read from rules
         out.append(Problem(f"{f}.moeBackend", f"{model} requires the MoE backend "
                            f"{need.value}: {rules.provenance.get('required_moe_backend', '')}",
                            f"set kernels.moeBackend: {need.value}"))

@@ -83,7 +83,7 @@ def _check_efa_zone(s: ServingConfig, cluster: ClusterConfig, out: list[Problem]
     """EFA traffic does not cross AZs: NIXL-over-EFA workers must share one zone."""
     if s.transfer != TransferBackend.NIXL_LIBFABRIC:
         return
-    zones = {}
+    zones: dict[str, str] = {}
     for w in s.workers:
         group = cluster.group(w.node_group)
         if group is not None and group.availability_zone:

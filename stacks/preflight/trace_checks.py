@@ -12,6 +12,7 @@ from __future__ import annotations
 from stacks.catalog.trace_files import TRACE_BLOCK, TraceError, load_trace, window
 from stacks.config.loader import P, Problem
 from stacks.config.schema import StackConfig
+from stacks.preflight.workload_checks import SCALES
 
 # The engine block assumed when an aws stack leaves serving.blockSize to vLLM: every block
 # size vLLM accepts from 16 tokens up is a multiple of 16 and divides 512, so mapping the
@@ -50,7 +51,7 @@ def check_trace_replay(stack: StackConfig, out: list[Problem]) -> None:
         out.append(Problem(f"{P}workloads.traceReplay.{exc.field}", exc.message, exc.fix))
         return
     limit = min(w.max_model_len for w in stack.serving.workers)
-    for scale, sub in (("full", ""), ("quick", ".quick")):
+    for scale, sub in SCALES:
         scaled = cfg.at_scale(scale)
         rows = window(trace.rows, scaled.window_start_s, scaled.window_s, scaled.max_requests)
         span_s = trace.rows[-1]["timestamp"] / 1000

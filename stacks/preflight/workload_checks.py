@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from pydantic.alias_generators import to_camel
 
 from stacks.config.errors import Problem
 from stacks.config.schema import StackConfig
 from stacks.config.stack_file import PROJECT
-from stacks.config.workload_config import WORKLOAD_NAMES, Workload
+from stacks.config.workload_config import WORKLOAD_NAMES, MultiTurn, Scale, Workload
 
 P = f"{PROJECT}:"
-SCALES = (("full", ""), ("quick", ".quick"))
+SCALES: tuple[tuple[Scale, str], ...] = (("full", ""), ("quick", ".quick"))
 
 # The longest context (tokens) one request of a workload needs, and the field that sets it.
 _LONGEST_REQUEST: dict[str, tuple[str, Callable[[Any], int]]] = {
@@ -122,7 +122,8 @@ def lockstep_notes(stack: StackConfig) -> list[str]:
     conversation then returns to the same worker every turn (accidental session affinity),
     and a KV router shows no gain over it. A note, not a refusal: the reports' ablation check
     flags the pair if it happens."""
-    wl = stack.workloads.enabled().get("multi_turn")
+    # enabled() maps each name to its own field: "multi_turn" to the MultiTurn workload
+    wl = cast(MultiTurn | None, stack.workloads.enabled().get("multi_turn"))
     workers = routed_workers(stack) if stack.serving else 0
     if wl is None or workers < 2:
         return []

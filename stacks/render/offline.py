@@ -131,7 +131,7 @@ class RecordingMocks(Mocks):
         self._pending_retain = False
         self._pending_urn = ""
 
-    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict]:
+    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict]:
         self.resources.append(Recorded(
             type=args.typ, name=args.name, urn=self._pending_urn, inputs=args.inputs,
             secret_inputs=self._pending_secrets, custom=bool(args.custom),
@@ -183,7 +183,10 @@ class RecordingMocks(Mocks):
         outputs, secret = self.stack_outputs[base]
         return ref, {"name": ref, "outputs": outputs, "secretOutputNames": sorted(secret)}
 
-    def call(self, args: Any) -> dict:
+    # pulumi's MockMonitor.Invoke takes a bare dict as well as the (dict, failures) tuple that
+    # Mocks.call is annotated with (an isinstance check in pulumi/runtime/mocks.py); a tuple
+    # with None failures would crash there, so the dict form stays.
+    def call(self, args: Any) -> dict:  # type: ignore[override]  # stub: dict is accepted
         token, a = args.token, args.args
         zones = [f"{self.region}{c}" for c in "abcdef"]
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
@@ -219,7 +222,7 @@ class UrnMonitor(MockMonitor):
                   properties: Any = None) -> Any:
         inputs, secrets = decode_properties(properties if properties is not None
                                             else request.object)
-        mocks: RecordingMocks = self.mocks  # type: ignore[assignment]
+        mocks: RecordingMocks = self.mocks  # type: ignore[assignment]  # always a RecordingMocks
         mocks._pending_secrets, mocks._pending_urn = secrets, urn
         deps = set(getattr(request, "dependencies", []))
         for prop in getattr(request, "propertyDependencies", {}).values():
@@ -285,7 +288,8 @@ def run_program(stack: str, config: dict[str, str], *, region: str,
         (program or (lambda: runpy.run_path(str(PROGRAM), run_name="__main__")))()
         exported = pulumi.runtime.get_root_resource().outputs  # type: ignore[union-attr]
         futures = {k: pulumi.Output.from_input(v) for k, v in exported.items()}
-        secrets = {k: pulumi.Output.from_input(v.is_secret()) for k, v in futures.items()}
+        secrets: dict[str, pulumi.Output[bool]] = {
+            k: pulumi.Output.from_input(v.is_secret()) for k, v in futures.items()}
 
         def capture(args: list[dict[str, Any]]) -> None:
             values, secret = args

@@ -55,7 +55,7 @@ def metric_sum(samples: list[tuple[str, dict[str, str], float]], names: tuple[st
 
 
 # (evidence key, component kinds scraped, metric names (first present wins), label filter)
-TOTALS = (
+TOTALS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], dict[str, str]], ...] = (
     ("frontend_cached_tokens", ("frontend",), (f"{m.FRONTEND_CACHED_TOKENS}_sum",), {}),
     ("router_kv_events_stored", ("frontend",), (m.ROUTER_KV_EVENTS_APPLIED,),
      {"event_type": "stored", "status": "ok"}),
@@ -92,7 +92,7 @@ def engine_config(log: str) -> dict[str, str] | None:
     found = _ENGINE_CONFIG.findall(log)
     if not found:
         return None
-    fields = {}
+    fields: dict[str, str] = {}
     for key, raw in _CONFIG_FIELD.findall(found[-1]):
         fields.setdefault(key, raw.strip().strip("'"))
     return fields

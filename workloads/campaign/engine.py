@@ -226,7 +226,7 @@ class Campaign:
         after = self.platform.workers(s)
         kept = {"from": s["kept_from"], "before": before, "after": after,
                 "kept": bool(before) and before == after} if adopt else None
-        if adopt and not kept["kept"]:
+        if kept is not None and not kept["kept"]:  # kept is a dict exactly when adopting
             self.report(f"{name}: the workers of {s['kept_from']} were NOT kept "
                         f"({before} -> {after}); its load counts as a new deployment")
         self.state.update_slot(name, status=DEPLOYED, deployed_at=clock.now(), adopted=adopt,

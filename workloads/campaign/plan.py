@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from stacks.catalog.instances import INSTANCE_TYPES
 from stacks.config.schema import StackConfig
+from stacks.config.workload_config import Scale
 from stacks.plan.campaign_cost import BaseCampaign
 from stacks.plan.schedule import chains
 from stacks.sizing.estimate import LOCAL_RESTART_S, workload_steps_seconds
@@ -25,7 +26,7 @@ def _r(x: float) -> float:
     return round(x, 3)
 
 
-def aws_plan(c: BaseCampaign, scale: str) -> dict:
+def aws_plan(c: BaseCampaign, scale: Scale) -> dict:
     sch = c.schedule
     slots = []
     for s in sch.slots:
@@ -58,7 +59,10 @@ def aws_plan(c: BaseCampaign, scale: str) -> dict:
 
 def local_nodes(stack: StackConfig) -> tuple[dict[str, int], dict[str, int]]:
     """Nodes and GPUs of the hardware a local stack's mockers imitate, per group."""
-    nodes, gpus = {}, {}
+    # a local campaign's stacks serve (run.plan_local refuses any other)
+    assert stack.serving is not None
+    nodes: dict[str, int] = {}
+    gpus: dict[str, int] = {}
     for g in stack.cluster.node_groups:
         n = sum(w.gpus for w in stack.serving.workers if w.node_group == g.name)
         it = INSTANCE_TYPES.get(g.instance_type)
@@ -69,26 +73,30 @@ def local_nodes(stack: StackConfig) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def local_plan(stacks: list[StackConfig], same: Callable[[StackConfig, StackConfig], bool],
-               scale: str) -> dict:
+               scale: Scale) -> dict:
     """Local stacks one after another (they share the host's cores), identical mockers kept."""
     slots, t = [], 0.0
     billed: dict[str, float] = {}
     loaded: dict[str, float] = {}
     for chain in chains(stacks, same):
         for i, v in enumerate(chain):
+            served = v.serving
+            assert served is not None  # a local campaign's stacks serve (run.plan_local)
             nodes, gpus = local_nodes(v)
             skipped = sum(1 for s in steps_plan(v, scale) if s.cold)
             start = 0.0 if i else LOCAL_RESTART_S
             window = sum(workload_steps_seconds(v, scale).values())
             for g, n in nodes.items():
-                gpn = INSTANCE_TYPES[v.cluster.group(g).instance_type].gpus_per_node
+                group = v.cluster.group(g)
+                assert group is not None  # g is one of v's node groups (local_nodes)
+                gpn = INSTANCE_TYPES[group.instance_type].gpus_per_node
                 billed[g] = billed.get(g, 0.0) + n * gpn * (start + window)
                 loaded[g] = loaded.get(g, 0.0) + gpus[g] * window
             slots.append({
                 "name": v.name, "kept_from": chain[i - 1].name if i else None,
                 "hands_over_to": chain[i + 1].name if i + 1 < len(chain) else None,
                 "graph": None, "prompt_epoch": i, "nodes": nodes, "gpus": gpus,
-                "loaded_gpus": sum(w.gpus for w in v.serving.workers),
+                "loaded_gpus": sum(w.gpus for w in served.workers),
                 "scale_before": {}, "scale_after": {},
                 "forecast": {"start_s": _r(t), "startup_s": _r(start), "load_s": 0.0,
                              "load_kind": "kept" if i else "first",
@@ -97,14 +105,14 @@ def local_plan(stacks: list[StackConfig], same: Callable[[StackConfig, StackConf
             t += start + window
     groups: dict[str, dict] = {}
     for v in stacks:
-        for g in v.cluster.node_groups:
-            it = INSTANCE_TYPES.get(g.instance_type)
+        for ng in v.cluster.node_groups:
+            it = INSTANCE_TYPES.get(ng.instance_type)
             if it and it.gpus_per_node:
                 # the imitated hardware, by group name: local stacks run one at a time
-                groups.setdefault(g.name, {
-                    "instance_type": g.instance_type, "gpus_per_node": it.gpus_per_node,
-                    "billed_gpu_hours": round(billed.get(g.name, 0.0) / 3600, 3),
-                    "loaded_gpu_hours": round(loaded.get(g.name, 0.0) / 3600, 3)})
+                groups.setdefault(ng.name, {
+                    "instance_type": ng.instance_type, "gpus_per_node": it.gpus_per_node,
+                    "billed_gpu_hours": round(billed.get(ng.name, 0.0) / 3600, 3),
+                    "loaded_gpu_hours": round(loaded.get(ng.name, 0.0) / 3600, 3)})
     total_b, total_l = sum(billed.values()) / 3600, sum(loaded.values()) / 3600
     return {"kind": "local", "base": "local", "scale": scale, "slots": slots,
             "groups": groups,

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from stacks.config.campaign_config import CampaignDeploy
 from stacks.config.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY
+from stacks.config.workload_config import Scale
 from stacks.conventions.k8s_names import NODE_GROUP_LABEL
 from workloads.campaign.automation import PulumiStacks
 from workloads.runner import RunOptions, RunResult, run
@@ -38,7 +39,7 @@ class AwsPlatform:
     kind = "aws"
 
     def __init__(self, base: str, stacks: PulumiStacks, *, run_id: str, runs_dir: Path,
-                 stacks_dir: Path, scale: str, show_progress: bool, console: Console):
+                 stacks_dir: Path, scale: Scale, show_progress: bool, console: Console):
         self.base, self.stacks, self.run_id = base, stacks, run_id
         self.runs_dir, self.stacks_dir, self.workload_scale = runs_dir, stacks_dir, scale
         self.show_progress, self.console = show_progress, console

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from stacks.config.workload_config import Scale
 from stacks.preflight.run import PreflightReport
 from workloads.model_folder import build_model_folder
 from workloads.runner import RunOptions, RunResult, run
@@ -30,7 +31,7 @@ class LocalPlatform:
     kind = "local"
 
     def __init__(self, reports: dict[str, PreflightReport], *, run_id: str, runs_dir: Path,
-                 stacks_dir: Path, hf_home: Path, workdir: Path, scale: str,
+                 stacks_dir: Path, hf_home: Path, workdir: Path, scale: Scale,
                  show_progress: bool, console: Console):
         self.reports, self.run_id, self.runs_dir = reports, run_id, runs_dir
         self.stacks_dir, self.hf_home, self.workdir = stacks_dir, hf_home, workdir
@@ -68,6 +69,8 @@ class LocalPlatform:
     def deploy(self, slot: dict, adopt: bool) -> dict:
         stack = self.reports[slot["name"]].stack
         if adopt:
+            # the engine adopts only when can_adopt() said yes, which needs a running target
+            assert self.target is not None
             return {"swap": self.target.swap_frontend(stack)}
         if self.target is not None:
             self.target.stop()

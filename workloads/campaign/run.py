@@ -13,6 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -38,6 +39,10 @@ from workloads.campaign.state import CampaignState
 from workloads.campaign.timeline import measure
 from workloads.runner import REPO, default_hf_home
 from workloads.targets.aws.k8s_client import Clock
+
+if TYPE_CHECKING:  # imported where used, at run time: each platform's libraries load lazily
+    from workloads.campaign.platform_aws import AwsPlatform
+    from workloads.campaign.platform_local import LocalPlatform
 
 LOCAL = "local"
 
@@ -216,6 +221,7 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
     path = Path(opts.runs_dir).resolve() / "campaigns" / plan["base"] / run_id / "campaign.json"
     state = CampaignState.open(path, plan)
     clock = clock or Clock()
+    platform: LocalPlatform | AwsPlatform
     if local:
         from workloads.campaign.platform_local import LocalPlatform
         platform = LocalPlatform(reports, run_id=run_id, runs_dir=opts.runs_dir,
@@ -224,6 +230,7 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
                                  show_progress=opts.show_progress, console=console)
     else:
         from workloads.campaign.platform_aws import AwsPlatform
+        assert stacks is not None  # an AWS campaign got its PulumiStacks above
         platform = AwsPlatform(opts.base, stacks, run_id=run_id, runs_dir=opts.runs_dir,
                                stacks_dir=opts.stacks_dir, scale=opts.scale,
                                show_progress=opts.show_progress, console=console)
@@ -240,7 +247,8 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
         status = campaign.execute()
         if status == "complete" and opts.destroy_base and not local:
             with state.action("destroy base", clock):
-                platform.destroy_base()
+                # not local: the platform made above is the AwsPlatform
+                cast("AwsPlatform", platform).destroy_base()
     except KeyboardInterrupt:
         status = "interrupted"
         console.print(f"[yellow]campaign interrupted: resume with --run-id {run_id}[/yellow]")

@@ -66,7 +66,9 @@ def measure(data: dict, manifests: dict[str, dict]) -> dict:
         last = max((_t(e["end_wall"]) for e in acts), default=None)
         st = data["slots"][s["name"]]
         slots[s["name"]] = {
-            "wall_s": round(last - first, 3) if first is not None else None,
+            # both or neither: the same actions' starts and ends
+            "wall_s": round(last - first, 3) if first is not None and last is not None
+            else None,
             "load_window_s": round(window, 3), "status": st["status"],
             "run_status": st.get("run_status"), "kept_workers": st.get("kept_workers")}
     groups = {}

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 import httpx
 
-from stacks.config.schema import Role, StackConfig, Topology
+from stacks.config.schema import Role, ServingConfig, StackConfig, Topology
 from workloads import request_trace
 from workloads.attest import probe as attest_probe
 from workloads.attest.checks import Attestation, evaluate
@@ -56,11 +56,18 @@ class WorkerSpec:
     blocks: int        # KV blocks of this mocker
 
 
+def _serving(stack: StackConfig) -> ServingConfig:
+    """The serving block of a stack the local engine runs: LocalTarget refuses a stack without
+    one, and a campaign's slots are serving stacks (a base stack runs no workload)."""
+    assert stack.serving is not None, f"stack '{stack.name}' serves nothing"
+    return stack.serving
+
+
 def mocker_blocks(stack: StackConfig, kv_capacity_tokens: list[int]) -> list[int]:
     """KV blocks per worker group: numGpuBlocks if set, else pre-flight's capacity / block."""
-    mocker = stack.serving.mocker
+    mocker = _serving(stack).mocker
     if mocker.num_gpu_blocks is not None:
-        return [mocker.num_gpu_blocks] * len(stack.serving.workers)
+        return [mocker.num_gpu_blocks] * len(_serving(stack).workers)
     blocks = [tokens // mocker.block_size for tokens in kv_capacity_tokens]
     for i, b in enumerate(blocks):
         if b < 16:
@@ -70,8 +77,8 @@ def mocker_blocks(stack: StackConfig, kv_capacity_tokens: list[int]) -> list[int
 
 
 def worker_specs(stack: StackConfig, blocks: list[int]) -> list[WorkerSpec]:
-    specs = []
-    for g, group in enumerate(stack.serving.workers):
+    specs: list[WorkerSpec] = []
+    for g, group in enumerate(_serving(stack).workers):
         for _ in range(group.replicas):
             n = sum(1 for s in specs if s.role == group.role)
             specs.append(WorkerSpec(f"{group.role.value}-{n}", g, group.role, blocks[g]))
@@ -80,14 +87,14 @@ def worker_specs(stack: StackConfig, blocks: list[int]) -> list[WorkerSpec]:
 
 def frontend_argv(python: Path, stack: StackConfig, port: int) -> list[str]:
     argv = [str(python), "-m", "dynamo.frontend", "--http-host", "127.0.0.1",
-            "--http-port", str(port), "--router-mode", stack.serving.router.value]
-    if stack.serving.topology == Topology.DISAGGREGATED:
+            "--http-port", str(port), "--router-mode", _serving(stack).router.value]
+    if _serving(stack).topology == Topology.DISAGGREGATED:
         argv.append("--enforce-disagg")  # never fall back to aggregated serving silently
     return argv
 
 
 def mocker_argv(python: Path, stack: StackConfig, spec: WorkerSpec, model_path: Path) -> list[str]:
-    serving = stack.serving
+    serving = _serving(stack)
     group = serving.workers[spec.group]
     argv = [str(python), "-m", "dynamo.mocker", "--model-path", str(model_path),
             "--model-name", stack.model.name,
@@ -177,7 +184,9 @@ class LocalTarget:
     def restart_workers(self) -> None:
         for proc in self.workers.values():
             proc.stop()
-        if not wait_until(lambda: registered_workers(self.discovery_dir) == 0, 30):
+        discovery_dir = self.discovery_dir
+        assert discovery_dir is not None, "restart_workers() before start()"
+        if not wait_until(lambda: registered_workers(discovery_dir) == 0, 30):
             raise TargetError("stopped workers are still registered after 30 s")
         self._start_workers()
         self._wait_ready()
@@ -205,7 +214,7 @@ class LocalTarget:
         self._wait_ready()
         return {"kept_workers": {n: p.pid for n, p in self.workers.items()},
                 "frontend": {"stopped_pid": old.pid, "started_pid": self.frontend.pid,
-                             "router": stack.serving.router.value},
+                             "router": _serving(stack).router.value},
                 "swap_s": round(time.monotonic() - t0, 3)}
 
     def _start_frontend(self, name: str) -> ManagedProcess:
@@ -264,10 +273,10 @@ class LocalTarget:
         return {
             "kind": self.kind, "dynamo_version": self.version,
             "engine_python": str(self.python), "model_snapshot": str(self.model.snapshot),
-            "router": self.stack.serving.router.value,
-            "topology": self.stack.serving.topology.value,
+            "router": _serving(self.stack).router.value,
+            "topology": _serving(self.stack).topology.value,
             "workers": [{"name": s.name, "role": s.role.value, "kv_blocks": s.blocks,
-                         "block_size": self.stack.serving.mocker.block_size,
+                         "block_size": _serving(self.stack).mocker.block_size,
                          "system_port": self.system_ports.get(s.name)} for s in self.specs],
             "processes": [{**p.describe(), "alive": p.alive()} for p in self.started],
             "port_restarts": self.port_restarts,
@@ -282,6 +291,8 @@ class LocalTarget:
         return proc
 
     def _read_broker_ports(self) -> tuple[int, int]:
+        # start() sets the broker, started with stdout_pipe=True, just before it reads these
+        assert self.broker is not None and self.broker.popen.stdout is not None
         out = self.broker.popen.stdout
         ready, _, _ = select.select([out], [], [], 30)
         line = out.readline().decode() if ready else ""
@@ -334,6 +345,8 @@ class LocalTarget:
         """Ready = every worker registered and the frontend's /v1/models lists the model."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         since = len(self.port_restarts)
+        discovery_dir = self.discovery_dir
+        assert discovery_dir is not None, "start() sets the discovery directory first"
         while time.monotonic() < deadline:
             self._restart_port_losers(since)
             # read after the exit, a dead process's log is whole: one that lost its port is
@@ -342,12 +355,12 @@ class LocalTarget:
             if any(PORT_IN_USE not in p.own_log() for p in dead):
                 raise TargetError("local engine failed to start: " + "; ".join(self.problems()))
             url = f"http://127.0.0.1:{self.http_port}/v1/models"
-            if registered_workers(self.discovery_dir) >= len(self.specs) and _lists_model(
+            if registered_workers(discovery_dir) >= len(self.specs) and _lists_model(
                     url, self.stack.model.name):
                 return
             time.sleep(0.25)
         raise TargetError(f"local engine not ready after {READY_TIMEOUT_S:.0f} s: "
-                          f"{registered_workers(self.discovery_dir)}/{len(self.specs)} workers "
+                          f"{registered_workers(discovery_dir)}/{len(self.specs)} workers "
                           f"registered; logs in {self.workdir / 'logs'}")
 
 

@@ -19,6 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from stacks.conventions.k8s_names import (
     FRONTEND_PORT,
@@ -183,7 +184,7 @@ def metrics_url(pod: dict, kind: str) -> str | None:
         return None
     name, default = ("http", FRONTEND_PORT) if kind == "frontend" else ("system", SYSTEM_PORT)
     containers = pod.get("spec", {}).get("containers") or []
-    main = next((c for c in containers if c.get("name") == MAIN_CONTAINER), {})
+    main: dict[str, Any] = next((c for c in containers if c.get("name") == MAIN_CONTAINER), {})
     port = next((p["containerPort"] for p in main.get("ports") or [] if p.get("name") == name),
                 default)
     return f"http://{ip}:{port}/metrics"
@@ -228,7 +229,7 @@ _NIXL_BACKEND = re.compile(r"Backend (\w+) was instantiated")
 
 def kv_transfer_config(pod: dict) -> dict | None:
     """The worker's `--kv-transfer-config` JSON, as its container was started."""
-    main = next((c for c in pod.get("spec", {}).get("containers") or []
+    main: dict[str, Any] = next((c for c in pod.get("spec", {}).get("containers") or []
                  if c.get("name") == MAIN_CONTAINER), {})
     argv = [*(main.get("command") or []), *(main.get("args") or [])]
     text = " ".join(argv)
@@ -246,7 +247,7 @@ def kv_transfer_evidence(pod: dict, log_text: str) -> dict:
     """The KV transfer backend of one worker: what it was told (args, env) and what its log
     shows NIXL instantiated ("Backend <NAME> was instantiated", printed by nixl_agent)."""
     config = kv_transfer_config(pod)
-    main = next((c for c in pod.get("spec", {}).get("containers") or []
+    main: dict[str, Any] = next((c for c in pod.get("spec", {}).get("containers") or []
                  if c.get("name") == MAIN_CONTAINER), {})
     env = {e["name"]: e.get("value") for e in main.get("env") or []
            if e.get("name") in ("FI_PROVIDER", "UCX_TLS", "UCX_NET_DEVICES", "NIXL_BACKENDS")}

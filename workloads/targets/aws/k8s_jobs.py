@@ -99,8 +99,9 @@ def run_selector(stack: str, run_id: str) -> str:
     return f"{STACK_LABEL}={labels[STACK_LABEL]},{RUN_LABEL}={labels[RUN_LABEL]}"
 
 
-def job_name(stack: str, run_id: str, step_id: str, attempt: int) -> str:
-    """A DNS-safe, short (pod names add a suffix) and unique name per step attempt."""
+def job_name(stack: str, run_id: str, step_id: str, attempt: str) -> str:
+    """A DNS-safe, short (pod names add a suffix) and unique name per step attempt (`attempt`:
+    the target's token of this attempt)."""
     return f"aiperf-{_slug(step_id, 32)}-{_digest(stack, run_id, step_id, attempt)}"
 
 

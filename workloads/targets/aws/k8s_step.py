@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from workloads import promql, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
@@ -66,8 +67,8 @@ def evaluate_promql(http, prometheus_url: str, window_ns: tuple[int, int]) -> di
     """Every query of promql.step_queries over the load window, evaluated at its end."""
     start_s, end_s = window_ns[0] / 1e9, window_ns[1] / 1e9
     window = max(1.0, end_s - start_s)
-    out = {"prometheus": prometheus_url, "time": round(end_s, 3), "window_s": round(window, 3),
-           "results": {}}
+    out: dict[str, Any] = {"prometheus": prometheus_url, "time": round(end_s, 3),
+                           "window_s": round(window, 3), "results": {}}
     for name, query in promql.step_queries(window).items():
         try:
             r = http.get(f"{prometheus_url}/api/v1/query",
@@ -85,7 +86,7 @@ class JobExecutor:
     """StepExecutor of the aws target (see the module docstring)."""
 
     def __init__(self, kube: Kube, settings: JobSettings, volume: ResultsVolume, clock: Clock,
-                 attempt: int):
+                 attempt: str):
         self.kube, self.s, self.volume, self.clock = kube, settings, volume, clock
         self.attempt = attempt
         self.labels = k8s_jobs.run_labels(settings.stack, settings.run_id)
@@ -112,7 +113,7 @@ class JobExecutor:
         job = k8s_jobs.loadgen_job(
             name=name, namespace=s.namespace, labels=self.labels, step_id=step.id,
             image=s.image, aiperf_args=args, artifact_dir=artifacts, placement=s.placement,
-            cpu=cpu, deadline_s=limit_s, dataset_configmap=configmap and name)
+            cpu=cpu, deadline_s=limit_s, dataset_configmap=name if configmap else None)
         command = ["aiperf", *args]
         loadgen = {"job": name, "image": s.image, "cpu": cpu, "zone": s.placement.zone,
                    "node_groups": list(s.placement.node_groups), "remote_dir": remote,

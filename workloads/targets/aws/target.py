@@ -88,7 +88,8 @@ class AwsTarget:
             self.outputs = read_outputs(stack, outputs_file)
         self.namespace, self.graph = self.outputs["dynamoNamespace"], self.outputs["graphName"]
         self.run_id = run_id or "adhoc"
-        base = load_stack(stack.cluster.attach_to, stacks_dir) if stack.is_attached else None
+        base = load_stack(stack.cluster.attach_to, stacks_dir) \
+            if stack.cluster.attach_to is not None else None  # is_attached
         self.cluster = effective_cluster(stack, base)
         self.kube = kube or connect(kubeconfig(self.outputs))
         self.clock = clock or Clock()
@@ -173,6 +174,7 @@ class AwsTarget:
         """Evidence from the running pods and metrics, judged against the stack
         (workloads/attest/checks.py)."""
         serving = self.stack.serving
+        assert serving is not None  # __init__ refuses a stack that serves nothing
         x = expected(self.stack, self.kind,
                      image_cuda(serving.image, serving.dynamo_version).min_driver)
         pods = self._pods_of([*k8s_graph.worker_components(self.dgd),
