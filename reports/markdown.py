@@ -114,8 +114,9 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
 SECTIONS = [
     ("concurrency_sweep", "Concurrency sweep",
      "Per step: attempted requests and their outcome classes (completed, failed = AIPerf "
-     "error, truncated = the stream ended short of a whole answer, cancelled); latency "
-     "percentiles, output tok/s and per-user speed from completed requests only, throughput "
+     "error, truncated = the stream ended short of a whole answer, cancelled = cut by the "
+     "step's own end, not an error and out of the error rate); latency percentiles, output "
+     "tok/s and per-user speed from completed requests only, throughput "
      "over the step's measurement window (first request start to last request end). Repeats "
      "folded into the mean with min/max. aiperf_* columns are AIPerf's own figures, which "
      "count truncated streams as successes."),

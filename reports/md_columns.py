@@ -85,7 +85,9 @@ def _requests_cell(row: pd.Series, side: str) -> str:
     done, tried = row[f"{side}completed"], row[f"{side}attempted"]
     if pd.isna(done) or pd.isna(tried):
         return "n/a"
-    others = [f"{int(row[f'{side}{k}'])} {k}" for k in ("failed", "truncated", "cancelled")
+    # "cancelled" requests were cut by the step's own end (workloads.outcomes): not errors
+    labels = {"failed": "failed", "truncated": "truncated", "cancelled": "cut at end"}
+    others = [f"{int(row[f'{side}{k}'])} {labels[k]}" for k in labels
               if f"{side}{k}" in row and not pd.isna(row[f"{side}{k}"])
               and int(row[f"{side}{k}"])]
     return f"{int(done)}/{int(tried)}" + (f" ({', '.join(others)})" if others else "")

@@ -130,8 +130,8 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
     f.measured = [f"{len(records)} run(s) of {len(infos)} stack(s): {workloads}",
                   f"{n['attempted']} requests attempted: {n['completed']} completed, "
                   f"{n['failed']} failed, {n['truncated']} truncated, {n['cancelled']} "
-                  "cancelled; only completed requests enter latency, throughput, goodput and "
-                  "cost"]
+                  "cut by the step's own end (not errors); only completed requests enter "
+                  "latency, throughput, goodput and cost"]
     f.headlines = _headlines(t, infos, slo)
     # one-setting pairs: a difference is a headline, its absence a warning with the cause
     findings, no_difference = summary_lines(t.get("ablation", pd.DataFrame()))

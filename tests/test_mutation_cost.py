@@ -204,7 +204,7 @@ def test_restarts_of_every_workload_add_up():
     assert sorted(steps) == ["concurrency_sweep/c1", "concurrency_sweep/c16",
                              "concurrency_sweep/c2", "concurrency_sweep/c32",
                              "concurrency_sweep/c4", "concurrency_sweep/c64",
-                             "concurrency_sweep/c8", "multi_turn/conv7",
+                             "concurrency_sweep/c8", "multi_turn/conv8",
                              "sequence_distributions/lognormal",
                              "sequence_distributions/uniform", "sequence_distributions/zipf",
                              "trace_replay/c16", "trace_replay/c8"]

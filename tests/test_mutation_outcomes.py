@@ -102,15 +102,17 @@ def test_outcome_counts_and_their_record():
     counts = OutcomeCounts.of([COMPLETED, FAILED, CANCELLED])
     assert counts == OutcomeCounts(attempted=3, completed=1, failed=1, truncated=0,
                                    cancelled=1, timeouts=0)
+    # the cut request (cancelled at the step's end) is out of the error rate: 1 of 2
     assert counts.as_dict() == {"attempted": 3, "completed": 1, "failed": 1, "truncated": 0,
-                                "cancelled": 1, "timeouts": 0, "error_rate": 0.666667}
+                                "cancelled": 1, "timeouts": 0, "error_rate": 0.5}
     assert OutcomeCounts.of([FAILED], timeouts=1).timeouts == 1
     # no request at all is no evidence of health: the error rate is 100 %, never 0 %
     assert OutcomeCounts.of([]).error_rate == 1.0
 
 
 def test_step_problems_at_and_over_the_threshold():
-    two_of_ten = OutcomeCounts(attempted=10, completed=8, failed=1, truncated=0, cancelled=1)
+    # 2 failed of the 10 let finish (the 11th was cut at the step's end)
+    two_of_ten = OutcomeCounts(attempted=11, completed=8, failed=2, truncated=0, cancelled=1)
     assert step_problems(two_of_ten, 0.2) == []                 # at the threshold: not over
     assert step_problems(two_of_ten, 0.19) == ["error rate 20.00% > threshold 19.00%"]
     cut = OutcomeCounts(attempted=10, completed=9, failed=0, truncated=1, cancelled=0)

@@ -158,7 +158,7 @@ def test_peak_concurrency_is_the_largest_any_enabled_workload_keeps():
     only_multi = stack_with("local-agg", workloads={
         "concurrencySweep": {"enabled": False}, "sequenceDistributions": {"enabled": False},
         "prefixCache": {"enabled": False}})
-    assert peak_concurrency(only_multi) == only_multi.workloads.multi_turn.conversations == 7
+    assert peak_concurrency(only_multi) == only_multi.workloads.multi_turn.conversations == 8
     assert draft_weights_bytes(stack.serving) == 0.0
 
 

@@ -154,7 +154,8 @@ def test_step_problems():
     assert step_problems(clean, 0.0) == []
     cut = OutcomeCounts(attempted=10, completed=9, failed=0, truncated=1, cancelled=0)
     assert step_problems(cut, 1.0) and "truncated" in step_problems(cut, 1.0)[0]
+    # 1 failed of the 9 the benchmark let finish; the cut one is not an error
     errs = OutcomeCounts(attempted=10, completed=8, failed=1, truncated=0, cancelled=1)
-    assert step_problems(errs, 0.25) == []
-    assert step_problems(errs, 0.1) == ["error rate 20.00% > threshold 10.00%"]
+    assert step_problems(errs, 0.12) == []
+    assert step_problems(errs, 0.1) == ["error rate 11.11% > threshold 10.00%"]
     assert step_problems(OutcomeCounts(0, 0, 0, 0, 0), 1.0) == ["no request records"]

@@ -67,7 +67,7 @@ def test_completed_attempted_keeps_every_outcome_class():
                       "aggregated_cancelled": [1, 0]})
     out = with_display_columns(t)
     assert out["completed/attempted"].tolist() == ["28/30 (1 failed, 1 truncated)", "10/10"]
-    assert out["aggregated completed/attempted"].tolist() == ["4/5 (1 cancelled)", "5/5"]
+    assert out["aggregated completed/attempted"].tolist() == ["4/5 (1 cut at end)", "5/5"]
     assert out["flag"].tolist() == ["FAILED; CLIENT-BOUND", ""]
 
 

@@ -30,8 +30,8 @@ def test_full_plan_uses_the_plans_values(local_agg):
         "c1", "c2", "c4", "c8", "c16", "c32", "c64"]
     c64 = steps["concurrency_sweep/c64"]
     assert (c64.duration_s, c64.params["isl"], c64.params["osl"]) == (120, 1024, 512)
-    mt = steps["multi_turn/conv7"]
-    assert (mt.concurrency, mt.params["turns"], mt.duration_s) == (7, 5, 300)
+    mt = steps["multi_turn/conv8"]
+    assert (mt.concurrency, mt.params["turns"], mt.duration_s) == (8, 5, 300)
     assert (mt.params["turn_delay_ms"], mt.params["turn_delay_sigma"]) == (2000, 0.6)
     assert steps["prefix_cache/share050"].params["isl"] == 2048
 

@@ -6,7 +6,8 @@ Every flag here was checked against `aiperf profile --help` and AIPerf's sources
   history and sends it with every turn); `--isl-block-size` is the tokens per hash id.
 - `--request-count` equals the file's rows: otherwise AIPerf picks its own count and wraps or
   truncates the file. Duration-bounded steps add `--benchmark-duration` (rows are sized so the
-  duration ends first) and `--benchmark-grace-period` for the requests still in flight.
+  duration ends first) and `--benchmark-grace-period` for the requests still in flight
+  (sized per step from its expected request latency: workloads/grace.py).
 - `--concurrency` is concurrent requests, or concurrent conversations for multi-turn data.
 - `--fixed-schedule --fixed-schedule-auto-offset` (a replayed trace): rows are sent at their
   `timestamp` (ms), the first one at 0 (timing/strategies/fixed_schedule.py); `--concurrency`
@@ -26,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 
-GRACE_PERIOD_S = 30.0
+from workloads.grace import MIN_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class AiperfInvocation:
     artifact_dir: PurePath
     server_metrics: tuple[str, ...] = ()
     duration_s: float | None = None
+    grace_period_s: float = MIN_GRACE_S   # workloads.grace.grace_period_s of the step
     block_size: int = 512
     request_timeout_s: float = 600.0
     # The tokenizer as the workers load it: a pinned revision, the model's own code.
@@ -80,7 +82,7 @@ def profile_args(inv: AiperfInvocation) -> list[str]:
         args += ["--fixed-schedule", "--fixed-schedule-auto-offset"]
     if inv.duration_s is not None:
         args += ["--benchmark-duration", _num(inv.duration_s),
-                 "--benchmark-grace-period", _num(GRACE_PERIOD_S)]
+                 "--benchmark-grace-period", _num(inv.grace_period_s)]
     args += [
         "--extra-inputs", "ignore_eos:true",
         "--use-server-token-count",

@@ -2,7 +2,10 @@
 
 Four outcome classes, from AIPerf 0.13.0's per-request export (`profile_export.jsonl`):
 - `cancelled`: `metadata.was_cancelled` (AIPerf cancels what is still in flight when a
-  duration-bounded step's grace period ends; such a record also carries an `error`);
+  duration-bounded step's grace period ends; such a record also carries an `error`). These are
+  cut by the benchmark's own end, not failed by the server: they are counted and shown apart
+  and stay out of the error rate that fails a step (the grace period is sized from the step's
+  expected request latency, workloads/grace.py, so that few are cut);
 - `failed`: the record carries an `error` {code, type, message} (HTTP errors, timeouts: a
   timeout is a failed request, counted apart as `timeouts`);
 - `truncated`: no error, but the stream the server sent is not a whole answer. Two checks:
@@ -134,8 +137,11 @@ class OutcomeCounts:
 
     @property
     def error_rate(self) -> float:
-        """Failed and cancelled over attempted (truncation is judged on its own)."""
-        return (self.failed + self.cancelled) / self.attempted if self.attempted else 1.0
+        """Failed over the requests the benchmark let finish: requests cut by the step's own
+        end (`cancelled`) are neither errors nor evidence of health, and truncation is judged
+        on its own. No finished request at all is 100 %, never 0 %."""
+        finished = self.attempted - self.cancelled
+        return self.failed / finished if finished > 0 else 1.0
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "error_rate": round(self.error_rate, 6)}
@@ -147,6 +153,8 @@ def step_problems(counts: OutcomeCounts, error_rate_threshold: float) -> list[st
     server fault AIPerf counts as a success."""
     if counts.attempted == 0:
         return ["no request records"]
+    if counts.attempted == counts.cancelled:
+        return [f"all {counts.attempted} request(s) were cut at the step's end: none finished"]
     out = []
     if counts.error_rate > error_rate_threshold:
         out.append(f"error rate {counts.error_rate:.2%} > threshold {error_rate_threshold:.2%}")

@@ -231,6 +231,7 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
         tokenizer=stack.model.id,
         error_rate_threshold=stack.workloads.error_rate_threshold,
         request_timeout_s=stack.workloads.request_timeout_s,
+        expected_itl_ms=stack.cost.assumed_itl_ms, expected_itl_source="cost.assumedItlMs",
         tokenizer_revision=stack.model.revision,
         tokenizer_trust_remote_code=stack.model.trust_remote_code)
     # a bar in a terminal; in a log or CI one line per step start and end (k/N, elapsed, ETA)
@@ -248,7 +249,7 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
             progress.console.print(
                 f"  [{colour}]{rec['status']:>8}[/{colour}] {step.id}: {c['attempted']} req: "
                 f"{c['completed']} completed, {c['failed']} failed, {c['truncated']} "
-                f"truncated, {c['cancelled']} cancelled{flag}")
+                f"truncated, {c['cancelled']} cut at the step's end{flag}")
             for why in rec.get("failure_reasons") or []:
                 progress.console.print(f"           {why}", markup=False)
             problems = target.problems()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workloads import request_trace, results
+from workloads import grace, request_trace, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.attest.checks import AttestationRefused
 from workloads.datasets import DatasetFile, block_reuse, fit_context, jsonl_bytes, write_jsonl
@@ -63,6 +63,13 @@ class StepExecutor(Protocol):
         progress, `note(**fields)` adds to the step's manifest record at once."""
 
 
+def hung_limit_s(step: Step, inv: AiperfInvocation) -> float:
+    """When an AIPerf that has not exited is taken for hung: the step's estimate, its duration
+    and, for a duration-bounded step, its grace period, plus a fixed slack."""
+    grace_s = inv.grace_period_s if inv.duration_s is not None else 0.0
+    return step.eta_s + (step.duration_s or 0) + grace_s + AIPERF_SLACK_S
+
+
 @dataclass
 class LocalAiperf:
     """AIPerf as a subprocess on this machine (the local target)."""
@@ -79,7 +86,7 @@ class LocalAiperf:
         on_tick(0.0)
         sampler = CpuSampler(proc.pid).start()
         t0 = time.monotonic()
-        limit = step.eta_s + (step.duration_s or 0) + AIPERF_SLACK_S
+        limit = hung_limit_s(step, inv)
         try:
             while proc.popen.poll() is None:
                 elapsed = time.monotonic() - t0
@@ -110,6 +117,10 @@ class StepContext:
     request_timeout_s: float
     tokenizer_revision: str | None = None
     tokenizer_trust_remote_code: bool = False
+    # The inter-token latency the grace period is sized from (workloads/grace.py): the stack's
+    # cost.assumedItlMs, or a prediction where one exists; and where that figure came from.
+    expected_itl_ms: float = 25.0
+    expected_itl_source: str = "default"
 
 
 def attest(target: Any, manifest, when: str) -> str:
@@ -216,15 +227,18 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     dfile = write_dataset(rows, dataset_path(ctx.run_dir, step))
     dataset = {"path": str(dfile.path.relative_to(ctx.run_dir)), "sha256": dfile.sha256,
                "rows": dfile.rows, **dataset}
+    grace_rec = step_grace(step, rows, ctx)
     inv = AiperfInvocation(
         model=endpoints.model, url=endpoints.base_url, tokenizer=ctx.tokenizer,
         input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
         seed=step.seed, artifact_dir=work, server_metrics=tuple(endpoints.metrics_urls),
-        duration_s=step.duration_s, block_size=step.params.get("block_size", 512),
+        duration_s=step.duration_s, grace_period_s=grace_rec["grace_period_s"],
+        block_size=step.params.get("block_size", 512),
         fixed_schedule=fixed_schedule(step),
         request_timeout_s=ctx.request_timeout_s, tokenizer_revision=ctx.tokenizer_revision,
         tokenizer_trust_remote_code=ctx.tokenizer_trust_remote_code)
     manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
+                         **({"grace": grace_rec} if step.duration_s is not None else {}),
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
     since_ms = time.time() * 1000
@@ -241,6 +255,14 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     _publish(work, final, ctx.run_dir)
     manifest.update_step(step.id, **outcome)
     return {**record, **outcome}
+
+
+def step_grace(step: Step, rows: list[dict], ctx: StepContext) -> dict:
+    """The step's grace period and what it was sized from (recorded with the step)."""
+    expected = grace.expected_request_s(rows, ctx.expected_itl_ms)
+    return {"grace_period_s": grace.grace_period_s(expected),
+            "expected_longest_request_s": round(expected, 3),
+            "itl_ms": ctx.expected_itl_ms, "itl_source": ctx.expected_itl_source}
 
 
 def judge(work: Path, rows: list[dict], step: Step, ex: Execution,

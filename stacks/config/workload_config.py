@@ -72,11 +72,14 @@ class ConcurrencySweep(Workload):
 
 
 class MultiTurn(Workload):
-    # Concurrent conversations. Not a multiple of any shipped stack's worker count (2, 3, 4):
-    # conversations that advance in lockstep under round-robin would each return to the same
-    # worker every turn (accidental session affinity) and hide what a KV router adds. The plan
-    # said 8; 7 keeps its load and breaks the alignment.
-    conversations: PositiveInt = 7
+    # Concurrent conversations: the plan's 8. Conversations that advance in lockstep under
+    # round-robin would each return to the same worker every turn (accidental session affinity)
+    # and hide what a KV router adds, when their count is a multiple of the routed workers
+    # (2 or 4 here). The randomised think time below (turnDelaySigma > 0: each pause drawn from
+    # the conversation's own seed) is what breaks the lockstep; pre-flight notes a fixed-pause
+    # workload whose count aligns (stacks/preflight/workload_checks.py lockstep_notes) and the
+    # ablation report names a lockstep it sees (reports/ablation.py).
+    conversations: PositiveInt = 8
     turns: Annotated[int, Field(ge=1, le=64)] = 5
     isl: PositiveInt = 512
     osl: PositiveInt = 256

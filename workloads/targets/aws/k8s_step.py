@@ -19,7 +19,7 @@ from typing import Any
 from workloads import promql, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.saturation import CpuSampler
-from workloads.step_exec import AIPERF_SLACK_S, Execution
+from workloads.step_exec import Execution, hung_limit_s
 from workloads.steps import Step
 from workloads.targets.aws import k8s_jobs
 from workloads.targets.aws.k8s_client import (
@@ -109,7 +109,7 @@ class JobExecutor:
                              artifact_dir=PurePosixPath(artifacts),
                              workers_max=k8s_jobs.aiperf_workers(cpu, step.concurrency))
         args = profile_args(remote_inv)
-        limit_s = step.eta_s + (step.duration_s or 0) + AIPERF_SLACK_S
+        limit_s = hung_limit_s(step, inv)
         job = k8s_jobs.loadgen_job(
             name=name, namespace=s.namespace, labels=self.labels, step_id=step.id,
             image=s.image, aiperf_args=args, artifact_dir=artifacts, placement=s.placement,
