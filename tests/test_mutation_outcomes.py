@@ -115,6 +115,13 @@ def test_step_problems_at_and_over_the_threshold():
     two_of_ten = OutcomeCounts(attempted=11, completed=8, failed=2, truncated=0, cancelled=1)
     assert step_problems(two_of_ten, 0.2) == []                 # at the threshold: not over
     assert step_problems(two_of_ten, 0.19) == ["error rate 20.00% > threshold 19.00%"]
+    # every request cut at the step's end: nothing finished, which is no evidence of health
+    all_cut = OutcomeCounts(attempted=4, completed=0, failed=0, truncated=0, cancelled=4)
+    assert all_cut.error_rate == 1.0
+    assert step_problems(all_cut, 1.0) == [
+        "all 4 request(s) were cut at the step's end: none finished"]
+    one_left = OutcomeCounts(attempted=4, completed=1, failed=0, truncated=0, cancelled=3)
+    assert one_left.error_rate == 0.0 and step_problems(one_left, 0.0) == []
     cut = OutcomeCounts(attempted=10, completed=9, failed=0, truncated=1, cancelled=0)
     assert step_problems(cut, 1.0) == [
         "1 truncated stream(s) of 10 requests (the server ended them short of a whole answer)"]
