@@ -22,7 +22,7 @@ from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.stackinfo import REHEARSAL, StackInfo
-from workloads.attest.checks import summary_line
+from workloads.attest.checks import first_data_stall, summary_line
 from workloads.manifest import COMPLETE
 
 
@@ -53,6 +53,20 @@ def attestation_lines(records: list[RunRecord]) -> dict[str, str]:
         out.setdefault(r.stack, []).append(line if len(records) == 1 else
                                            f"run {r.run_id}: {line}")
     return {stack: "; ".join(lines) for stack, lines in out.items()}
+
+
+def stall_warnings(records: list[RunRecord]) -> list[str]:
+    """Every TTFT figure of a run whose attestation measured a first-data stall includes it."""
+    out = []
+    for r in records:
+        stall = first_data_stall(r.extra.get("attestations"))
+        if stall is not None:
+            out.append(f"TTFT of {r.stack} (run {r.run_id}) includes a first-data stall of "
+                       f"{stall:.1f} ms, measured by the attestation (the frontend holds the "
+                       "first SSE data until the client ACKs the response headers: Dynamo's "
+                       "HTTP sockets have no TCP_NODELAY; docs/testing.md): every TTFT figure "
+                       "of this run, and its TTFT SLO verdicts, carry it")
+    return out
 
 
 def price_warnings(cost: pd.DataFrame) -> list[str]:
@@ -142,6 +156,7 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
                   for _, r in bad.iterrows()]
     f.warnings += [f"not measured: {x}" for x in _steps_without_data(records, steps)]
     f.warnings += no_difference
+    f.warnings += stall_warnings(records)
     if n["truncated"]:
         f.warnings.append(f"{n['truncated']} truncated stream(s): AIPerf counted them as "
                           "successes; here they are excluded (see the reconciliation table)")

@@ -37,6 +37,7 @@ from stacks.conventions.frontend_trace import REQUEST_TRACE_POD_PATH
 from tests.aws_target_fake_api import FakeBatchV1, FakeCoreV1, FakeCustomObjects, _not_found
 from tests.aws_target_fake_serving import FakeServing
 from tests.k8s_validation import validate_builtin
+from workloads.attest import first_data
 from workloads.targets.aws import k8s_scripts
 from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
 from workloads.targets.aws.k8s_client import ExecResult, Kube
@@ -112,6 +113,13 @@ class FakeCluster:
         self.job_seconds = 20.0
         self.start_delay_s = 4.0
         self._uid = 0
+        # What the frontend pod's first-data probe prints (workloads/attest/first_data.py): a
+        # frontend that sets TCP_NODELAY, by default.
+        self.first_data = {"requests": 8, "quickack_supported": True, "stall_ms": 0.4,
+                           "plain": {"first_data_p50_ms": 21.0, "frontend_ttft_mean_ms": 20.1},
+                           "quickack": {"first_data_p50_ms": 20.6,
+                                        "frontend_ttft_mean_ms": 20.0}}
+        self.first_data_probes: list[list[str]] = []
         self.versions = {"ai-dynamo": "1.6.1", "ai-dynamo-runtime": "1.6.1", "vllm": "0.11.0",
                          "nixl": "0.7.1", "nixl-cu12": None, "nixl-cu13": None,
                          "torch": "2.8.0", "ucx-py": None}
@@ -310,6 +318,9 @@ class FakeCluster:
             done = subprocess.run([sys.executable, "-c", argv[2], str(self.trace_file(pod)),
                                    *argv[4:]], capture_output=True, timeout=60)
             return ExecResult(done.stdout, done.stderr, done.returncode)
+        if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", first_data.PROBE]:
+            self.first_data_probes.append(argv[3:])
+            return ExecResult(json.dumps(self.first_data).encode(), b"", 0)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", GPU_PROBE]:
             return ExecResult(self.serving.probe(obj), b"", 0)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", METRICS_GET]:

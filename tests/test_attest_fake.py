@@ -14,7 +14,7 @@ from reports.build import build_report
 from stacks.preflight.run import check_stack
 from tests.aws_target_deploy import aws_target, connect_runner, deploy
 from tests.aws_target_fake_serving import engine_log, node_uuids
-from workloads.attest.checks import FAIL, NOT_CONFIGURED, PASS
+from workloads.attest.checks import FAIL, FLAGGED, NOT_CONFIGURED, PASS
 from workloads.runner import RunOptions, run
 
 
@@ -53,7 +53,7 @@ def test_a_faithful_disaggregated_libfabric_deployment_passes_every_check(tmp_pa
     assert _status(att) == {"model": PASS, "gpus": PASS, "driver": PASS, "nixl_backend": PASS,
                             "kv_transfer": PASS, "prefix_cache": PASS,
                             "kv_events": NOT_CONFIGURED, "kv_offload": NOT_CONFIGURED,
-                            "precision": PASS}
+                            "precision": PASS, "first_data": PASS}
     gpus = next(c for c in att.checks if c.name == "gpus").evidence
     assert len(gpus) == 4 and all(len(p["uuids"]) == 4 for p in gpus.values())
     assert next(c for c in att.checks if c.name == "driver").evidence == {
@@ -218,3 +218,41 @@ def test_a_refusal_after_a_cold_restart_stops_the_run_at_that_step(tmp_path, dep
     assert "gpus" in m["attempts"][-1]["error"]
     first_cold = next(s for s in m["steps"].values() if s.get("cold"))
     assert first_cold["status"] != "complete" and "attestation" not in first_cold
+
+
+def test_a_first_data_stall_is_flagged_with_its_size_and_never_refuses(tmp_path):
+    stalled = {"requests": 8, "quickack_supported": True, "stall_ms": 23.4,
+               "plain": {"first_data_p50_ms": 43.9, "frontend_ttft_mean_ms": 20.1},
+               "quickack": {"first_data_p50_ms": 20.5, "frontend_ttft_mean_ms": 19.9}}
+    d, att = _attest(tmp_path, "disagg-a100", before=lambda d, t: setattr(
+        d.cluster, "first_data", stalled))
+    assert att.ok, att.refusal()
+    check = next(c for c in att.checks if c.name == "first_data")
+    assert check.status == FLAGGED and "23.4 ms" in check.detail
+    assert check.evidence["gap_ms"] == pytest.approx(23.8)
+    # run in a frontend pod, on its own HTTP port, with the model the stack serves
+    host, port, model, n = d.cluster.first_data_probes[-1]
+    assert (host, n) == ("127.0.0.1", "8") and port.isdigit() and model
+
+
+def test_a_failed_first_data_probe_is_recorded_as_unmeasured(tmp_path):
+    d, att = _attest(tmp_path, "disagg-a100", before=lambda d, t: setattr(
+        d.cluster, "first_data", {"error": "exit 1: boom"}))
+    check = next(c for c in att.checks if c.name == "first_data")
+    assert att.ok and check.status == FLAGGED
+    assert "not measured: exit 1: boom" in check.detail
+
+
+def test_every_ttft_of_a_stalled_run_is_flagged_in_the_report():
+    from reports.runs import RunRecord
+    from reports.summary import stall_warnings
+
+    def record(status: str, stall: float) -> RunRecord:
+        att = [{"checks": [{"name": "first_data", "status": status,
+                            "evidence": {"stall_ms": stall}}]}]
+        return RunRecord(path=None, stack="agg", run_id="r1", config={},  # type: ignore
+                         config_hash="h", versions={}, datasets={}, steps={},
+                         extra={"attestations": att})
+    assert stall_warnings([record(PASS, 0.4)]) == []
+    [line] = stall_warnings([record(FLAGGED, 23.4)])
+    assert line.startswith("TTFT of agg (run r1) includes a first-data stall of 23.4 ms")

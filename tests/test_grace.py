@@ -119,3 +119,13 @@ def test_error_rate_is_over_the_requests_let_finish():
     assert everything_cut.error_rate == 1.0
     assert step_problems(everything_cut, 1.0) == [
         "all 5 request(s) were cut at the step's end: none finished"]
+
+
+def test_bench_splits_the_ttft_gap_into_the_stall_and_the_rest():
+    from workloads.bench import stall_columns
+    cols = stall_columns(ttft_client=50.0, ttft_engine=38.0, ttft_quickack=39.0)
+    assert cols["ttft_gap_ms"] == 12.0 and cols["stall_ms"] == 11.0
+    assert cols["stall_share"] == pytest.approx(11 / 12)
+    assert cols["ttft_ratio_no_stall"] == pytest.approx(39 / 38)
+    missing = stall_columns(ttft_client=50.0, ttft_engine=38.0, ttft_quickack=None)
+    assert missing["stall_ms"] is None and missing["ttft_ratio_no_stall"] is None

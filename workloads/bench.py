@@ -5,7 +5,11 @@ For c = 1..64 on the local engine it runs the concurrency sweep twice: once thro
 same steps (same datasets, fresh engine). Per concurrency it prints client TTFT / ITL (AIPerf)
 next to the engine's own (the frontend histograms' sum/count over the step), their ratio,
 AIPerf's CPU use, achieved concurrency, and the runner's wall time per step against the bare
-command's. A measurement, not a test: the numbers depend on the machine.
+command's. A third pass runs the same commands again with AIPerf's client ACKing every segment
+at once (quickack_site/sitecustomize.py): its TTFT is the client's without the first-token
+stall (Dynamo's frontend without TCP_NODELAY meeting the client's delayed ACK, docs/testing.md),
+so the table shows the client-minus-engine gap in ms, the stall's size and share of it, and the
+ratio without it. A measurement, not a test: the numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from stacks.catalog import metrics
 from stacks.config.loader import stack_file
 from stacks.preflight.run import require_valid
 from workloads.aiperf_args import AiperfInvocation, profile_args
+from workloads.grace import MIN_GRACE_S
 from workloads.model_folder import build_model_folder
 from workloads.results import summary_metric
 from workloads.runner import REPO, RunOptions, default_hf_home, run
@@ -58,8 +63,14 @@ def engine_mean_ms(step_dir: Path, histogram: str) -> float | None:
     return 1000 * total / count if count else None
 
 
-def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict]) -> dict:
-    """The same AIPerf commands without the runner: fresh engine, same datasets."""
+QUICKACK_SITE = Path(__file__).parent / "quickack_site"
+
+
+def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict],
+             quickack: bool = False) -> dict:
+    """The same AIPerf commands without the runner: fresh engine, same datasets. With
+    `quickack`, AIPerf's client ACKs every segment at once (quickack_site/sitecustomize.py):
+    the first-token stall's diagnostic pass."""
     report = require_valid(name, stacks_dir)
     stack = report.stack
     model = build_model_folder(default_hf_home(), stack.model.id, stack.model.arch)
@@ -71,20 +82,24 @@ def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict])
     try:
         ep = target.endpoints()
         env = {**os.environ, **model.env}
+        if quickack:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(QUICKACK_SITE), *filter(None, [env.get("PYTHONPATH")])])
         for s in steps_args:
             inv = AiperfInvocation(model=ep.model, url=ep.base_url, tokenizer=stack.model.id,
                                    input_file=s["dataset"], request_count=s["rows"],
                                    concurrency=s["concurrency"], seed=s["seed"],
                                    artifact_dir=out_dir / s["id"],
                                    server_metrics=tuple(ep.metrics_urls),
-                                   duration_s=s["duration_s"])
+                                   duration_s=s["duration_s"],
+                                   grace_period_s=s["grace_period_s"])
             t = time.monotonic()
             subprocess.run([str(aiperf_executable()), *profile_args(inv)], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             walls[s["id"]] = time.monotonic() - t
     finally:
         target.stop()
-    return {"steps": walls, "total": time.monotonic() - t0}
+    return {"steps": walls, "total": time.monotonic() - t0, "dir": out_dir}
 
 
 def _phase_seconds(manifest: dict, step_id: str) -> float | None:
@@ -96,7 +111,27 @@ def _phase_seconds(manifest: dict, step_id: str) -> float | None:
     return None
 
 
-def rows_for_table(run_dir: Path, manifest: dict, bare: dict) -> list[dict]:
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return a - b if a is not None and b is not None else None
+
+
+def stall_columns(ttft_client: float | None, ttft_engine: float | None,
+                  ttft_quickack: float | None) -> dict:
+    """The client-minus-engine TTFT gap, the first-token stall's part of it (the client's TTFT
+    minus the quick-ACK pass's) and the ratio without the stall (pure)."""
+    gap, stall = _minus(ttft_client, ttft_engine), _minus(ttft_client, ttft_quickack)
+    return {"ttft_gap_ms": gap, "stall_ms": stall,
+            "stall_share": stall / gap if stall is not None and gap else None,
+            "ttft_quickack_ms": ttft_quickack,
+            "ttft_ratio_no_stall": _ratio(ttft_quickack, ttft_engine)}
+
+
+def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
+                   quickack: dict | None = None) -> list[dict]:
     rows = []
     for step_id, step in manifest["steps"].items():
         d = run_dir / step_id
@@ -106,10 +141,13 @@ def rows_for_table(run_dir: Path, manifest: dict, bare: dict) -> list[dict]:
         itl_e = engine_mean_ms(d, metrics.FRONTEND_ITL)
         runner_s = _phase_seconds(manifest, step_id)
         bare_s = bare["steps"].get(step_id)
+        ttft_q = summary_metric(quickack["dir"] / step_id, "time_to_first_token") \
+            if quickack else None
         rows.append({
             "c": step["concurrency"], "requests": step["counts"]["attempted"],
             "ttft_client_ms": ttft_c, "ttft_engine_ms": ttft_e,
-            "ttft_ratio": ttft_c / ttft_e if ttft_c and ttft_e else None,
+            "ttft_ratio": _ratio(ttft_c, ttft_e),
+            **stall_columns(ttft_c, ttft_e, ttft_q),
             "itl_client_ms": itl_c, "itl_engine_ms": itl_e,
             "itl_ratio": itl_c / itl_e if itl_c and itl_e else None,
             "aiperf_cpu_cores": step["client"]["cpu"]["mean_cores"],
@@ -124,6 +162,9 @@ def rows_for_table(run_dir: Path, manifest: dict, bare: dict) -> list[dict]:
 COLUMNS = [("c", "c", "{}"), ("requests", "req", "{}"),
            ("ttft_client_ms", "TTFT client ms", "{:.1f}"),
            ("ttft_engine_ms", "TTFT engine ms", "{:.1f}"), ("ttft_ratio", "ratio", "{:.3f}"),
+           ("ttft_gap_ms", "gap ms", "{:+.1f}"), ("stall_ms", "stall ms", "{:.1f}"),
+           ("stall_share", "stall share", "{:.0%}"),
+           ("ttft_ratio_no_stall", "ratio w/o stall", "{:.3f}"),
            ("itl_client_ms", "ITL client ms", "{:.2f}"),
            ("itl_engine_ms", "ITL engine ms", "{:.2f}"), ("itl_ratio", "ratio", "{:.3f}"),
            ("aiperf_cpu_cores", "AIPerf CPU cores", "{:.2f}"),
@@ -167,10 +208,15 @@ def main(concurrencies: list[int], stack: str, duration_s: float, out: Path | No
         steps = plan(require_valid(name, tmp).stack, "quick", ["concurrency_sweep"])
         args = [{"id": s.id, "dataset": result.run_dir / manifest["steps"][s.id]["dataset"][
             "path"], "rows": s.params["rows"], "concurrency": s.concurrency, "seed": s.seed,
-            "duration_s": s.duration_s} for s in steps]
+            "duration_s": s.duration_s,
+            "grace_period_s": manifest["steps"][s.id].get("grace", {}).get(
+                "grace_period_s", MIN_GRACE_S)} for s in steps]
         console.print("bare AIPerf pass (same commands, no runner) ...")
         bare = run_bare(name, tmp, result.run_dir.parent / f"{run_id}-bare", args)
-        rows = rows_for_table(result.run_dir, manifest, bare)
+        console.print("quick-ACK pass (the same commands, the client ACKing at once) ...")
+        quick = run_bare(name, tmp, result.run_dir.parent / f"{run_id}-quickack", args,
+                         quickack=True)
+        rows = rows_for_table(result.run_dir, manifest, bare, quick)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     table = Table(title=f"client vs engine, {stack}, ISL {ISL} / OSL {OSL}, {duration_s:g} s "

@@ -17,14 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workloads.attest import first_data
 from workloads.attest.parse import Expected, expected_gpus
 from workloads.targets.base import TargetError
 
 PASS, FAIL = "pass", "fail"
+# Recorded and flagged on the run's figures, never a refusal (the server answers correctly).
+FLAGGED = "flagged"
 MOCKER = "not applicable (mocker)"
 NOT_CONFIGURED = "not configured"
 CHECKS = ("model", "gpus", "driver", "nixl_backend", "kv_transfer", "prefix_cache",
-          "kv_events", "kv_offload", "precision")
+          "kv_events", "kv_offload", "precision", "first_data")
 # What a NIXL fallback to TCP looks like in the log: the backend that was not asked for.
 _OTHER_BACKEND = {"LIBFABRIC": "UCX", "UCX": "LIBFABRIC"}
 _QUANTIZATION = {"bf16": ("none", ""), "fp8": ("fp8", "compressed-tensors", "modelopt"),
@@ -234,12 +237,36 @@ def check_precision(x: Expected, ev: dict) -> Check:
     return Check("precision", PASS, f"{x.precision} on every worker", seen)
 
 
+def check_first_data(x: Expected, ev: dict) -> Check:
+    """The client's first data against the frontend's own TTFT on a kept-alive connection
+    (workloads/attest/first_data.py): a stall above the bound flags every TTFT of the run."""
+    probe = ev.get("first_data")
+    stall = first_data.stall_ms(probe)
+    if stall is None or probe is None:
+        why = (probe or {}).get("error") or "the probe did not run"
+        return Check("first_data", FLAGGED, f"first-data stall not measured: {why}; TTFT "
+                     "figures may include a client-side stall", probe or {})
+    seen = {"stall_ms": stall, "gap_ms": first_data.gap_ms(probe),
+            "plain_first_data_p50_ms": probe["plain"]["first_data_p50_ms"],
+            "quickack_first_data_p50_ms": probe["quickack"]["first_data_p50_ms"],
+            "frontend_ttft_mean_ms": probe["plain"]["frontend_ttft_mean_ms"],
+            "bound_ms": first_data.STALL_BOUND_MS}
+    if stall > first_data.STALL_BOUND_MS:
+        return Check("first_data", FLAGGED, f"the client sees the first token {stall:.1f} ms "
+                     f"after a client that ACKs at once (bound {first_data.STALL_BOUND_MS:g} "
+                     "ms): the frontend's Nagle delay meets the client's delayed ACK; every "
+                     "TTFT of this run includes it", seen)
+    return Check("first_data", PASS, f"first-data stall {stall:.1f} ms <= "
+                 f"{first_data.STALL_BOUND_MS:g} ms", seen)
+
+
 _JUDGES = {"model": check_model, "gpus": check_gpus, "driver": check_driver,
            "nixl_backend": check_nixl_backend, "kv_transfer": check_kv_transfer,
            "prefix_cache": check_prefix_cache, "kv_events": check_kv_events,
-           "kv_offload": check_kv_offload, "precision": check_precision}
+           "kv_offload": check_kv_offload, "precision": check_precision,
+           "first_data": check_first_data}
 # What the local mocker can show: it has no GPUs, NIXL, offload tier or vLLM engine log.
-MOCKER_CHECKS = ("model", "prefix_cache", "kv_events")
+MOCKER_CHECKS = ("model", "prefix_cache", "kv_events", "first_data")
 
 
 def configured(x: Expected, name: str) -> bool:
@@ -258,6 +285,16 @@ def evaluate(x: Expected, evidence: dict, when: str) -> Attestation:
         else:
             checks.append(_JUDGES[name](x, evidence))
     return Attestation(when, x.target, checks)
+
+
+def first_data_stall(records: list[dict] | None) -> float | None:
+    """The first-data stall a run's last attestation flagged (ms), None when it passed or
+    was not measured."""
+    for check in ((records or [{}])[-1].get("checks") or []):
+        if check.get("name") == "first_data" and check.get("status") == FLAGGED:
+            value = (check.get("evidence") or {}).get("stall_ms")
+            return float(value) if isinstance(value, (int, float)) else None
+    return None
 
 
 def summary_line(records: list[dict] | None) -> str:

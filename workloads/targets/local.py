@@ -25,6 +25,7 @@ import httpx
 
 from stacks.config.schema import Role, ServingConfig, StackConfig, Topology
 from workloads import request_trace
+from workloads.attest import first_data
 from workloads.attest import probe as attest_probe
 from workloads.attest.checks import Attestation, evaluate
 from workloads.attest.parse import expected
@@ -260,6 +261,7 @@ class LocalTarget:
         with httpx.Client(timeout=60.0) as client:
             evidence = attest_probe.collect(x, base_url=ep.base_url, client=client,
                                             scrape=scrape, tag=f"local-{self.attestations}")
+        evidence["first_data"] = first_data.run_here(ep.base_url, ep.model)
         return evaluate(x, evidence, when)
 
     def processes(self) -> list[ManagedProcess]:

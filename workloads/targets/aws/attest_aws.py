@@ -5,6 +5,7 @@ server proxies Services, not pod ports)."""
 
 from __future__ import annotations
 
+from workloads.attest import first_data
 from workloads.attest.parse import engine_config, gpu_probe, nixl_backends
 from workloads.targets.aws import k8s_graph, k8s_scripts
 from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
@@ -52,6 +53,23 @@ def pod_evidence(kube: Kube, namespace: str, dgd: dict, pods: list[dict]) -> dic
             rec["engine"] = engine_config(log)
         out[name] = rec
     return out
+
+
+def first_data_probe(kube: Kube, namespace: str, dgd: dict, pods: list[dict],
+                     model: str) -> dict:
+    """The first-data stall probe (workloads/attest/first_data.py) run inside one frontend pod
+    against its own HTTP port: the frontend's sockets, with no API-server proxy in between."""
+    kinds = k8s_graph.components(dgd)
+    for pod in pods:
+        url = k8s_graph.metrics_url(pod, "frontend") if kinds.get(
+            k8s_graph.component_of(pod), {}).get("type", "") == "frontend" else None
+        if not url:
+            continue
+        port = url.rsplit(":", 1)[1].split("/", 1)[0]
+        stdout, error = _exec(kube, namespace, pod["metadata"]["name"], first_data.PROBE,
+                              "127.0.0.1", port, model, str(first_data.PROBE_REQUESTS))
+        return {"pod": pod["metadata"]["name"], **first_data.parse_probe(stdout, error)}
+    return {"error": "no frontend pod with an HTTP port to probe"}
 
 
 def scrape(kube: Kube, namespace: str, dgd: dict, pods: list[dict]) -> dict[str, tuple[str,

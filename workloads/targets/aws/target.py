@@ -188,6 +188,8 @@ class AwsTarget:
                 offload_capacity_tokens=self.offload_capacity, sleep=self.clock.sleep,
                 now=self.clock.now)
         evidence["pods"] = attest_aws.pod_evidence(self.kube, self.namespace, self.dgd, pods)
+        evidence["first_data"] = attest_aws.first_data_probe(
+            self.kube, self.namespace, self.dgd, pods, self.service.model)
         evidence["node_image"] = {"ami_release": self.outputs.get("nodeAmiRelease"),
                                   "driver": self.outputs.get("nodeNvidiaDriver")}
         self.gpu_drivers = sorted({g["driver"] for p in evidence["pods"].values()
