@@ -18,6 +18,7 @@ from stack_variants import F, Mutation, edit
 
 from stacks.catalog.models import MODELS
 from stacks.config.campaign_config import CampaignDeploy
+from stacks.config.loader import STACKS_DIR
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import WORKLOAD_NAMES, WorkloadsConfig
 
@@ -131,6 +132,47 @@ def test_a_value_of_the_wrong_kind_is_refused_with_the_field_and_the_fix(
 ], ids=["int_setup_hours", "int_timeout", "dashed_parser_name", "one_flag", "architecture"])
 def test_the_right_kind_still_passes(stacks_dir: Path, source: str, change: Mutation) -> None:
     sv.write_stack(stacks_dir, "sibling", sv.variant_config(source, change))
+    code, out = sv.check(stacks_dir, "sibling")
+    assert code == 0, out
+
+
+AGG = (STACKS_DIR / "Pulumi.agg-a100.yaml").read_text()
+
+
+def _spelled(old: str, new: str) -> str:
+    assert old in AGG, old
+    return AGG.replace(old, new, 1)
+
+
+@pytest.mark.parametrize(("old", "new", "field", "says", "fix"), [
+    ("kvEvents: true", "kvEvents: yes", "serving.kvEvents",
+     "'yes' is a boolean to some YAML readers and a string to others", "write true"),
+    ("kvEvents: true", "kvEvents: On", "serving.kvEvents", "'On' is a boolean", "write true"),
+    ("kvEvents: true", "kvEvents: y", "serving.kvEvents", "'y' is a boolean", "write true"),
+    ("kvEvents: true", "kvEvents: off", "serving.kvEvents", "'off' is a boolean", "write false"),
+    ("replicas: 4", "replicas: 04", "serving.workers[0].replicas",
+     "'04' is a number YAML readers do not all read alike", "write the number in plain"),
+    ("budgetUsd: 200", "budgetUsd: 2_00", "cost.budgetUsd",
+     "'2_00' is a number YAML readers do not all read alike", "write the number in plain"),
+    ("setupHours: 0.25", "setupHours: 1:30", "cost.setupHours",
+     "'1:30' is a number YAML readers do not all read alike", "write the number in plain"),
+], ids=["yes", "On", "y", "off", "leading_zero", "underscore", "base_60"])
+def test_a_value_yaml_readers_read_differently_is_refused_where_it_is_written(
+        stacks_dir: Path, old: str, new: str, field: str, says: str, fix: str) -> None:
+    """stacks check (PyYAML, YAML 1.1) and pulumi up (the Pulumi CLI's Go reader) must read
+    one value: a spelling they could read differently is refused with the one they agree on."""
+    (stacks_dir / "Pulumi.variant.yaml").write_text(_spelled(old, new))
+    code, out = sv.check(stacks_dir, "variant")
+    assert code == 2, out
+    line = f"- {F}{field}: {says}"
+    assert line in out, out
+    assert f"-> fix: {fix}" in out[out.index(line):], out
+
+
+def test_quoted_words_and_plain_numbers_stay_valid(stacks_dir: Path) -> None:
+    text = _spelled("experiment: a100-campaign", 'experiment: "on"')
+    (stacks_dir / "Pulumi.sibling.yaml").write_text(text.replace("budgetUsd: 200",
+                                                                 "budgetUsd: 250"))
     code, out = sv.check(stacks_dir, "sibling")
     assert code == 0, out
 
