@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 PROVENANCE_LABELS = ("VERIFIED", "THIRD-PARTY", "ESTIMATED", "UNKNOWN")
 
@@ -88,41 +88,44 @@ class SpecMethod(str, Enum):
 
 
 class SlidingWindowLayers(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    layers: int = Field(ge=1)
-    window: int = Field(ge=1)   # tokens one sequence keeps in these layers (incl. itself)
+    layers: StrictInt = Field(ge=1)
+    window: StrictInt = Field(ge=1)   # tokens one sequence keeps in these layers (incl. itself)
 
 
 class ModelArchitecture(BaseModel):
     """The facts pre-flight needs to size weights and KV cache."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+    # A stack's `model.architecture` is one of these: strict scalars and finite numbers, as in
+    # every stack config model (stacks/config/schema_base.py says why; `layers: true` was 1).
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid",
+                              allow_inf_nan=False)
 
-    total_params_b: float
-    active_params_b: float
-    layers: int
-    attention_heads: int
-    kv_heads: int
-    head_dim: int
-    max_context: int
-    hidden_size: int
-    vocab_size: int
-    experts: int = 0
-    experts_per_token: int = 0
+    total_params_b: StrictFloat
+    active_params_b: StrictFloat
+    layers: StrictInt
+    attention_heads: StrictInt
+    kv_heads: StrictInt
+    head_dim: StrictInt
+    max_context: StrictInt
+    hidden_size: StrictInt
+    vocab_size: StrictInt
+    experts: StrictInt = 0
+    experts_per_token: StrictInt = 0
     # --- beyond uniform GQA (all optional; defaults keep the uniform-GQA arithmetic) ---
     attention_kind: AttentionKind = AttentionKind.GQA
     # Layers that cache every token (softmax attention without a window); default: all.
-    full_attention_layers: int | None = None
-    v_head_dim: int | None = None
+    full_attention_layers: StrictInt | None = None
+    v_head_dim: StrictInt | None = None
     sliding_windows: tuple[SlidingWindowLayers, ...] = ()
-    mla_latent_dim: int = 0
-    indexer_bytes_per_token_layer: int = 0
-    linear_attention_layers: int = 0
-    linear_state_bytes_per_layer: int = 0
+    mla_latent_dim: StrictInt = 0
+    indexer_bytes_per_token_layer: StrictInt = 0
+    linear_attention_layers: StrictInt = 0
+    linear_state_bytes_per_layer: StrictInt = 0
     # Decimal GB of the checkpoint on disk; when known, weights per GPU come from it (quantized
     # checkpoints keep some modules in BF16/FP8, so params x bytes/param undercounts).
-    checkpoint_gb: float | None = None
+    checkpoint_gb: StrictFloat | None = None
     checkpoint_precision: str | None = None
     provenance: dict[str, str] = {}
 

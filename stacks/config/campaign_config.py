@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, StrictBool, ValidationError
 
 from stacks.config.errors import Problem
 from stacks.config.schema import Schema, StackConfig
@@ -33,8 +33,8 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 class CampaignDeploy(Schema):
     graph_name: Annotated[str, Field(pattern=DNS_LABEL, max_length=40)]
-    hand_over: bool = False
-    adopt: bool = False
+    hand_over: StrictBool = False
+    adopt: StrictBool = False
 
 
 def _json(value: str | None, key: str) -> tuple[Any, list[Problem]]:

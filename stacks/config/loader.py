@@ -46,6 +46,11 @@ PATTERN_RULES = {
     r"^\d+\.\d+\.\d+": "a MAJOR.MINOR.PATCH version such as 1.6.1",
     r"^[0-9a-f]{40}$": "a 40-character lowercase hex commit id",
     r"^[0-9a-f]{64}$": "a 64-character lowercase hex sha256 (as sha256sum prints it)",
+    r"^[a-z][a-z0-9_-]{0,63}$": "a parser name as vLLM and Dynamo spell them: a lowercase "
+                                "letter, then up to 63 lowercase letters, digits, '_' and '-' "
+                                "(e.g. qwen3_coder)",
+    r"\S": "a command-line argument that is neither empty nor only spaces (the engine would "
+           "get an empty argument), or no entry at all",
 }
 
 
@@ -58,6 +63,37 @@ def all_stack_names(stacks_dir: Path = STACKS_DIR) -> list[str]:
     stack is not one: derived_stack_names lists those)."""
     names = (p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
     return sorted(n for n in names if DERIVED_SEPARATOR not in n)
+
+
+# What a strict field takes (stacks/config/schema_base.py), in words, and the fix: YAML decides a
+# value's type by how it is written (`true`, `1`, `1.5`, `'1'`), so the fix says how to write it.
+TYPE_RULES = {
+    "int_type": ("a whole number",
+                 "write a whole number such as 4: not true/false, no decimal point, no quotes"),
+    "bool_type": ("true or false",
+                  "write true or false, unquoted (not 1/0, not 'true' in quotes)"),
+    "float_type": ("a number",
+                   "write a number such as 0.25 or 2: not true/false, no quotes"),
+    "string_type": ("text",
+                    "write text; quote it when YAML would read it as a number, a boolean or "
+                    "null (\"1\", \"true\", \"null\")"),
+    "list_type": ("a list", "write a YAML list ([a, b] or one `- item` a line)"),
+    "dict_type": ("a mapping", "write a mapping of keys (`key: value`)"),
+    "model_type": ("a mapping", "write a mapping of keys (`key: value`)"),
+}
+
+
+def yaml_kind(value: object) -> str:
+    """How YAML wrote `value`: `true is a boolean`, `'1' is a string`."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} is a boolean"
+    if value is None:
+        return "null is YAML's empty value"
+    kinds = ((int, "an integer"), (float, "a decimal number"), (str, "a string"),
+             (list, "a list"), (dict, "a mapping"))
+    kind = next((k for t, k in kinds if isinstance(value, t)), type(value).__name__)
+    shown = repr(value) if isinstance(value, (int, float, str)) else "the value"
+    return f"{shown} is {kind}"
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -85,6 +121,8 @@ def _fix_for(err: ErrorDetails) -> str:
         return f"use one of the allowed values ({err.get('ctx', {}).get('expected', '')})"
     if kind.startswith(("greater", "less", "too_short", "too_long")):
         return "bring the value into the allowed range"
+    if kind in TYPE_RULES:
+        return TYPE_RULES[kind][1]
     if kind.endswith(("_type", "_parsing")):
         return "write a value of the expected type"
     if kind == "string_pattern_mismatch":
@@ -104,6 +142,8 @@ def _message(err: ErrorDetails) -> str:
         return f"'{err['input']}' breaks the rule: {pattern_words(err['ctx']['pattern'])}"
     if kind == "finite_number":
         return f"{err['input']} is not a finite number"
+    if kind in TYPE_RULES:
+        return f"{yaml_kind(err['input'])}, not {TYPE_RULES[kind][0]}"
     # model_validator errors carry the message; strip pydantic's "Value error, " prefix.
     return str(err["msg"]).removeprefix("Value error, ")
 

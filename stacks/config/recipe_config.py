@@ -21,11 +21,11 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from stacks.catalog.model_arch import AttentionBackend, MoeBackend, SpecMethod
 from stacks.config.errors import field_error
+from stacks.config.schema_base import Schema
 
 # `dynamo._core.get_tool_parser_names()` / `get_reasoning_parser_names()` of ai-dynamo 1.6.1
 # (the choices of the worker flags); tests/test_recipes_config.py compares them with the
@@ -45,24 +45,27 @@ DYNAMO_REASONING_PARSERS = frozenset({
     "muse_glimmer", "nemotron3", "nemotron_deci", "nemotron_nano", "nemotron_v3", "qwen3",
     "qwen3_coder", "step3"})
 
+# A parser's name as vLLM and Dynamo spell them: every name they register is a lowercase letter
+# then lowercase letters, digits, '_' and '-' (vllm-project/vllm vllm/tool_parsers/__init__.py
+# and vllm/reasoning/__init__.py, `_TOOL_PARSERS_TO_REGISTER` / `_REASONING_PARSERS_TO_REGISTER`:
+# `granite-20b-fc`, `qwen3_coder`, `minimax_m2_append_think`; the Dynamo 1.6.1 names above). So
+# `''`, `-1`, `1e309` and `${HOME}` are no parser's name; whether a well-formed name is one the
+# image's engine knows is pre-flight's check against the installed lists.
+ParserName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+
 SPEC_CONFIG_KEY = "speculative-config"
 SPEC_CONFIG_SYNTHETIC_KEY = "speculative-config-synthetic"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True, allow_inf_nan=False)
-
-
-class SpeculativeDecoding(_Model):
+class SpeculativeDecoding(Schema):
     method: SpecMethod
-    num_tokens: Annotated[int, Field(ge=1, le=8)]
+    num_tokens: Annotated[StrictInt, Field(ge=1, le=8)]
     draft_model: Annotated[str | None, Field(pattern=r"^[\w.-]+/[\w.-]+$")] = None
     draft_revision: Annotated[str | None, Field(pattern=r"^[0-9a-f]{40}$")] = None
     # Which ConfigMap key the workers read: real acceptance, or the synthetic profile that
     # forces `syntheticAcceptanceLength` (throughput-only; not a quality-valid run).
     acceptance: Literal["real", "synthetic"] = "real"
-    synthetic_acceptance_length: Annotated[float | None, Field(gt=1.0)] = None
+    synthetic_acceptance_length: Annotated[StrictFloat | None, Field(gt=1.0)] = None
     # configmap: `--speculative-config=$(SPECULATIVE_CONFIG)` from the ConfigMap key (A.X K2,
     # Motif 3); flags: `--spec-method M --spec-tokens N`, K-EXAONE's recipe verbatim.
     delivery: Literal["configmap", "flags"] = "configmap"
@@ -109,25 +112,25 @@ class SpeculativeDecoding(_Model):
         return SPEC_CONFIG_SYNTHETIC_KEY if self.acceptance == "synthetic" else SPEC_CONFIG_KEY
 
 
-class KernelPins(_Model):
+class KernelPins(Schema):
     attention_backend: AttentionBackend | None = None
     moe_backend: MoeBackend | None = None
-    flashinfer_autotune: bool | None = None
+    flashinfer_autotune: StrictBool | None = None
     # How the MoE / autotune pins reach vLLM: one `--kernel-config` JSON (A.X K2, K-EXAONE) or
     # the separate `--moe-backend` / `--[no-]enable-flashinfer-autotune` flags (Solar Open 2).
     delivery: Literal["kernel-config", "flags"] = "kernel-config"
 
 
-class Parsers(_Model):
+class Parsers(Schema):
     chat_processor: Literal["dynamo", "vllm"] = "dynamo"
-    tool_call: str | None = None
-    reasoning: str | None = None
+    tool_call: ParserName | None = None
+    reasoning: ParserName | None = None
     # vLLM processor only: let the model choose tools (`--enable-auto-tool-choice`).
-    auto_tool_choice: bool = False
+    auto_tool_choice: StrictBool = False
     # The vLLM engine's own `--reasoning-parser` on the workers (A.X K2, Solar Open 2).
-    engine_reasoning: str | None = None
+    engine_reasoning: ParserName | None = None
     # Workers: `--dyn-enable-structural-tag` (Motif 3; 1.6.1 still parses it, deprecated).
-    structural_tag: bool = False
+    structural_tag: StrictBool = False
 
     @model_validator(mode="after")
     def _names(self) -> Self:
@@ -149,20 +152,20 @@ class RdmaResource(str, Enum):
     SHARED_IB = "rdma/shared_ib"
 
 
-class RdmaRequest(_Model):
+class RdmaRequest(Schema):
     """What each disaggregated worker pod requests for NIXL over UCX on InfiniBand."""
 
     resource_name: RdmaResource = RdmaResource.SHARED_IB
     # Units per pod; unset = one per GPU of the pod (Solar's recipe). A.X K2 asks 1, K-EXAONE 4.
-    per_worker: Annotated[int | None, Field(ge=1, le=64)] = None
-    nixl_threads: Annotated[int | None, Field(ge=1, le=64)] = None
+    per_worker: Annotated[StrictInt | None, Field(ge=1, le=64)] = None
+    nixl_threads: Annotated[StrictInt | None, Field(ge=1, le=64)] = None
 
 
-class RdmaDevicePlugin(_Model):
+class RdmaDevicePlugin(Schema):
     """The RDMA device plugin of a base cluster (the Mellanox k8s-rdma-shared-dev-plugin)."""
 
     resource_name: RdmaResource = RdmaResource.SHARED_IB
     # Units one node advertises (the plugin's rdmaHcaMax); requests above it never schedule.
-    per_node: Annotated[int, Field(ge=1, le=1000)] = 64
+    per_node: Annotated[StrictInt, Field(ge=1, le=1000)] = 64
     # Node groups whose HCAs it advertises (the GPU groups).
     node_groups: Annotated[list[str], Field(min_length=1)]

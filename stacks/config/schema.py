@@ -12,7 +12,7 @@ import re
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from stacks.catalog.model_arch import ModelArchitecture
 from stacks.catalog.models import MODELS
@@ -50,11 +50,11 @@ class ModelConfig(Schema):
     precision: Precision = Precision.BF16
     # A100 has no FP8 tensor cores: vLLM can only run FP8 weights as weight-only (Marlin),
     # which is a different path from L40S/H100. Refused unless the stack accepts it knowingly.
-    accept_fp8_weight_only_fallback: bool = False
+    accept_fp8_weight_only_fallback: StrictBool = False
     revision: str | None = None
     architecture: ModelArchitecture | None = None
     # Workers and frontend load the model's own code (Motif 3).
-    trust_remote_code: bool = False
+    trust_remote_code: StrictBool = False
 
     @model_validator(mode="after")
     def _known_or_given(self) -> ModelConfig:
@@ -99,8 +99,8 @@ class TransferBackend(str, Enum):
 
 class KvOffload(Schema):
     kind: Literal["none", "cpu", "disk"] = "none"
-    cpu_gb: Annotated[float, Field(ge=0)] = 0
-    disk_gb: Annotated[float, Field(ge=0)] = 0
+    cpu_gb: Annotated[StrictFloat, Field(ge=0)] = 0
+    disk_gb: Annotated[StrictFloat, Field(ge=0)] = 0
 
     @model_validator(mode="after")
     def _sizes_match_kind(self) -> KvOffload:
@@ -115,22 +115,28 @@ class KvOffload(Schema):
         return self
 
 
+# One command-line argument of a worker or the frontend, passed to the engine as it is: an empty
+# (or all-space) entry would reach vLLM's or Dynamo's parser as an empty positional argument.
+# What a non-empty entry says is checked against the engine's own parser by pre-flight.
+CommandArg = Annotated[str, Field(pattern=r"\S")]
+
+
 class WorkerGroup(Schema):
     role: Role
-    replicas: Annotated[int, Field(ge=1, le=64)] = 1
-    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
-    expert_parallel: bool = False
+    replicas: Annotated[StrictInt, Field(ge=1, le=64)] = 1
+    tensor_parallel_size: Annotated[StrictInt, Field(ge=1, le=64)] = 1
+    expert_parallel: StrictBool = False
     node_group: str
-    max_model_len: Annotated[int, Field(ge=256)] = 32768
-    gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] = 0.90
+    max_model_len: Annotated[StrictInt, Field(ge=256)] = 32768
+    gpu_memory_utilization: Annotated[StrictFloat, Field(gt=0.1, le=0.98)] = 0.90
     # Nodes one worker spans (multinode TP/PP); 1 unless cluster.allowMultinode.
-    node_count: Annotated[int, Field(ge=1, le=16)] = 1
-    extra_args: list[str] = []
+    node_count: Annotated[StrictInt, Field(ge=1, le=16)] = 1
+    extra_args: list[CommandArg] = []
     env: dict[str, str] = {}
     # Host memory per pod (request, optional limit) and /dev/shm; unset: the graph's estimate.
-    host_memory_gib: Annotated[int | None, Field(ge=1, le=4096)] = None
-    host_memory_limit_gib: Annotated[int | None, Field(ge=1, le=4096)] = None
-    shared_memory_gib: Annotated[int | None, Field(ge=1, le=1024)] = None
+    host_memory_gib: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
+    host_memory_limit_gib: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
+    shared_memory_gib: Annotated[StrictInt | None, Field(ge=1, le=1024)] = None
 
     @model_validator(mode="after")
     def _limit_above_request(self) -> WorkerGroup:
@@ -177,12 +183,12 @@ def image_reference(v: str) -> str:
 
 
 class FrontendConfig(Schema):
-    replicas: Annotated[int, Field(ge=1, le=16)] = 1
+    replicas: Annotated[StrictInt, Field(ge=1, le=16)] = 1
     node_group: str | None = None
     # The frontend's own image (K-EXAONE's recipe: dynamo-frontend); unset: serving.image.
     image: str | None = None
     # Recipe frontend flags without a typed setting (router tuning, chat template kwargs).
-    extra_args: list[str] = []
+    extra_args: list[CommandArg] = []
 
     @field_validator("image")
     @classmethod
@@ -193,10 +199,10 @@ class FrontendConfig(Schema):
 class MockerConfig(Schema):
     """How the local Dynamo engine (mocker workers) imitates this stack's workers."""
 
-    speedup_ratio: Annotated[float, Field(gt=0, le=1000)] = 1.0
-    block_size: Annotated[int, Field(ge=16, le=1024)] = 64
+    speedup_ratio: Annotated[StrictFloat, Field(gt=0, le=1000)] = 1.0
+    block_size: Annotated[StrictInt, Field(ge=16, le=1024)] = 64
     # KV blocks per mocker; default: the KV capacity pre-flight computes for the real GPU.
-    num_gpu_blocks: Annotated[int | None, Field(ge=16)] = None
+    num_gpu_blocks: Annotated[StrictInt | None, Field(ge=16)] = None
 
 
 class ServingConfig(Schema):
@@ -211,13 +217,13 @@ class ServingConfig(Schema):
     backend: Literal["vllm"] = "vllm"
     topology: Topology = Topology.AGGREGATED
     router: RouterMode = RouterMode.ROUND_ROBIN
-    prefix_caching: bool = True
+    prefix_caching: StrictBool = True
     transfer: TransferBackend = TransferBackend.NONE
     kv_offload: KvOffload = KvOffload()
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     # Per-GPU memory vLLM needs beyond weights and KV cache: activations at the batch-token
     # budget, CUDA graphs, NCCL buffers. Stated, not measured; pre-flight prints it.
-    runtime_overhead_gib: Annotated[float, Field(ge=0, le=64)] = 4.0
+    runtime_overhead_gib: Annotated[StrictFloat, Field(ge=0, le=64)] = 4.0
     frontend: FrontendConfig = FrontendConfig()
     workers: Annotated[list[WorkerGroup], Field(min_length=1)]
     mocker: MockerConfig = MockerConfig()
@@ -227,17 +233,17 @@ class ServingConfig(Schema):
     parsers: Parsers = Parsers()
     # vLLM `--block-size` on every worker and, with the KV router, the frontend's
     # `--kv-cache-block-size` (they must agree); unset: vLLM's choice.
-    block_size: Annotated[int | None, Field(ge=1, le=4096)] = None
+    block_size: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
     rdma: RdmaRequest | None = None
     # Minutes a worker may take to load and start before Kubernetes restarts it (startupProbe)
     # and the forecast's model-load time; unset: the operator's probes and the estimate.
-    startup_budget_minutes: Annotated[int | None, Field(ge=5, le=120)] = None
+    startup_budget_minutes: Annotated[StrictInt | None, Field(ge=5, le=120)] = None
     # Env of every component of the graph (DynamoGraphDeployment spec.env).
     env: dict[str, str] = {}
     # Workers publish KV events with any router (the KV router reads them; round-robin ignores
     # them): a round-robin variant and its KV-router twin then run byte-identical workers, so a
     # campaign keeps them and swaps only the frontend. Unset: only with router kv.
-    kv_events: bool | None = None
+    kv_events: StrictBool | None = None
 
     @field_validator("image")
     @classmethod
@@ -255,15 +261,15 @@ class ServingConfig(Schema):
 # --- cost / tags ---------------------------------------------------------------------------
 
 class CostConfig(Schema):
-    budget_usd: Annotated[float, Field(gt=0)] = 500.0
+    budget_usd: Annotated[StrictFloat, Field(gt=0)] = 500.0
     # A base's ceiling for its whole campaign (base start-up, idle and every variant's time):
     # `stacks plan` and `stacks check <base>` refuse a campaign forecast above it.
-    campaign_budget_usd: Annotated[float | None, Field(gt=0)] = None
-    price_overrides: dict[str, Annotated[float, Field(gt=0)]] = {}
+    campaign_budget_usd: Annotated[StrictFloat | None, Field(gt=0)] = None
+    price_overrides: dict[str, Annotated[StrictFloat, Field(gt=0)]] = {}
     # Wall time outside the workloads: cluster creation, node start, model download and load.
-    setup_hours: Annotated[float, Field(ge=0, le=48)] = 1.0
+    setup_hours: Annotated[StrictFloat, Field(ge=0, le=48)] = 1.0
     # Assumed decode speed for count-based workload estimates (no measurement exists yet).
-    assumed_itl_ms: Annotated[float, Field(gt=0, le=1000)] = 25.0
+    assumed_itl_ms: Annotated[StrictFloat, Field(gt=0, le=1000)] = 25.0
 
 
 class TagsConfig(Schema):

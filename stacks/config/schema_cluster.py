@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, StrictInt, model_validator
 
 from stacks.config.errors import field_error
 from stacks.config.recipe_config import RdmaDevicePlugin
@@ -36,12 +36,12 @@ class Provisioning(str, Enum):
 class NodeGroup(Schema):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,38}$")]
     instance_type: str
-    count: Annotated[int, Field(ge=0, le=64)]
+    count: Annotated[StrictInt, Field(ge=0, le=64)]
     capacity_type: CapacityType = CapacityType.ON_DEMAND
     capacity_reservation_id: Annotated[str | None, Field(pattern=r"^cr-[0-9a-f]{8,17}$")] = None
     # Pin the group to one AZ (EFA and capacity reservations live in one AZ).
     availability_zone: str | None = None
-    disk_gib: Annotated[int, Field(ge=20, le=16384)] = 200
+    disk_gib: Annotated[StrictInt, Field(ge=20, le=16384)] = 200
     # computeMode auto only; unset: static for CPU groups, dynamic for GPU groups.
     provisioning: Provisioning | None = None
 
@@ -63,7 +63,7 @@ class VpcConfig(Schema):
     id: Annotated[str | None, Field(pattern=r"^vpc-[0-9a-f]{8,17}$")] = None
     private_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = []
     cidr: str = "10.42.0.0/16"
-    availability_zones: Annotated[int, Field(ge=2, le=6)] = 3
+    availability_zones: Annotated[StrictInt, Field(ge=2, le=6)] = 3
 
     @model_validator(mode="after")
     def _existing_vpc_needs_subnets(self) -> VpcConfig:
@@ -85,7 +85,7 @@ class ClusterConfig(Schema):
     node_groups: list[NodeGroup] = []
     vpc: VpcConfig = VpcConfig()
     # Multinode workers (one TP group across nodes) are off unless asked for.
-    allow_multinode: bool = False
+    allow_multinode: StrictBool = False
     # RDMA device plugin (InfiniBand for NIXL/UCX); its resource name is what workers request.
     rdma: RdmaDevicePlugin | None = None
     # A base whose variants also run on this base (same group names), as `<variant>.<this>`.
@@ -108,17 +108,17 @@ class ClusterConfig(Schema):
 
 class StorageConfig(Schema):
     efs_throughput_mode: Literal["elastic", "bursting"] = "elastic"
-    model_cache_gib: Annotated[int, Field(ge=10, le=10000)] = 200
-    results_gib: Annotated[int, Field(ge=1, le=1000)] = 20
+    model_cache_gib: Annotated[StrictInt, Field(ge=10, le=10000)] = 200
+    results_gib: Annotated[StrictInt, Field(ge=1, le=1000)] = 20
     # The model download Job's deadline; large checkpoints take long on first start.
-    download_timeout_minutes: Annotated[int, Field(ge=5, le=600)] = 90
+    download_timeout_minutes: Annotated[StrictInt, Field(ge=5, le=600)] = 90
 
 
 class MonitoringConfig(Schema):
-    enabled: bool = True
+    enabled: StrictBool = True
     kube_prometheus_stack_version: str = "79.5.0"
     retention: Annotated[str, Field(pattern=r"^\d+[hdw]$")] = "15d"
-    scrape_interval_s: Annotated[int, Field(ge=1, le=300)] = 15
-    grafana: bool = True
+    scrape_interval_s: Annotated[StrictInt, Field(ge=1, le=300)] = 15
+    grafana: StrictBool = True
     # Install DCGM exporter; Auto Mode nodes and the GPU AMI do not ship one.
-    dcgm_exporter: bool = True
+    dcgm_exporter: StrictBool = True

@@ -10,6 +10,8 @@ traceback. Every one of these is a `Problem` here, naming the file (and line) an
   UTF-8 (the first bad byte is named with its line and column);
 - YAML: one document; every mapping key a plain string that appears once; at most
   `MAX_NODES` values once aliases are expanded and `MAX_DEPTH` levels, no self-reference;
+  no plain value that YAML readers read differently (`yes`, `y`, `010`, `1_000`:
+  stacks.config.yaml_spelling), since `pulumi up` reads the file with another reader;
 - layout: top-level keys Pulumi knows, a non-empty `config:` mapping, every key
   `<namespace>:<key>` with the project's namespace or a provider's, no empty (null) value.
 
@@ -28,6 +30,7 @@ from typing import Any
 import yaml
 
 from stacks.config.errors import Problem, StackError
+from stacks.config.yaml_spelling import ambiguous
 
 PROJECT = "dynamo-bench"
 # Config keys of the project that are not part of the schema (read by the program itself).
@@ -190,6 +193,8 @@ def _vet(path: Path, root: yaml.Node) -> list[Problem]:
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 total += size(item, depth + 1, None if trail is None else f"{trail}[{i}]")
+        elif trail and isinstance(node, yaml.ScalarNode) and (wrong := ambiguous(node)):
+            problems.append(Problem(trail, *wrong))
         visiting.discard(ident)
         sizes[ident] = total
         if total > MAX_NODES:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from stacks.config.errors import field_error, relocated
+from stacks.config.schema_base import Schema
 
 Scale = Literal["quick", "full"]
-PositiveInt = Annotated[int, Field(ge=1)]
-Share = Annotated[float, Field(ge=0.0, le=1.0)]
+PositiveInt = Annotated[StrictInt, Field(ge=1)]
+Share = Annotated[StrictFloat, Field(ge=0.0, le=1.0)]
 # When a cold-cache workload restarts the workers (empty KV caches) before its steps. Every
 # step uses fresh hash ids, so an earlier step's cache cannot serve a later step's prompts:
 # one restart before the workload's first step already makes every step a cold measurement,
@@ -35,13 +36,8 @@ def restart_count(policy: ColdRestart, cold_steps: int) -> int:
     return sum(restarts_before(policy, i) for i in range(cold_steps))
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True, allow_inf_nan=False)
-
-
-class Workload(_Model):
-    enabled: bool = True
+class Workload(Schema):
+    enabled: StrictBool = True
     quick: dict[str, Any] = {}
 
     @model_validator(mode="after")
@@ -67,7 +63,7 @@ class ConcurrencySweep(Workload):
     concurrencies: Annotated[list[PositiveInt], Field(min_length=1)] = [1, 2, 4, 8, 16, 32, 64]
     isl: PositiveInt = 1024
     osl: PositiveInt = 512
-    duration_s: Annotated[float, Field(gt=0)] = 120.0
+    duration_s: Annotated[StrictFloat, Field(gt=0)] = 120.0
     quick: dict[str, Any] = {"concurrencies": [1, 4, 16], "durationS": 12, "osl": 128}
 
 
@@ -80,15 +76,15 @@ class MultiTurn(Workload):
     # workload whose count aligns (stacks/preflight/workload_checks.py lockstep_notes) and the
     # ablation report names a lockstep it sees (reports/ablation.py).
     conversations: PositiveInt = 8
-    turns: Annotated[int, Field(ge=1, le=64)] = 5
+    turns: Annotated[StrictInt, Field(ge=1, le=64)] = 5
     isl: PositiveInt = 512
     osl: PositiveInt = 256
-    duration_s: Annotated[float, Field(gt=0)] = 300.0
+    duration_s: Annotated[StrictFloat, Field(gt=0)] = 300.0
     # Think time between a turn's answer and the next user message (AIPerf `delay`, ms): its
     # mean, and the lognormal spread of each pause around it, drawn from each conversation's
     # own seed (0: every pause exactly turnDelayMs, conversations can move in lockstep).
-    turn_delay_ms: Annotated[float, Field(ge=0, le=600_000)] = 2000.0
-    turn_delay_sigma: Annotated[float, Field(ge=0, le=3)] = 0.6
+    turn_delay_ms: Annotated[StrictFloat, Field(ge=0, le=600_000)] = 2000.0
+    turn_delay_sigma: Annotated[StrictFloat, Field(ge=0, le=3)] = 0.6
     # Quick: short answers and pauses, so a 20 s step holds ~300 requests (~130 with 64-token
     # answers and 400 ms pauses): the hit rate's standard error falls to ~1.5 points, below
     # the ~9-point gap the KV router makes over round-robin on 2 workers (README, "Multi-turn
@@ -111,8 +107,8 @@ class SequenceDistributions(Workload):
     osl_max: PositiveInt = 2048
     concurrency: PositiveInt = 16
     requests: PositiveInt = 320
-    zipf_exponent: Annotated[float, Field(gt=1.0, le=5.0)] = 1.5
-    lognormal_sigma: Annotated[float, Field(gt=0.0, le=3.0)] = 0.8
+    zipf_exponent: Annotated[StrictFloat, Field(gt=1.0, le=5.0)] = 1.5
+    lognormal_sigma: Annotated[StrictFloat, Field(gt=0.0, le=3.0)] = 0.8
     quick: dict[str, Any] = {"requests": 32, "islMax": 2048, "oslMax": 256}
 
     @model_validator(mode="after")
@@ -158,7 +154,7 @@ REPLAY_QUICK: dict[str, Any] = {"maxRequests": 32}
 
 
 class TraceReplay(Workload):
-    enabled: bool = False
+    enabled: StrictBool = False
     source: TraceSource = "synthetic"
     # --- source: synthetic (the seeded Mooncake-style generator) ---
     isl: PositiveInt = 8192
@@ -169,7 +165,7 @@ class TraceReplay(Workload):
     # Lognormal spread of input lengths around the median `isl` (0: every row exactly isl).
     # Chat traces have a long tail of accumulated context, part of it beyond maxModelLen; such
     # rows are dropped (or their output clipped) before the step and counted in the run record.
-    isl_sigma: Annotated[float, Field(ge=0.0, le=3.0)] = 0.0
+    isl_sigma: Annotated[StrictFloat, Field(ge=0.0, le=3.0)] = 0.0
     # --- a replayed trace (public or file): its own timestamps, lengths and block hashes ---
     # source: file: a Mooncake-format JSONL (.jsonl or .jsonl.gz), relative to the project
     # root (the folder holding Pulumi.yaml) or absolute; sha256 (of the uncompressed JSONL),
@@ -179,18 +175,18 @@ class TraceReplay(Workload):
     # The time window replayed, in seconds of trace time (None: to the trace's end), then at
     # most max_requests of its first requests (a request sample that keeps the arrival pattern
     # and the prefix structure of its stretch of trace).
-    window_start_s: Annotated[float, Field(ge=0)] = 0.0
-    window_s: Annotated[float | None, Field(gt=0)] = None
+    window_start_s: Annotated[StrictFloat, Field(ge=0)] = 0.0
+    window_s: Annotated[StrictFloat | None, Field(gt=0)] = None
     max_requests: PositiveInt | None = None
     # Arrival timestamps divided by this (2: twice the trace's request rate).
-    speed_up: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    speed_up: Annotated[StrictFloat, Field(gt=0, le=1000)] = 1.0
     # One step per entry: the generator's concurrency, or for a replayed trace the cap on
     # requests in flight (AIPerf's --concurrency with its fixed schedule: a request due while
     # the cap is reached waits, and the report shows its lag).
     concurrencies: Annotated[list[PositiveInt], Field(min_length=1)] = [16]
     # After each step (cold: workers restarted), replay the same trace, same prompts, without a
     # restart: a warm-cache step beside every cold one.
-    warm_pass: bool = False
+    warm_pass: StrictBool = False
     # Fresh hash ids per concurrency and repeat: one restart before the first step suffices.
     cold_restart: ColdRestart = "first-step"
     quick: dict[str, Any] = {"requests": 24, "isl": 2048, "osl": 64}
@@ -231,13 +227,13 @@ class TraceReplay(Workload):
         return self
 
 
-class WorkloadsConfig(_Model):
-    seed: int = 20261130
-    warmup_requests: Annotated[int, Field(ge=0)] = 8
+class WorkloadsConfig(Schema):
+    seed: StrictInt = 20261130
+    warmup_requests: Annotated[StrictInt, Field(ge=0)] = 8
     # A step whose failed-request fraction is above this is marked failed in the manifest.
-    error_rate_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
-    request_timeout_s: Annotated[float, Field(gt=0)] = 600.0
-    repeats: Annotated[int, Field(ge=1, le=20)] = 1
+    error_rate_threshold: Annotated[StrictFloat, Field(ge=0.0, le=1.0)] = 0.01
+    request_timeout_s: Annotated[StrictFloat, Field(gt=0)] = 600.0
+    repeats: Annotated[StrictInt, Field(ge=1, le=20)] = 1
     concurrency_sweep: ConcurrencySweep = ConcurrencySweep()
     multi_turn: MultiTurn = MultiTurn()
     sequence_distributions: SequenceDistributions = SequenceDistributions()
