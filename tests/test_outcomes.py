@@ -159,3 +159,10 @@ def test_step_problems():
     assert step_problems(errs, 0.12) == []
     assert step_problems(errs, 0.1) == ["error rate 11.11% > threshold 10.00%"]
     assert step_problems(OutcomeCounts(0, 0, 0, 0, 0), 1.0) == ["no request records"]
+
+
+def test_the_recorded_error_rate_keeps_six_places():
+    # the run record's figure is what reports read back: 1 failed of 7 finished
+    counts = OutcomeCounts(attempted=8, completed=6, failed=1, truncated=0, cancelled=1)
+    assert counts.as_dict()["error_rate"] == 0.142857
+    assert counts.as_dict()["cancelled"] == 1

@@ -46,8 +46,8 @@ PLANTED: tuple[Planted, ...] = (
             ' or "timed out" in text', "",
             "an error saying 'timed out' is not counted as a timeout"),
     Planted("empty-step-error-rate-zero", "workloads/outcomes.py",
-            "if self.attempted else 1.0", "if self.attempted else 0.0",
-            "a step with no request records has a 0 % error rate (a @property)"),
+            "if finished > 0 else 1.0", "if finished > 0 else 0.0",
+            "a step where no request finished has a 0 % error rate (a @property)"),
     Planted("reserved-tag-prefixes-only-aws", "stacks/preflight/aws_checks.py",
             'RESERVED_TAG_PREFIXES = ("aws:", "kubernetes.io/cluster/", "karpenter.sh/", '
             '"eks.amazonaws.com/")', 'RESERVED_TAG_PREFIXES = ("aws:",)',
