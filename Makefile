@@ -38,8 +38,8 @@ $(PARSERS_STAMP): requirements-parsers.txt
 	$(PY) -m venv $(PARSERS_VENV)
 	@start=$$(date +%s); \
 	$(PARSERS_VENV)/bin/pip install -q --upgrade pip && \
-	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/pip install -q --no-deps -r requirements-parsers.txt && \
-	$(PARSERS_VENV)/bin/pip install -q --no-deps ai-dynamo==1.6.1 && \
+	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/pip install -qq --no-deps -r requirements-parsers.txt && \
+	$(PARSERS_VENV)/bin/pip install -qq --no-deps ai-dynamo==1.6.1 && \
 	$(PARSERS_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null; \
 	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main" && \
 	echo "parser environment installed in $$(( $$(date +%s) - start )) s"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import sys
 from pathlib import Path
 
@@ -175,13 +174,13 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
         for p in problems:
             console.print(f"  - {p}", markup=False)
         failed += bool(not report.ok or problems)
-    if not parsed.consulted:
-        if os.environ.get("CI") == "true":
-            print(f"error: {engine_parse.not_consulted_note()} (CI must consult them)",
-                  file=sys.stderr)
+    if parsed.skipped:
+        note = engine_parse.not_consulted_note(parsed.skipped)
+        if parsed.skipped == "missing" and engine_parse.in_ci():
+            print(f"error: {note} (CI must consult them)", file=sys.stderr)
             failed += 1
         else:
-            console.print(f"\nnote: {engine_parse.not_consulted_note()}", markup=False)
+            console.print(f"\nnote: {note}", markup=False)
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
     raise typer.Exit(1 if internal else 2 if failed else 0)
 

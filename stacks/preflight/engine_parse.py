@@ -43,6 +43,13 @@ REQUIREMENTS = ROOT / "requirements-parsers.txt"
 INSTALLED_DYNAMO, INSTALLED_VLLM = "1.6.1", "0.31.0"
 GET_THEM = "run `make parsers` (the parser environment, .venv-parsers)"
 CHILD_TIMEOUT_S = 900
+# "off": skip the step, said in the note (the test suite's default: tests/conftest.py; the tests
+# of this step turn it on). Anything else: consult the parsers.
+SWITCH_ENV = "DYNAMO_BENCH_ENGINE_PARSE"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
 def parsers_venv() -> Path:
@@ -71,7 +78,8 @@ class CommandLine:
 class EngineParse:
     problems: dict[str, list[Problem]] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
-    consulted: bool = True
+    # why the parsers were not consulted: "missing" (no parser environment) or "off"
+    skipped: str | None = None
     versions: str = f"dynamo {INSTALLED_DYNAMO} / vllm {INSTALLED_VLLM}"
 
 
@@ -203,8 +211,10 @@ def _judge(line: CommandLine, result: dict, stack: StackConfig, out: EngineParse
 def consult(stacks: list[StackConfig], *, venv: Path | None = None,
             cache: Path | None = None) -> EngineParse:
     """Every command line of `stacks` through the engine's parsers (one process for the lines
-    the cache does not hold). `consulted` is False when the parser environment is missing."""
+    the cache does not hold). `skipped` says why they were not consulted."""
     venv, cache = venv or parsers_venv(), cache or cache_dir()
+    if os.environ.get(SWITCH_ENV) == "off":
+        return EngineParse(skipped="off")
     lines = [line for s in stacks for line in command_lines(s)]
     keys = [cache_key(line) for line in lines]
     cached: dict[str, dict] = {}
@@ -216,7 +226,7 @@ def consult(stacks: list[StackConfig], *, venv: Path | None = None,
     out = EngineParse()
     if todo:
         if not (venv / "bin" / "python").exists():
-            out.consulted = False
+            out.skipped = "missing"
             return out
         fresh = _run_child(list(todo.values()), list(todo), venv)
         cache.mkdir(parents=True, exist_ok=True)
@@ -229,7 +239,9 @@ def consult(stacks: list[StackConfig], *, venv: Path | None = None,
     return out
 
 
-def not_consulted_note() -> str:
+def not_consulted_note(skipped: str) -> str:
+    why = (f"{SWITCH_ENV}=off" if skipped == "off"
+           else f"no parser environment at {parsers_venv()}")
     return (f"the engine's own parsers (Dynamo {INSTALLED_DYNAMO} / vLLM {INSTALLED_VLLM}) "
-            f"were not consulted: no parser environment at {parsers_venv()}; {GET_THEM} to "
-            "have every worker and frontend command line parsed as the pods will")
+            f"were not consulted ({why}): {GET_THEM} to have every worker and frontend command "
+            "line parsed as the pods will start it")
