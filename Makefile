@@ -5,8 +5,10 @@ ENGINE_VENV := .venv-engine
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
+PARSERS_VENV := .venv-parsers
+PARSERS_STAMP := $(PARSERS_VENV)/.installed
 
-.PHONY: venv engine demo test lint typecheck reference check bench bench-reports mutate clean
+.PHONY: venv engine parsers demo test lint typecheck reference check bench bench-reports mutate clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt
@@ -24,6 +26,23 @@ $(ENGINE_STAMP): requirements-engine.txt
 	$(ENGINE_VENV)/bin/pip install -q --upgrade pip
 	$(ENGINE_VENV)/bin/pip install -q -r requirements-engine.txt
 	$(ENGINE_VENV)/bin/pip install -q --no-deps ai-dynamo==1.6.1
+	touch $@
+
+# The engine's own parsers (Dynamo 1.6.1 / vLLM 0.31.0, CPU, parse-only) for pre-flight's
+# engine_parse step (stacks/preflight/engine_parse.py): every pinned wheel without its deps, then
+# ai-dynamo without its [vllm] extra (the GPU kernels); the traps are in requirements-parsers.txt.
+# About 3.7 GB; the install's time is printed.
+parsers: $(PARSERS_STAMP)
+$(PARSERS_STAMP): requirements-parsers.txt
+	rm -rf $(PARSERS_VENV)
+	$(PY) -m venv $(PARSERS_VENV)
+	@start=$$(date +%s); \
+	$(PARSERS_VENV)/bin/pip install -q --upgrade pip && \
+	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/pip install -qq --no-deps -r requirements-parsers.txt && \
+	$(PARSERS_VENV)/bin/pip install -qq --no-deps ai-dynamo==1.6.1 && \
+	$(PARSERS_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null; \
+	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main" && \
+	echo "parser environment installed in $$(( $$(date +%s) - start )) s"
 	touch $@
 
 check: venv
@@ -54,7 +73,7 @@ demo: venv engine
 # worker; every other file runs whole on one worker, its module fixtures made once (the groups
 # are set in tests/conftest.py). `make test TEST_WORKERS=0` runs everything in one process.
 TEST_WORKERS ?= 3
-test: venv engine
+test: venv engine parsers
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
@@ -96,4 +115,4 @@ mutate: venv $(MUTATE_STAMP)
 	$(BIN)/python tests/mutation/run.py $(MUTATE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache .mutmut
+	rm -rf $(VENV) $(ENGINE_VENV) $(PARSERS_VENV) .pytest_cache .ruff_cache .mutmut

@@ -5,7 +5,8 @@ dict; the Dynamo component applies it. Field names follow the vendored CRD
 (../shared/reference/crds/nvidia.com_dynamographdeployments.yaml, v1beta1): spec.backendFramework,
 spec.env, spec.components[] {name, type, replicas, podTemplate (container `main`),
 multinode.nodeCount, sharedMemorySize, runtimeVersionOverride}. vLLM and Dynamo flags were
-checked against the installed ai-dynamo 1.6.1 (`dynamo.frontend`, `dynamo.vllm`). The
+checked against the installed ai-dynamo 1.6.1 (`dynamo.frontend`, `dynamo.vllm`); the command
+lines come from stacks.engine_argv, which pre-flight runs through the engine's parsers. The
 model-specific parts (speculative ConfigMap, kernel pins, parsers, RDMA, start-up probe) come
 from components.recipe_specs; `recipe_configmaps` lists the objects the graph needs beside it.
 """
@@ -33,7 +34,6 @@ from stacks.config.loader import P, Problem, StackError
 from stacks.config.schema import (
     ClusterConfig,
     NodeGroup,
-    Role,
     ServingConfig,
     StackConfig,
     TransferBackend,
@@ -50,6 +50,7 @@ from stacks.conventions.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LAB
     deployment_name,
 )
 from stacks.conventions.worker_identity import compile_cache_dir, compile_cache_env
+from stacks.engine_argv.argv import frontend_argv, tokens, worker_argv
 from stacks.preflight.pods import (  # noqa: F401 - WORKER_BASE_MEMORY_GIB re-exported
     WORKER_BASE_MEMORY_GIB,
     WORKER_SHM_GIB,
@@ -112,8 +113,7 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             "name": "main",
             "image": serving.frontend.image or serving.image,
             "command": ["python3", "-m", "dynamo.frontend"],
-            "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", serving.router.value,
-                     *recipe_specs.frontend_recipe_args(stack)],
+            "args": tokens(frontend_argv(stack)),
             # plus its record of every request: the runner reads it after each step (routing
             # evidence: which worker, how many cached tokens; workloads.request_trace)
             "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1",
@@ -174,21 +174,7 @@ class _Worker:
                 "needs", "use nodeCount 1 with nixl-libfabric")])
 
     def args(self) -> list[str]:
-        w, s, m = self.w, self.serving, self.stack.model
-        args = ["--model", m.id, "--served-model-name", m.name]
-        if m.revision:
-            args += ["--revision", m.revision]
-        if m.trust_remote_code:
-            args.append("--trust-remote-code")
-        args += ["--tensor-parallel-size", str(w.tensor_parallel_size)]
-        if w.expert_parallel:
-            args.append("--enable-expert-parallel")
-        args += ["--max-model-len", str(w.max_model_len),
-                 "--gpu-memory-utilization", str(w.gpu_memory_utilization)]
-        if w.role != Role.WORKER:
-            args += ["--disaggregation-mode", w.role.value]
-        args += kv_config.kv_args(s, w.role, rdma=self.rdma)
-        return args + recipe_specs.worker_recipe_args(self.stack) + list(w.extra_args)
+        return tokens(worker_argv(self.stack, self.i, rdma=self.rdma))
 
     def env(self) -> list[dict[str, Any]]:
         values = {

@@ -1,4 +1,7 @@
-"""vLLM KV settings for one Dynamo worker (pure): transfer connector, KV events, offloading.
+"""vLLM KV settings for one Dynamo worker (pure): the pod env beside the KV flags.
+
+The flags themselves (connector, KV events, offload) are built in stacks.engine_argv.kv, where
+pre-flight parses them too; they are re-exported here for the graph.
 
 Facts these follow (Dynamo 1.6.1 `dynamo.vllm` sources and Dynamo's vLLM docs):
 - Prefill and decode workers move KV with NIXL: `--kv-transfer-config` with
@@ -20,83 +23,31 @@ Facts these follow (Dynamo 1.6.1 `dynamo.vllm` sources and Dynamo's vLLM docs):
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from stacks.config.schema import Role, ServingConfig, Topology, TransferBackend
 from stacks.conventions.worker_identity import (
     publishes_kv_events,  # noqa: F401 - one rule, re-exported
 )
-from stacks.preflight.pods import (  # noqa: F401 - re-exported: the version rule lives with pre-flight
+from stacks.engine_argv.kv import (  # noqa: F401 - re-exported: the flags live with the argv
+    KV_EVENTS_PORT,
+    KVBM_MODULE,
     NATIVE_OFFLOAD_SINCE,
+    kv_args,
+    kv_events_config,
+    kv_transfer_config,
+    kvbm_connector,
+    native_offload_connector,
+    nixl_connector,
     offloads,
+    uses_infiniband,
     uses_kvbm,
+    uses_rdma,
     version_tuple,
 )
-from stacks.sizing.memory import GIB
 
-KV_EVENTS_PORT = 20080
-KVBM_MODULE = "kvbm.vllm_integration.connector"
 # Where KVBM's disk tier lives inside the worker pod (an emptyDir sized to diskGb).
 KVBM_DISK_DIR = "/kvbm-disk"
-
-
-def uses_rdma(serving: ServingConfig, efa: bool) -> bool:
-    return serving.transfer == TransferBackend.NIXL_LIBFABRIC and efa
-
-
-def uses_infiniband(serving: ServingConfig) -> bool:
-    """NIXL over UCX with an RDMA device requested (InfiniBand HCAs mounted in the pod)."""
-    return serving.transfer == TransferBackend.NIXL_UCX and serving.rdma is not None
-
-
-def nixl_connector(rdma: bool, serving: ServingConfig | None = None) -> dict[str, Any]:
-    cfg: dict[str, Any] = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-    if rdma:
-        cfg["kv_connector_extra_config"] = {"backends": ["LIBFABRIC"]}
-    elif serving is not None and uses_infiniband(serving):
-        assert serving.rdma is not None
-        cfg["kv_buffer_device"] = "cuda"
-        extra: dict[str, Any] = {"backends": ["UCX"]}
-        if serving.rdma.nixl_threads:
-            extra["num_threads"] = serving.rdma.nixl_threads
-        cfg["kv_connector_extra_config"] = extra
-    else:
-        cfg["kv_buffer_device"] = "cpu"
-    return cfg
-
-
-def kvbm_connector() -> dict[str, Any]:
-    return {"kv_connector": "DynamoConnector", "kv_connector_module_path": KVBM_MODULE,
-            "kv_role": "kv_both"}
-
-
-def native_offload_connector(serving: ServingConfig, role: Role) -> dict[str, Any]:
-    extra: dict[str, Any] = {"cpu_bytes_to_use": int(serving.kv_offload.cpu_gb * GIB)}
-    if publishes_kv_events(serving, role):
-        # Without self-describing events the router treats CPU-resident prefixes as misses.
-        extra["self_describing_kv_events"] = True
-    return {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
-            "kv_connector_extra_config": extra}
-
-
-def kv_transfer_config(serving: ServingConfig, role: Role, *, rdma: bool) -> dict | None:
-    """The `--kv-transfer-config` of one worker, or None when it needs none."""
-    disagg = serving.topology == Topology.DISAGGREGATED
-    nixl = nixl_connector(rdma, serving) if disagg else None
-    if not offloads(serving, role):
-        return nixl
-    if uses_kvbm(serving):
-        if nixl is None:
-            return kvbm_connector()
-        return {"kv_connector": "PdConnector", "kv_role": "kv_both",
-                "kv_connector_extra_config": {"connectors": [kvbm_connector(), nixl]},
-                "kv_connector_module_path": KVBM_MODULE}
-    offload = native_offload_connector(serving, role)
-    if nixl is None:
-        return offload
-    return {"kv_connector": "MultiConnector", "kv_role": "kv_both",
-            "kv_connector_extra_config": {"connectors": [nixl, offload]}}
 
 
 # Dynamo 1.6.1 sets the NIXL side-channel host only when the configured connector is a
@@ -121,12 +72,6 @@ def side_channel_env(serving: ServingConfig, role: Role) -> list[dict[str, Any]]
              "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
 
 
-def kv_events_config() -> dict[str, Any]:
-    # Every pod has its own network namespace, so one fixed port serves all workers.
-    return {"enable_kv_cache_events": True, "publisher": "zmq", "topic": "kv-events",
-            "endpoint": f"tcp://*:{KV_EVENTS_PORT}"}
-
-
 def kvbm_env(serving: ServingConfig, role: Role) -> dict[str, str]:
     """KVBM sizing env (Dynamo < 1.6 only); empty for every other worker."""
     if not (uses_kvbm(serving) and offloads(serving, role)):
@@ -137,23 +82,6 @@ def kvbm_env(serving: ServingConfig, role: Role) -> dict[str, str]:
         env["DYN_KVBM_DISK_CACHE_GB"] = _number(off.disk_gb)
         env["DYN_KVBM_DISK_CACHE_DIR"] = KVBM_DISK_DIR
     return env
-
-
-def kv_args(serving: ServingConfig, role: Role, *, rdma: bool) -> list[str]:
-    """The worker flags for prefix caching, KV events and the KV connector."""
-    args = ["--enable-prefix-caching" if serving.prefix_caching else "--no-enable-prefix-caching"]
-    if publishes_kv_events(serving, role):
-        args += ["--kv-events-config", _json(kv_events_config())]
-    transfer = kv_transfer_config(serving, role, rdma=rdma)
-    if transfer is not None:
-        args += ["--kv-transfer-config", _json(transfer)]
-    if serving.kv_cache_dtype == "fp8":
-        args += ["--kv-cache-dtype", "fp8"]
-    return args
-
-
-def _json(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 def _number(x: float) -> str:

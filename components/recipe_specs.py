@@ -1,5 +1,6 @@
 """The model-specific parts of a graph, from the typed recipe settings (pure).
 
+The flags are built in stacks.engine_argv.recipe (pre-flight parses them there too);
 `components.graph` calls these for every worker and the frontend; the Pulumi side creates
 `components.graph.recipe_configmaps(stack, namespace)` before the DynamoGraphDeployment (the
 workers read their speculative config from it). Flags follow the recipe manifests of
@@ -15,12 +16,17 @@ from typing import Any
 from stacks.config.recipe_config import (
     SPEC_CONFIG_KEY,
     SPEC_CONFIG_SYNTHETIC_KEY,
-    Parsers,
     SpeculativeDecoding,
 )
-from stacks.config.schema import Role, RouterMode, ServingConfig, StackConfig, WorkerGroup
+from stacks.config.schema import Role, ServingConfig, StackConfig, WorkerGroup
+from stacks.engine_argv.recipe import (  # noqa: F401 - re-exported: the flags live with the argv
+    SPEC_ENV,
+    frontend_recipe_args,
+    kernel_args,
+    speculative_args,
+    worker_recipe_args,
+)
 
-SPEC_ENV = "SPECULATIVE_CONFIG"
 # Labels the pods and the ConfigMap carry, so every run can be told real from synthetic.
 ACCEPTANCE_LABEL = "dynamo-bench.io/speculative-acceptance"
 SYNTHETIC_NOTE_ANNOTATION = "dynamo-bench.io/speculative-config-synthetic"
@@ -69,83 +75,12 @@ def speculative_configmaps(stack: StackConfig, namespace: str,
     }]
 
 
-def speculative_args(serving: ServingConfig) -> list[str]:
-    spec = serving.speculative
-    if spec is None:
-        return []
-    if spec.delivery == "flags":
-        return ["--spec-method", spec.method.value, "--spec-tokens", str(spec.num_tokens)]
-    # Kubernetes expands $(VAR) from the container env: the JSON stays one argument.
-    return [f"--speculative-config=$({SPEC_ENV})"]
-
-
 def speculative_env(serving: ServingConfig, graph_name: str) -> list[dict[str, Any]]:
     spec = _uses_configmap(serving)
     if spec is None:
         return []
     return [{"name": SPEC_ENV, "valueFrom": {"configMapKeyRef": {
         "name": spec_configmap_name(graph_name), "key": spec.config_key}}}]
-
-
-def kernel_args(serving: ServingConfig) -> list[str]:
-    k, args = serving.kernels, []
-    if k.attention_backend is not None:
-        args += ["--attention-backend", k.attention_backend.value]
-    if k.delivery == "flags":
-        if k.moe_backend is not None:
-            args += ["--moe-backend", k.moe_backend.value]
-        if k.flashinfer_autotune is not None:
-            args.append(f"--{'' if k.flashinfer_autotune else 'no-'}enable-flashinfer-autotune")
-        return args
-    config: dict[str, Any] = {}
-    if k.moe_backend is not None:
-        config["moe_backend"] = k.moe_backend.value
-    if k.flashinfer_autotune is not None:
-        config["enable_flashinfer_autotune"] = k.flashinfer_autotune
-    return args + (["--kernel-config", _json(config)] if config else [])
-
-
-def _parser_flags(p: Parsers, prefix: str) -> list[str]:
-    """Tool-call and reasoning parser flags: `--dyn-...` (Dynamo's) or `--...` (vLLM's)."""
-    named = (("tool-call-parser", p.tool_call), ("reasoning-parser", p.reasoning))
-    return [arg for flag, value in named if value for arg in (f"{prefix}{flag}", value)]
-
-
-def worker_parser_args(serving: ServingConfig) -> list[str]:
-    """Dynamo 1.6.1 takes `--dyn-*` parsers on the workers, which register them with the model;
-    the vLLM engine's own reasoning parser and the structural tag are worker flags too."""
-    p = serving.parsers
-    args = _parser_flags(p, "--dyn-") if p.chat_processor == "dynamo" else []
-    if p.engine_reasoning:
-        args += ["--reasoning-parser", p.engine_reasoning]
-    if p.structural_tag:
-        args.append("--dyn-enable-structural-tag")
-    return args
-
-
-def worker_recipe_args(stack: StackConfig) -> list[str]:
-    """Model-specific worker flags, in the recipes' order after the KV settings."""
-    s = stack.serving
-    assert s is not None
-    args = ["--block-size", str(s.block_size)] if s.block_size else []
-    return args + kernel_args(s) + speculative_args(s) + worker_parser_args(s)
-
-
-def frontend_recipe_args(stack: StackConfig) -> list[str]:
-    s = stack.serving
-    assert s is not None
-    args: list[str] = []
-    if s.router == RouterMode.KV and s.block_size:
-        # the router hashes blocks of this size; it must be the workers' block size
-        args += ["--kv-cache-block-size", str(s.block_size)]
-    if stack.model.trust_remote_code:
-        args.append("--trust-remote-code")
-    p = s.parsers
-    if p.chat_processor == "vllm":
-        args += ["--dyn-chat-processor", "vllm", *_parser_flags(p, "--")]
-        if p.auto_tool_choice:
-            args.append("--enable-auto-tool-choice")
-    return args + list(s.frontend.extra_args)
 
 
 def startup_probe(serving: ServingConfig) -> dict[str, Any] | None:

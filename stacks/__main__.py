@@ -31,6 +31,7 @@ from stacks.config.workload_config import Scale
 from stacks.plan.campaign_cost import BaseCampaign, base_campaign, budget_problems
 from stacks.plan.forecast import plan_campaigns
 from stacks.plan.plan_view import hours, print_base, print_standalone
+from stacks.preflight import engine_parse
 from stacks.preflight.run import PreflightReport, check_stack
 from stacks.sizing.estimate import cold_restarts, restart_seconds
 
@@ -149,13 +150,13 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
         console.print("name one or more stacks, or pass --all")
         raise typer.Exit(2)
     failed = internal = 0
+    checked: list[tuple[str, PreflightReport | None]] = []
     for name in names:
         try:
-            report = check_stack(name, stacks_dir, on=on)
+            checked.append((name, check_stack(name, stacks_dir, on=on)))
         except StackError as exc:
             failed += 1
             _print_problems(name, exc.problems)
-            continue
         except Exception as exc:  # noqa: BLE001 - a bug: say so in one line, check the rest
             failed += 1
             internal += 1
@@ -163,14 +164,31 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
             console.print(f"internal error while checking it: {type(exc).__name__}: {exc} (a "
                           "bug in dynamo-bench: please report it with the stack file)",
                           markup=False)
-            continue
+    parsed = _engine_parse([r.stack for _, r in checked if r is not None])
+    for _name, report in checked:
+        assert report is not None
+        report.problems += parsed.problems.get(report.stack.name, [])
+        report.notes += parsed.notes.get(report.stack.name, [])
         _print_report(report)
         problems = _campaign_problems(report, stacks_dir, on)
         for p in problems:
             console.print(f"  - {p}", markup=False)
         failed += bool(not report.ok or problems)
+    if parsed.skipped:
+        note = engine_parse.not_consulted_note(parsed.skipped)
+        if parsed.skipped == "missing" and engine_parse.in_ci():
+            print(f"error: {note} (CI must consult them)", file=sys.stderr)
+            failed += 1
+        else:
+            console.print(f"\nnote: {note}", markup=False)
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
     raise typer.Exit(1 if internal else 2 if failed else 0)
+
+
+def _engine_parse(stacks: list[StackConfig]) -> engine_parse.EngineParse:
+    """Every worker's and frontend's command line through the engine's parsers, in one
+    process for all stacks (stacks/preflight/engine_parse.py)."""
+    return engine_parse.consult(stacks)
 
 
 @app.command()

@@ -16,24 +16,30 @@ import pytest
 from stacks.catalog.eks_versions import AS_OF_ENV, CATALOGUE_DATE
 
 os.environ[AS_OF_ENV] = CATALOGUE_DATE.isoformat()
+# `stacks check` asks the engine's parsers (one process of ~10 s per new command line) only in
+# the tests of that step (tests/test_engine_parse.py turn it on); the others vary stacks by the
+# hundred and test the rules that need no engine.
+os.environ.setdefault("DYNAMO_BENCH_ENGINE_PARSE", "off")
 
 
-# --- what the `engine` and `prometheus` markers require ----------------------------------------
+# --- what the `engine`, `prometheus` and `parsers` markers require ---------------------------
 # A test that starts the local Dynamo engine carries `@pytest.mark.engine`, one that starts
-# Prometheus (or runs promtool) `@pytest.mark.prometheus`; the marker alone says what it needs.
+# Prometheus (or runs promtool) `@pytest.mark.prometheus`, one that asks the engine's parsers
+# (.venv-parsers) `@pytest.mark.parsers`; the marker alone says what it needs.
 # Missing, a local run skips it with the fix; in CI (CI=true, which .ci/run sets) the run fails,
 # so a machine without the engine or Prometheus never goes green on the tests that need them.
 # tests/test_test_hygiene.py checks every test that starts one carries its marker.
 
 def _missing_for(marker: str) -> str | None:
-    from engine_support import missing_engine, missing_prometheus
-    return {"engine": missing_engine, "prometheus": missing_prometheus}[marker]()
+    from engine_support import missing_engine, missing_parsers, missing_prometheus
+    return {"engine": missing_engine, "prometheus": missing_prometheus,
+            "parsers": missing_parsers}[marker]()
 
 
 def pytest_runtest_setup(item) -> None:
     from engine_support import IN_CI
 
-    for marker in ("engine", "prometheus"):
+    for marker in ("engine", "prometheus", "parsers"):
         if item.get_closest_marker(marker) is None:
             continue
         missing = _missing_for(marker)

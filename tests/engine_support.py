@@ -24,6 +24,16 @@ IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 needs_engine = pytest.mark.engine
 
 
+def missing_parsers() -> str | None:
+    """Why the `parsers` tests (pre-flight's engine parse step) cannot run here, or None."""
+    from stacks.preflight.engine_parse import parsers_venv
+
+    python = parsers_venv() / "bin" / "python"
+    if not python.exists():
+        return f"the engine's parsers are not installed ({python}): run `make parsers`"
+    return None
+
+
 def missing_engine() -> str | None:
     """Why the `engine` tests cannot run here, or None."""
     if not ENGINE_PYTHON.exists():

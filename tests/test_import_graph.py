@@ -24,9 +24,13 @@ ROOMS = {
     "stacks.config": {"stacks.catalog"},
     "stacks.conventions": {"stacks.catalog", "stacks.config"},
     "stacks.sizing": {"stacks.catalog", "stacks.config"},
-    "stacks.preflight": {"stacks.catalog", "stacks.config", "stacks.conventions", "stacks.sizing"},
+    # the workers' and frontend's exact command lines, each flag with its stack field
+    "stacks.engine_argv": {"stacks.catalog", "stacks.config", "stacks.conventions",
+                           "stacks.sizing"},
+    "stacks.preflight": {"stacks.catalog", "stacks.config", "stacks.conventions", "stacks.sizing",
+                         "stacks.engine_argv"},
     "stacks.plan": {"stacks.catalog", "stacks.config", "stacks.conventions", "stacks.sizing",
-                    "stacks.preflight"},
+                    "stacks.engine_argv", "stacks.preflight"},
     "stacks.render": {"stacks.config"},
     # accounting reads stacks/ (prices, the effective cluster), never the result tables
     "reports.accounting": set(),

@@ -7,6 +7,7 @@ Mode, the node driver), with the pod packing (pods) they check the nodes with. T
 they judge (GPU memory, cost, load time) is in stacks.sizing. A refusal is a `Problem` naming the
 stack field and the fix.
 
-Imports catalog, config, conventions and sizing; the plan may import pre-flight, never the
+Imports catalog, config, conventions, sizing and engine_argv (the command lines engine_parse
+runs through the engine's parsers); the plan may import pre-flight, never the
 reverse.
 """

@@ -18,13 +18,18 @@ cache (components.kv_config: `cpu_bytes_to_use = cpuGb x 2**30`).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
 from stacks.config.errors import Problem
-from stacks.config.schema import ClusterConfig, NodeGroup, Role, ServingConfig, WorkerGroup
+from stacks.config.schema import ClusterConfig, NodeGroup, ServingConfig, WorkerGroup
 from stacks.config.stack_file import PROJECT
+from stacks.engine_argv.kv import (  # noqa: F401 - re-exported: the offload rule decides flags
+    NATIVE_OFFLOAD_SINCE,
+    offloads,
+    uses_kvbm,
+    version_tuple,
+)
 
 P = f"{PROJECT}:"
 # Host memory a worker pod needs besides any CPU KV cache: the vLLM engine and its TP worker
@@ -37,30 +42,6 @@ WORKER_CPU_PER_GPU = 6
 WORKER_SHM_GIB = 16
 ALLOCATABLE_SHARE = 0.9
 HOST_SHARE = 0.8
-# Dynamo's native-offload guide: KVBM is deprecated since 1.5 and vLLM's native offloading is
-# the path from 1.6 on (it has no disk tier in Dynamo yet).
-NATIVE_OFFLOAD_SINCE = (1, 6, 0)
-
-
-def version_tuple(version: str) -> tuple[int, int, int]:
-    """'1.6.1' or '1.6.1-rc2' -> (1, 6, 1)."""
-    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
-    if not m:
-        raise ValueError(f"'{version}' is not a MAJOR.MINOR.PATCH version")
-    return int(m[1]), int(m[2]), int(m[3])
-
-
-def uses_kvbm(serving: ServingConfig) -> bool:
-    return (serving.kv_offload.kind != "none"
-            and version_tuple(serving.dynamo_version) < NATIVE_OFFLOAD_SINCE)
-
-
-def offloads(serving: ServingConfig, role: Role) -> bool:
-    """Does a worker of this role carry the KV offload tier? Prefill-side workers do: that is
-    where prefixes are computed and re-used (decode workers keep plain NIXL)."""
-    return serving.kv_offload.kind != "none" and role in (Role.WORKER, Role.PREFILL)
-
-
 def pod_cpu_cache_gib(serving: ServingConfig, w: WorkerGroup) -> float:
     return serving.kv_offload.cpu_gb if offloads(serving, w.role) else 0.0
 

@@ -1,0 +1,101 @@
+"""Pre-flight asks the engine itself (stacks/preflight/engine_parse.py): each class of command
+line the engine's own parsers refuse exits 2 with the stack field that produced the flag and the
+parser's message; an image whose versions are not installed gets notes, never a pass; without
+the parser environment one note (CI: an error); a repeated check is served from the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from stack_variants import append, check, copy_shipped, edit, variant_config, write_stack
+
+from stacks.config.loader import STACKS_DIR
+
+F = "dynamo-bench:"
+# (stack name, mutation of agg-a100, the field named, what the parser says)
+CASES = {
+    "pv-unknown-flag": (edit("serving.workers.0.extraArgs", ["--bogus-flag"]),
+                        "serving.workers[0].extraArgs[0]",
+                        "unrecognized arguments: --bogus-flag"),
+    "pv-kv-fp9": (edit("serving.workers.0.extraArgs", ["--max-num-seqs", "64",
+                                                       "--kv-cache-dtype", "fp9"]),
+                  "serving.workers[0].extraArgs[2]",
+                  "argument --kv-cache-dtype: invalid choice: 'fp9'"),
+    "pv-abbrev": (edit("serving.workers.0.extraArgs", ["--enable-prefix-cachin"]),
+                  "serving.workers[0].extraArgs[0]",
+                  "unrecognized arguments: --enable-prefix-cachin"),
+    # (an unknown Dynamo parser, serving.parsers.reasoning, is refused when the stack loads:
+    # stacks.config.recipe_config; vLLM's engine parser name is only known to the release)
+    "pv-engine-reasoning": (edit("serving.parsers", {"engineReasoning": "bogus"}),
+                            "serving.parsers.engineReasoning",
+                            "argument --reasoning-parser: 'bogus' is not a name this release "
+                            "defines"),
+    "pv-frontend-garbage": (append("serving.frontend.extraArgs", "aaaa"),
+                            "serving.frontend.extraArgs[0]", "Unknown arguments specified"),
+}
+
+
+def _variants(stacks_dir: Path) -> Path:
+    copy_shipped(stacks_dir)
+    for name, (mutate, _, _) in CASES.items():
+        config = variant_config("agg-a100", lambda c: None)
+        config["serving"].setdefault("frontend", {}).setdefault("extraArgs", [])
+        mutate(config)
+        write_stack(stacks_dir, name, config)
+    return stacks_dir
+
+
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory):
+    """Every refusal case (and the shipped stacks) checked once, in one parser process."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DYNAMO_BENCH_ENGINE_PARSE", "on")
+    mp.setenv("DYNAMO_BENCH_PARSE_CACHE", str(tmp_path_factory.mktemp("parse-cache")))
+    stacks_dir = _variants(tmp_path_factory.mktemp("stacks"))
+    code, out = check(stacks_dir, *CASES)
+    yield stacks_dir, code, out
+    mp.undo()
+
+
+@pytest.mark.parsers
+@pytest.mark.parametrize("name", CASES)
+def test_each_class_is_refused_with_the_field_and_the_parsers_message(parsed, name, monkeypatch):
+    stacks_dir, code, out = parsed
+    assert code == 2
+    _, field, said = CASES[name]
+    # checked alone, from the cache (no parser process: the environment is hidden)
+    monkeypatch.setenv("DYNAMO_BENCH_ENGINE_PARSE", "on")
+    monkeypatch.setenv("DYNAMO_BENCH_PARSERS_VENV", "/nonexistent")
+    code, out = check(stacks_dir, name)
+    assert code == 2, out
+    assert f"{F}{field}: " in out and "refused by the engine's" in out, out
+    assert said in out, out
+    assert "were not consulted" not in out
+
+
+@pytest.mark.parsers
+def test_every_shipped_stack_passes_and_recipe_images_are_only_unverified(monkeypatch, tmp_path):
+    monkeypatch.setenv("DYNAMO_BENCH_ENGINE_PARSE", "on")
+    monkeypatch.setenv("DYNAMO_BENCH_PARSE_CACHE", str(tmp_path))
+    code, out = check(STACKS_DIR, "agg-a100", "disagg-a100-kv-offload", "disagg-b200-solar2")
+    assert code == 0, out
+    # vLLM 0.31 has no --calculate-kv-scales; the Solar image (Dynamo 1.4.1) may: not a pass,
+    # not a refusal
+    assert ("serving.workers[0].extraArgs[6]: unverified for image nvcr.io/nvidia/ai-dynamo/"
+            "vllm-runtime:1.4.1-solar-open2-250b-post.1") in out, out
+    assert "unrecognized arguments: --calculate-kv-scales" in out
+
+
+def test_without_the_parser_environment_one_note_and_in_ci_an_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("DYNAMO_BENCH_ENGINE_PARSE", "on")
+    monkeypatch.setenv("DYNAMO_BENCH_PARSE_CACHE", str(tmp_path))
+    monkeypatch.setenv("DYNAMO_BENCH_PARSERS_VENV", str(tmp_path / "none"))
+    monkeypatch.delenv("CI", raising=False)
+    code, out = check(STACKS_DIR, "agg-a100", "disagg-a100")
+    assert code == 0, out
+    assert out.count("were not consulted") == 1 and "make parsers" in out
+    monkeypatch.setenv("CI", "true")
+    code, out = check(STACKS_DIR, "agg-a100")
+    assert code == 2
+    assert "CI must consult them" in out
