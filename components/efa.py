@@ -96,6 +96,8 @@ got=$(printf '%s' "$gpus" | tr ',' '\\n' | grep -c .)
 [ -z "$want" ] || [ "$got" -eq "$want" ] || refuse "the plugin named $got GPU(s) ($gpus, \
 $source) for a request of $want"
 export CUDA_VISIBLE_DEVICES="$gpus" CUDA_DEVICE_ORDER=PCI_BUS_ID {GPU_SOURCE_ENV}="$source"
+# root (security_context) may lift the memlock limit, as the B200 recipes' workers do
+ulimit -l unlimited 2>/dev/null || true
 export LD_LIBRARY_PATH="{EFA_LIBRARY_PATH}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
 echo "dynamo-bench: GPUs $gpus pinned from the device plugin's $source answer" >&2
 exec {" ".join(worker)} "$@"
@@ -131,7 +133,15 @@ def pinned_command(script: str = PIN_GPUS_SCRIPT) -> list[str]:
 
 
 def security_context() -> dict[str, Any]:
-    return {"privileged": True, "capabilities": {"add": list(CAPABILITIES)}}
+    """Privileged and root, as Dynamo's own EFA manifests run their workers: the AWS EFA recipe
+    (ai-dynamo/dynamo recipes/qwen3-32b/vllm/cloud-providers/disagg-1p1d-aws-efa/deploy.yaml
+    @3bff4336: `privileged: true, runAsUser: 0, capabilities: add: [IPC_LOCK, SYS_PTRACE]`)
+    and every B200 recipe worker (`runAsUser: 0`, IPC_LOCK, SYS_RESOURCE, `ulimit -l
+    unlimited`). The runtime images end with `USER dynamo` (uid 1000; container/templates/
+    aws.Dockerfile), and a non-root process has none of the added capabilities effective, so
+    libfabric's memory registration (ibv_reg_mr pins pages; the kernel lifts RLIMIT_MEMLOCK
+    only for CAP_IPC_LOCK) would be bounded by whatever memlock limit containerd passes."""
+    return {"privileged": True, "runAsUser": 0, "capabilities": {"add": list(CAPABILITIES)}}
 
 
 def one_zone_affinity(graph: str, zone: str | None) -> dict[str, Any]:

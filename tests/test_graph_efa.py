@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from graph_stacks import components, env_of, graph_of, main, serving_stack_names, variant
+from k8s_validation import validate_builtin
 
 from components import efa
 from components.conventions import MODEL_CACHE_MOUNT, MODEL_CACHE_PVC
@@ -51,6 +52,24 @@ def test_efa_workers_run_the_efa_image_with_the_guides_environment():
             assert env[key] == value
         assert "IPC_LOCK" in c["securityContext"]["capabilities"]["add"]
     assert "runtimeVersionOverride" not in comps["frontend"]
+
+
+@pytest.mark.parametrize("name", AWS)
+def test_efa_workers_run_privileged_as_root_like_dynamos_efa_manifests(name):
+    # recipes/qwen3-32b/vllm/cloud-providers/disagg-1p1d-aws-efa/deploy.yaml: privileged,
+    # runAsUser 0, IPC_LOCK; the image's own user (uid 1000) would have no capability
+    # effective. The pod template stays a valid Kubernetes PodTemplateSpec.
+    for comp in _workers(graph_of(name)):
+        c = main(comp)
+        if not c["resources"]["limits"].get("vpc.amazonaws.com/efa"):
+            assert "runAsUser" not in (c.get("securityContext") or {}), comp["name"]
+            continue
+        ctx = c["securityContext"]
+        assert ctx["privileged"] is True and ctx["runAsUser"] == 0, comp["name"]
+        assert "IPC_LOCK" in ctx["capabilities"]["add"]
+        validate_builtin({"apiVersion": "v1", "kind": "PodTemplate",
+                          "metadata": {"name": comp["name"].lower()},
+                          "template": comp["podTemplate"]})
 
 
 def test_efa_image_keeps_digests_model_builds_and_other_registries():
