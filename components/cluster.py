@@ -29,9 +29,12 @@ from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
 from stacks.config.schema import ComputeMode, StackConfig
 from stacks.preflight.aws_checks import eks_cluster_name
 
-# Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
+# Managed policies of a managed node group's instance role (EKS user guide,
+# create-node-role.adoc: AmazonEKSWorkerNodePolicy, and for ECR "such as provided by the
+# AmazonEC2ContainerRegistryPullOnly policy", which ReadOnly exceeds; the VPC CNI's policy
+# stays here because the vpc-cni add-on pulumi-eks installs has no role of its own).
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
-                 "AmazonEC2ContainerRegistryReadOnly")
+                 "AmazonEC2ContainerRegistryPullOnly")
 
 
 def cluster_name(stack: StackConfig) -> str:
