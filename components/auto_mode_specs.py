@@ -83,7 +83,11 @@ def pool_capacity(group: NodeGroup, nodes: int) -> dict:
     group by deleting its pods first, since limits never evict a running node."""
     if provisioning(group) == Provisioning.STATIC:
         # consolidateAfter is required in disruption and ignored with replicas (the CRD).
-        return {"replicas": nodes, "limits": pool_limits(group, nodes),
+        # One node of headroom over the replicas, so a drifted or expired node is replaced
+        # before it goes (auto-static-capacity.adoc, Best practices: "Set `limits.nodes`
+        # higher than `replicas` to allow for temporary scaling during node replacement
+        # operations"); a parked pool (0 replicas) keeps none.
+        return {"replicas": nodes, "limits": pool_limits(group, nodes + 1 if nodes else 0),
                 "disruption": {"consolidateAfter": "Never",
                                "budgets": NO_VOLUNTARY_DISRUPTION}}
     return {"limits": pool_limits(group, nodes),

@@ -17,15 +17,24 @@ import pulumi_kubernetes as k8s
 
 from components.api_access import eks_endpoint_args
 from components.cluster_handle import ClusterHandle
+from components.iam_specs import (
+    AUTO_MODE_CLUSTER_POLICIES,
+    auto_mode_tag_policy,
+    cluster_role_trust,
+    managed_policy_arn,
+)
 from components.network import Network, StackOnAws
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.rdma import RdmaDevicePlugin, RdmaPluginArgs
 from stacks.config.schema import ComputeMode, StackConfig
 from stacks.preflight.aws_checks import eks_cluster_name
 
-# Managed policies of a managed node group's instance role (EKS user guide, "node IAM role").
+# Managed policies of a managed node group's instance role (EKS user guide,
+# create-node-role.adoc: AmazonEKSWorkerNodePolicy, and for ECR "such as provided by the
+# AmazonEC2ContainerRegistryPullOnly policy", which ReadOnly exceeds; the VPC CNI's policy
+# stays here because the vpc-cni add-on pulumi-eks installs has no role of its own).
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
-                 "AmazonEC2ContainerRegistryReadOnly")
+                 "AmazonEC2ContainerRegistryPullOnly")
 
 
 def cluster_name(stack: StackConfig) -> str:
@@ -46,10 +55,15 @@ class Cluster(pulumi.ComponentResource):
         network = Network(f"{name}-net", args, opts=pulumi.ResourceOptions(parent=self))
         node_role = None if auto else self._node_role(name, tags, child)
         eks_args: dict = {}
+        role_ready: list[pulumi.Resource] = []
         if auto:
             # Auto Mode owns the nodes' driver, device plugin, EBS CSI, pod identity and EFA
-            # support; pulumi-eks creates the Auto Mode node role.
+            # support; pulumi-eks creates the Auto Mode node role. The cluster role is ours:
+            # it must be allowed to tag what the NodeClasses and StorageClass tag
+            # (components/iam_specs.py).
             eks_args["auto_mode"] = eks.AutoModeOptionsArgs(enabled=True)
+            eks_args["service_role"], role_ready = self._auto_mode_cluster_role(
+                name, tags, child)
         else:
             eks_args["instance_roles"] = [node_role]
         cluster = eks.Cluster(
@@ -70,7 +84,8 @@ class Cluster(pulumi.ComponentResource):
             create_oidc_provider=False,  # add-ons use EKS Pod Identity
             tags=tags,
             cluster_tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, providers={"aws": provider}),
+            opts=pulumi.ResourceOptions(parent=self, providers={"aws": provider},
+                                        depends_on=role_ready),
             **eks_args,
         )
         k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=cluster.kubeconfig_json,
@@ -110,6 +125,25 @@ class Cluster(pulumi.ComponentResource):
         self.register_outputs({"clusterName": self.handle.name,
                                "nodeGroupNames": self.node_groups.names})
 
+    def _auto_mode_cluster_role(self, name: str, tags: dict[str, str],
+                                child: pulumi.ResourceOptions,
+                                ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+        """The Auto Mode cluster role and what must exist before the cluster uses it (its
+        policies: EKS starts launching nodes as soon as the cluster is active)."""
+        role = aws.iam.Role(f"{name}-cluster-role",
+                            assume_role_policy=pulumi.Output.json_dumps(cluster_role_trust()),
+                            tags=tags, opts=child)
+        partition = _partition(child)
+        ready: list[pulumi.Resource] = [
+            aws.iam.RolePolicyAttachment(f"{name}-cluster-{policy}", role=role.name,
+                                         policy_arn=managed_policy_arn(partition, policy),
+                                         opts=child)
+            for policy in AUTO_MODE_CLUSTER_POLICIES]
+        ready.append(aws.iam.RolePolicy(
+            f"{name}-cluster-auto-tags", role=role.name,
+            policy=pulumi.Output.json_dumps(auto_mode_tag_policy(partition)), opts=child))
+        return role, ready
+
     def _node_role(self, name: str, tags: dict[str, str],
                    child: pulumi.ResourceOptions) -> aws.iam.Role:
         role = aws.iam.Role(
@@ -119,9 +153,14 @@ class Cluster(pulumi.ComponentResource):
                 "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
                                "Principal": {"Service": "ec2.amazonaws.com"}}]}),
             tags=tags, opts=child)
-        partition = aws.get_partition(opts=pulumi.InvokeOptions(provider=child.provider)).partition
+        partition = _partition(child)
         for policy in NODE_POLICIES:
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{policy}", role=role.name,
-                policy_arn=f"arn:{partition}:iam::aws:policy/{policy}", opts=child)
+                policy_arn=managed_policy_arn(partition, policy), opts=child)
         return role
+
+
+def _partition(opts: pulumi.ResourceOptions) -> str:
+    """aws, aws-cn or aws-us-gov: managed policy ARNs differ by partition."""
+    return aws.get_partition(opts=pulumi.InvokeOptions(provider=opts.provider)).partition

@@ -12,11 +12,24 @@ Sources, read at the versions the project pins:
   VRAM with the EFA NIC via fi_mr_reg. IPC_LOCK alone is insufficient").
 - A privileged container sees every GPU of its node, not only the ones the device plugin gave
   it (NVIDIA/k8s-device-plugin#336): two TP4 pods on one 8-GPU node would both start on GPUs
-  0-3. The NVIDIA device plugin (v0.18.0, internal/plugin/server.go: deviceListEnvVar =
-  "NVIDIA_VISIBLE_DEVICES", default --device-list-strategy envvar, --device-id-strategy uuid)
-  puts the allocated GPUs' UUIDs in NVIDIA_VISIBLE_DEVICES; the worker is started through a
-  small shell that copies them into CUDA_VISIBLE_DEVICES (CUDA accepts GPU UUIDs there), so the
-  engine uses exactly its own GPUs, and refuses to start when the plugin named none.
+  0-3 (containerd gives a privileged container every host device, so /dev/nvidia* and
+  nvidia-smi list the whole node too). The worker is started through a small shell that
+  pins CUDA_VISIBLE_DEVICES to the GPUs the device plugin allocated, read from whichever way
+  the plugin passed them (k8s-device-plugin internal/plugin/server.go, getAllocateResponse):
+  * `envvar` (the plugin's default; the one this project installs on node groups, v0.18.0
+    with --device-id-strategy uuid): NVIDIA_VISIBLE_DEVICES is the list of allocated IDs;
+  * `volume-mounts` (Bottlerocket's default, so Auto Mode's, whose plugin is AWS's:
+    bottlerocket.dev settings.kubelet-device-plugins.nvidia.device-list-strategy "Default:
+    volume-mounts", device-id-strategy "Default: index"): NVIDIA_VISIBLE_DEVICES is the
+    directory /var/run/nvidia-container-devices and every allocated ID is a mount under it
+    (apiMounts: ContainerPath filepath.Join(deviceListAsVolumeMountsContainerPathRoot, id));
+  * neither (a plugin passing CDI devices, the image's NVIDIA_VISIBLE_DEVICES=all left): the
+    allocation cannot be read from inside, so the shell uses the node's GPUs only when the pod
+    asked for all of them (then nobody else holds one), and otherwise refuses to start.
+  CUDA accepts UUIDs or indices; with indices CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number
+  the GPUs as NVML and the plugin do (CUDA's default order is FASTEST_FIRST). The shell
+  exports which way it pinned (DYNAMO_BENCH_GPU_SOURCE) and the runner's attestation checks it
+  against the plugin's answer before load (workloads/attest/checks.check_gpus).
   Kubernetes' $(VAR) expansion cannot do this: the plugin's variables are added by the kubelet
   after the pod spec's env is expanded. The Dynamo operator rewrites a vLLM worker's command
   only for multinode, GMS and elastic-EP workers (deploy/operator/internal/dynamo/
@@ -28,7 +41,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stacks.conventions.k8s_names import ZONE_LABEL
+from stacks.conventions.k8s_names import (
+    DEVICE_LIST_DIR,
+    GPU_COUNT_ENV,
+    GPU_SOURCE_ENV,
+    ZONE_LABEL,
+)
 
 OFFICIAL_RUNTIME = "nvcr.io/nvidia/ai-dynamo/vllm-runtime"
 # Only the EFA worker pods carry this label: they require each other in one zone.
@@ -39,22 +57,59 @@ REQUIRED_ENV = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1",
 EFA_LIBRARY_PATH = "/opt/amazon/efa/lib:/opt/amazon/efa/lib64:/opt/aws-ofi-nccl/lib"
 CAPABILITIES = ("IPC_LOCK",)
 WORKER_MODULE = ("python3", "-m", "dynamo.vllm")
-# Exit code of the wrapper when the device plugin named no GPUs (EX_CONFIG of sysexits.h).
+# Exit code of the wrapper when it cannot tell the pod's GPUs (EX_CONFIG of sysexits.h).
 NO_GPUS_EXIT = 78
 
-# $0 is the process name, "$@" the container's args (the worker flags).
-PIN_GPUS_SCRIPT = f"""set -eu
-case "${{NVIDIA_VISIBLE_DEVICES:-}}" in
-  ""|all|none|void)
-    echo "dynamo-bench: NVIDIA_VISIBLE_DEVICES='${{NVIDIA_VISIBLE_DEVICES:-}}': the NVIDIA \
-device plugin named no GPUs for this pod, and a privileged container sees every GPU of its \
-node; refusing to start (NVIDIA/k8s-device-plugin#336)" >&2
-    exit {NO_GPUS_EXIT};;
-esac
-export CUDA_VISIBLE_DEVICES="$NVIDIA_VISIBLE_DEVICES"
+
+def pin_gpus_script(*, device_list_dir: str = DEVICE_LIST_DIR, dev_dir: str = "/dev",
+                    worker: tuple[str, ...] = WORKER_MODULE) -> str:
+    """The worker's start shell (POSIX sh): pin the plugin's GPUs, then exec the worker with
+    the container's args ("$@"; $0 is the process name). The directories are parameters so
+    the tests run the very script against a fake filesystem."""
+    refuse = ("dynamo-bench: the NVIDIA device plugin's GPUs for this pod cannot be told "
+              "($why), and a privileged container sees every GPU of its node; refusing to "
+              "start (NVIDIA/k8s-device-plugin#336)")
+    return f"""set -eu
+want="${{{GPU_COUNT_ENV}:-}}" nvd="${{NVIDIA_VISIBLE_DEVICES:-}}" gpus="" source=""
+refuse() {{ why="$1"; echo "{refuse}" >&2; exit {NO_GPUS_EXIT}; }}
+for f in "{device_list_dir}"/*; do
+  [ -e "$f" ] || continue
+  gpus="${{gpus:+$gpus,}}${{f##*/}}" source=volume-mounts
+done
+if [ -z "$gpus" ]; then
+  case "$nvd" in
+    ""|all|none|void|/*) ;;
+    *) gpus="$nvd" source=envvar;;
+  esac
+fi
+if [ -z "$gpus" ]; then
+  n=0
+  for d in "{dev_dir}"/nvidia[0-9]*; do [ -e "$d" ] && n=$((n + 1)); done
+  [ -n "$want" ] && [ "$n" -gt 0 ] && [ "$n" -eq "$want" ] || \
+    refuse "NVIDIA_VISIBLE_DEVICES='$nvd', nothing under {device_list_dir}, $n GPU(s) on \
+the node for a request of ${{want:-?}}"
+  i=0
+  while [ "$i" -lt "$n" ]; do gpus="${{gpus:+$gpus,}}$i"; i=$((i + 1)); done
+  source=whole-node
+fi
+got=$(printf '%s' "$gpus" | tr ',' '\\n' | grep -c .)
+[ -z "$want" ] || [ "$got" -eq "$want" ] || refuse "the plugin named $got GPU(s) ($gpus, \
+$source) for a request of $want"
+export CUDA_VISIBLE_DEVICES="$gpus" CUDA_DEVICE_ORDER=PCI_BUS_ID {GPU_SOURCE_ENV}="$source"
+# root (security_context) may lift the memlock limit, as the B200 recipes' workers do
+ulimit -l unlimited 2>/dev/null || true
 export LD_LIBRARY_PATH="{EFA_LIBRARY_PATH}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
-exec {" ".join(WORKER_MODULE)} "$@"
+echo "dynamo-bench: GPUs $gpus pinned from the device plugin's $source answer" >&2
+exec {" ".join(worker)} "$@"
 """
+
+
+PIN_GPUS_SCRIPT = pin_gpus_script()
+
+
+def worker_env(gpus_per_pod: int) -> dict[str, str]:
+    """The env of an EFA worker: libfabric's settings and the GPU count the shell checks."""
+    return {**REQUIRED_ENV, GPU_COUNT_ENV: str(gpus_per_pod)}
 
 
 def efa_runtime_image(image: str) -> str:
@@ -71,14 +126,22 @@ def efa_runtime_image(image: str) -> str:
     return image
 
 
-def pinned_command() -> list[str]:
+def pinned_command(script: str = PIN_GPUS_SCRIPT) -> list[str]:
     """The worker container's command: the GPU-pinning shell, then `python3 -m dynamo.vllm`
     with the container's args."""
-    return ["/bin/sh", "-c", PIN_GPUS_SCRIPT, "dynamo-vllm"]
+    return ["/bin/sh", "-c", script, "dynamo-vllm"]
 
 
 def security_context() -> dict[str, Any]:
-    return {"privileged": True, "capabilities": {"add": list(CAPABILITIES)}}
+    """Privileged and root, as Dynamo's own EFA manifests run their workers: the AWS EFA recipe
+    (ai-dynamo/dynamo recipes/qwen3-32b/vllm/cloud-providers/disagg-1p1d-aws-efa/deploy.yaml
+    @3bff4336: `privileged: true, runAsUser: 0, capabilities: add: [IPC_LOCK, SYS_PTRACE]`)
+    and every B200 recipe worker (`runAsUser: 0`, IPC_LOCK, SYS_RESOURCE, `ulimit -l
+    unlimited`). The runtime images end with `USER dynamo` (uid 1000; container/templates/
+    aws.Dockerfile), and a non-root process has none of the added capabilities effective, so
+    libfabric's memory registration (ibv_reg_mr pins pages; the kernel lifts RLIMIT_MEMLOCK
+    only for CAP_IPC_LOCK) would be bounded by whatever memlock limit containerd passes."""
+    return {"privileged": True, "runAsUser": 0, "capabilities": {"add": list(CAPABILITIES)}}
 
 
 def one_zone_affinity(graph: str, zone: str | None) -> dict[str, Any]:

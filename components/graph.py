@@ -189,7 +189,7 @@ class _Worker:
             **kv_config.kvbm_env(self.serving, self.w.role),
         }
         if self.rdma:
-            values.update(efa.REQUIRED_ENV)
+            values.update(efa.worker_env(self.gpus_per_pod))
         values.update(self.w.env)  # the stack's own env wins
         pod_ip = ([] if kv_config.SIDE_CHANNEL_HOST_ENV in self.w.env
                   else kv_config.side_channel_env(self.serving, self.w.role))

@@ -127,10 +127,14 @@ def scaling(group: NodeGroup, nodes: int | None = None) -> dict[str, int]:
 
 
 def efa_network_interfaces(inst: InstanceType, security_group_id: object) -> list[dict]:
-    """One EFA interface per network card (card 0 is the primary, device index 0)."""
+    """One EFA interface per network card: card 0 the primary (`efa`, ENA + EFA, device index
+    0), the others `efa-only` at device index 1, which hold no private IP (EKS user guide
+    device-management-efa.adoc, "Conserving IP address allocation": "use `efa-only` for all
+    interfaces except the primary"; pulumi-eks nodejs/eks/nodes/instances.ts
+    getEfaNetworkInterfaces does the same). The EFA device count per node is unchanged."""
     return [{"network_card_index": card, "device_index": 0 if card == 0 else 1,
-             "interface_type": "efa", "delete_on_termination": "true",
-             "security_groups": [security_group_id]}
+             "interface_type": "efa" if card == 0 else "efa-only",
+             "delete_on_termination": "true", "security_groups": [security_group_id]}
             for card in range(inst.efa_interfaces)]
 
 

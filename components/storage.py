@@ -17,6 +17,7 @@ import pulumi_aws as aws
 from components import loadgen_specs as specs
 from components.cluster import ClusterHandle
 from components.downloads import Download, download_job
+from components.iam_specs import managed_policy_arn
 from components.k8s import create_object, create_objects
 from components.placement import cpu_node_affinity
 from components.tags import ebs_csi_addon_configuration
@@ -131,9 +132,11 @@ class Storage(pulumi.ComponentResource):
                 "Statement": [{"Effect": "Allow", "Action": ["sts:AssumeRole", "sts:TagSession"],
                                "Principal": {"Service": "pods.eks.amazonaws.com"}}]}),
             tags=args.tags, opts=child)
+        # the partition of the stack's region (aws-cn, aws-us-gov have their own ARNs)
+        partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
         attachment = aws.iam.RolePolicyAttachment(
             f"{name}-{addon}", role=role.name,
-            policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=child)
+            policy_arn=managed_policy_arn(partition, policy), opts=child)
         return aws.eks.Addon(
             f"{name}-{addon}", cluster_name=args.cluster.name, addon_name=addon,
             configuration_values=configuration,

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 
 from components.efa import PIN_GPUS_SCRIPT
+from stacks.conventions.k8s_names import DEVICE_LIST_DIR
 
 GPUS_PER_NODE = 8
 BLOCK = 64
@@ -43,6 +44,10 @@ class FakeServing:
     # every GPU of its node (NVIDIA/k8s-device-plugin#336).
     allocated: dict[str, list[str]] = field(default_factory=dict)   # pod -> UUIDs
     probe_override: dict[str, dict] = field(default_factory=dict)   # pod -> probe JSON
+    # How the device plugin passes the allocation: "envvar" (UUIDs in NVIDIA_VISIBLE_DEVICES,
+    # our own plugin on node groups) or "volume-mounts" (indices as entries under
+    # /var/run/nvidia-container-devices, Bottlerocket's default, so Auto Mode's).
+    plugin_strategy: str = "envvar"
     cache_hits: bool = True
     kv_events: bool = True
     kv_bytes_per_request: int = 3_145_728
@@ -80,12 +85,18 @@ class FakeServing:
         privileged = (main.get("securityContext") or {}).get("privileged")
         pinned = PIN_GPUS_SCRIPT in (main.get("command") or [])
         mine = self.allocated.get(name, [])
-        seen = node_uuids(pod["spec"]["nodeName"]) if privileged and not pinned else mine
-        gpus = [{"index": str(node_uuids(pod["spec"]["nodeName"]).index(u)), "uuid": u,
-                 "driver": self.driver} for u in seen]
-        return json.dumps({"cuda_visible_devices": ",".join(mine) if pinned else None,
-                           "nvidia_visible_devices": ",".join(mine), "gpus": gpus,
-                           "nvidia_smi_exit": 0, "stderr": ""}).encode()
+        node = node_uuids(pod["spec"]["nodeName"])
+        seen = node if privileged and not pinned else mine
+        gpus = [{"index": str(node.index(u)), "uuid": u, "driver": self.driver} for u in seen]
+        if self.plugin_strategy == "volume-mounts":
+            ids = [str(node.index(u)) for u in mine]
+            visible, mounts = DEVICE_LIST_DIR, ids
+        else:
+            ids, visible, mounts = mine, ",".join(mine), None
+        return json.dumps({"cuda_visible_devices": ",".join(ids) if pinned else None,
+                           "nvidia_visible_devices": visible, "device_list_mounts": mounts,
+                           "pinned_by": self.plugin_strategy if pinned else None,
+                           "gpus": gpus, "nvidia_smi_exit": 0, "stderr": ""}).encode()
 
     # --- requests ----------------------------------------------------------------------------
     def chat(self, text: str) -> dict:

@@ -94,6 +94,35 @@ def test_a_privileged_worker_without_the_gpu_pin_sees_the_whole_node(tmp_path):
     assert node_uuids("p4d-0")[0] in json.dumps(check.evidence)
 
 
+@pytest.mark.parametrize("strategy", ["envvar", "volume-mounts"])
+def test_the_gpu_check_records_which_way_the_device_plugin_answered(tmp_path, strategy):
+    # Auto Mode's plugin (Bottlerocket) passes indices as mounts, ours UUIDs in the env: both
+    # pin each worker to its own GPUs, and the attestation says which it saw (components/efa.py)
+    def plugin(d, target):
+        d.cluster.serving.plugin_strategy = strategy
+    d, att = _attest(tmp_path, before=plugin)
+    assert att.ok, att.refusal()
+    check = next(c for c in att.checks if c.name == "gpus")
+    assert f"pinned from the device plugin's {strategy} answer" in check.detail
+    assert {p["pinned_by"] for p in check.evidence.values()} == {strategy}
+    mounts = [p["device_list_mounts"] for p in check.evidence.values()]
+    assert all(m is None for m in mounts) if strategy == "envvar" else \
+        all(len(m) == 4 for m in mounts)
+
+
+def test_a_worker_pinned_to_other_gpus_than_the_plugins_mounts_fails(tmp_path):
+    def off_by_one(d, target):
+        d.cluster.serving.plugin_strategy = "volume-mounts"
+        pod = sorted(n for (_, n), p in d.cluster.pods.items()
+                     if p["_fake"].get("comp") is _component(d, "decode"))[0]
+        probe = json.loads(d.cluster.serving.probe(d.cluster.pods[("dynamo", pod)]))
+        probe["device_list_mounts"] = ["0", "1", "2", "7"]
+        d.cluster.serving.probe_override[pod] = probe
+    d, att = _attest(tmp_path, before=off_by_one)
+    check = _failed(att, "gpus")
+    assert "the device plugin's volume-mounts answer names ['0', '1', '2', '7']" in check.detail
+
+
 def test_an_old_node_driver_fails(tmp_path):
     d, att = _attest(tmp_path, driver="570.195.03")
     assert "older than the 580" in _failed(att, "driver").detail

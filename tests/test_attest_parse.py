@@ -29,7 +29,7 @@ from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
 UUIDS = node_uuids("p4d-0")
 
 
-def _probe(tmp_path, environ: dict[str, str]) -> dict:
+def _probe(tmp_path, environ: dict[str, str], mounts: tuple[str, ...] | None = None) -> dict:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     smi = bin_dir / "nvidia-smi"
@@ -38,7 +38,13 @@ def _probe(tmp_path, environ: dict[str, str]) -> dict:
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     env_file = tmp_path / "environ"
     env_file.write_bytes(b"\0".join(f"{k}={v}".encode() for k, v in environ.items()) + b"\0")
-    out = subprocess.run([sys.executable, "-c", GPU_PROBE, str(env_file)], capture_output=True,
+    listing = tmp_path / "nvidia-container-devices"
+    if mounts is not None:
+        listing.mkdir(exist_ok=True)
+        for m in mounts:
+            (listing / m).touch()
+    out = subprocess.run([sys.executable, "-c", GPU_PROBE, str(env_file), str(listing)],
+                         capture_output=True,
                          text=True, timeout=30, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -61,6 +67,20 @@ def test_gpu_probe_without_a_pin_sees_every_gpu_nvidia_smi_lists(tmp_path):
 def test_gpu_probe_follows_cudas_index_names_and_stops_at_an_unknown_one(tmp_path, visible,
                                                                          count):
     assert len(_probe(tmp_path, {"CUDA_VISIBLE_DEVICES": visible})["gpus"]) == count
+
+
+def test_gpu_probe_records_the_plugins_volume_mounts_and_how_the_shell_pinned(tmp_path):
+    probe = _probe(tmp_path, {"CUDA_VISIBLE_DEVICES": "4,5", "NVIDIA_VISIBLE_DEVICES":
+                              "/var/run/nvidia-container-devices",
+                              "DYNAMO_BENCH_GPU_SOURCE": "volume-mounts"}, mounts=("5", "4"))
+    assert probe["device_list_mounts"] == ["4", "5"] and probe["pinned_by"] == "volume-mounts"
+    assert [g["uuid"] for g in probe["gpus"]] == [UUIDS[4], UUIDS[5]]
+
+
+
+def test_gpu_probe_without_the_plugins_mounts_or_the_shell_records_none(tmp_path):
+    probe = _probe(tmp_path, {"CUDA_VISIBLE_DEVICES": "0"})
+    assert probe["device_list_mounts"] is None and probe["pinned_by"] is None
 
 
 def test_metrics_get_reads_the_pods_own_endpoint():

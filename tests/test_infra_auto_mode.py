@@ -66,7 +66,8 @@ def test_pools_and_classes_validate_and_follow_auto_modes_rules() -> None:
                                  "budgets": [{"nodes": "0",
                                               "reasons": ["Drifted", "Underutilized"]}]}
     cpu = pools["dynamo-bench-cpu"]["spec"]
-    assert cpu["replicas"] == 2 and cpu["limits"] == {"nodes": "2"}   # static: nodes only
+    # static: nodes only, one over the replicas for replacements (auto-static-capacity.adoc)
+    assert cpu["replicas"] == 2 and cpu["limits"] == {"nodes": "3"}
     assert "taints" not in cpu["template"]["spec"]
     for c in classes.values():
         assert c["spec"]["role"] and c["spec"]["securityGroupSelectorTerms"]

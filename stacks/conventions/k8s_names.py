@@ -86,3 +86,12 @@ def dynamo_namespace(stack: StackConfig) -> str:
     if stack.serving is not None:
         return stack.serving.namespace
     return ServingConfig.model_fields["namespace"].default
+
+# The EFA workers' GPU-pinning start shell (components/efa.py) and the attestation's GPU probe
+# (workloads/targets/aws/attest_scripts.py) agree on these: where the NVIDIA device plugin's
+# volume-mounts strategy lists the allocated GPUs, the env that carries the pod's GPU request
+# to the shell, and the env in which the shell says how it pinned (one of GPU_PINNED_BY).
+DEVICE_LIST_DIR = "/var/run/nvidia-container-devices"
+GPU_COUNT_ENV = "DYNAMO_BENCH_GPUS"
+GPU_SOURCE_ENV = "DYNAMO_BENCH_GPU_SOURCE"
+GPU_PINNED_BY = ("envvar", "volume-mounts", "whole-node")

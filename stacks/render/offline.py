@@ -193,7 +193,12 @@ class RecordingMocks(Mocks):
             return {"names": zones, "zoneIds": [f"use1-az{i}" for i in range(1, 7)],
                     "id": self.region}
         if token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+            # the partition of the region, as AWS answers (aws-cn, aws-us-gov, aws)
+            partition, suffix = (("aws-cn", "amazonaws.com.cn") if self.region.startswith("cn-")
+                                 else ("aws-us-gov", "amazonaws.com")
+                                 if self.region.startswith("us-gov-")
+                                 else ("aws", "amazonaws.com"))
+            return {"partition": partition, "dnsSuffix": suffix, "id": partition}
         if token == "aws:ec2/getVpc:getVpc":
             return {"id": a.get("id"), "cidrBlock": "10.0.0.0/16", "arn": "arn"}
         if token == "aws:ec2/getSubnet:getSubnet":

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from stacks.conventions.k8s_names import GPU_PINNED_BY
 from workloads.attest import first_data
 from workloads.attest.parse import Expected, expected_gpus
 from workloads.targets.base import TargetError
@@ -114,6 +115,35 @@ def check_model(x: Expected, ev: dict) -> Check:
                  "worker", {"models": models, "workers": seen})
 
 
+
+
+def _names(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def pinning_problem(probe: dict) -> str | None:
+    """How the EFA workers' start shell pinned its GPUs (components/efa.py): from the device
+    plugin's NVIDIA_VISIBLE_DEVICES list, from its volume-mount entries, or the node's GPUs
+    when the pod holds all of them. Whether a pinned worker's CUDA_VISIBLE_DEVICES is what
+    the device plugin answered (None for a worker the shell did not start, or when it is)."""
+    way = probe.get("pinned_by")
+    if way is None:
+        return None
+    cuda = _names(probe.get("cuda_visible_devices"))
+    if way == "volume-mounts":
+        plugin = list(probe.get("device_list_mounts") or [])
+    elif way == "envvar":
+        plugin = _names(probe.get("nvidia_visible_devices"))
+    elif way == "whole-node":
+        return None     # the count and the no-sharing checks below hold it
+    else:
+        return f"pinned its GPUs by {way!r}, none of {list(GPU_PINNED_BY)}"
+    if sorted(cuda) != sorted(plugin):
+        return (f"runs on CUDA_VISIBLE_DEVICES {cuda}, the device plugin's {way} answer "
+                f"names {plugin}")
+    return None
+
+
 def check_gpus(x: Expected, ev: dict) -> Check:
     owners: dict[str, list[str]] = {}
     seen = {}
@@ -121,10 +151,15 @@ def check_gpus(x: Expected, ev: dict) -> Check:
         probe = pod.get("gpu_probe") or {}
         want = expected_gpus(x, pod.get("component", ""))
         uuids = [g["uuid"] for g in probe.get("gpus") or []]
-        seen[name] = {"node": pod.get("node"), "uuids": uuids, "expected": want}
+        seen[name] = {"node": pod.get("node"), "uuids": uuids, "expected": want,
+                      "pinned_by": probe.get("pinned_by"),
+                      "device_list_mounts": probe.get("device_list_mounts")}
         if probe.get("error") or probe.get("nvidia_smi_exit", 0) != 0:
             return Check("gpus", FAIL, f"{name}: GPU probe failed: "
                          f"{probe.get('error') or probe.get('stderr')}", seen)
+        wrong = pinning_problem(probe)
+        if wrong:
+            return Check("gpus", FAIL, f"{name} {wrong}", seen)
         if want is None or len(set(uuids)) != want or len(uuids) != want:
             return Check("gpus", FAIL, f"{name} sees {len(set(uuids))} distinct GPU(s), the "
                          f"stack gives it {want} (TP x PP)", seen)
@@ -135,7 +170,9 @@ def check_gpus(x: Expected, ev: dict) -> Check:
         u, pods = next(iter(shared.items()))
         return Check("gpus", FAIL, f"GPU {u} is used by {len(pods)} pods on node "
                      f"{seen[pods[0]]['node']}: {pods}", seen)
-    return Check("gpus", PASS, f"{len(seen)} worker pod(s), each on its own GPUs", seen)
+    ways = sorted({str(p["pinned_by"]) for p in seen.values() if p["pinned_by"]})
+    how = f", pinned from the device plugin's {'/'.join(ways)} answer" if ways else ""
+    return Check("gpus", PASS, f"{len(seen)} worker pod(s), each on its own GPUs{how}", seen)
 
 
 def check_driver(x: Expected, ev: dict) -> Check:

@@ -5,18 +5,27 @@ library only; the tests run each for real with the local interpreter.
   PID 1 (the engine: the EFA workers' shell `exec`s it, components/efa.py), lists the node's
   GPUs with `nvidia-smi --query-gpu=index,uuid,driver_version --format=csv,noheader` (which
   itself ignores CUDA_VISIBLE_DEVICES and, in a privileged container, sees every GPU of the
-  node), and keeps those CUDA_VISIBLE_DEVICES names (by UUID or index), as CUDA does. Prints
-  JSON {cuda_visible_devices, nvidia_visible_devices, gpus: [{index, uuid, driver}],
-  nvidia_smi_exit, stderr}.
+  node), and keeps those CUDA_VISIBLE_DEVICES names (by UUID or index), as CUDA does. It also
+  records how the device plugin answered (the entries under /var/run/nvidia-container-devices
+  of its volume-mounts strategy) and how the EFA workers' shell pinned (its
+  DYNAMO_BENCH_GPU_SOURCE). Prints JSON {cuda_visible_devices, nvidia_visible_devices,
+  device_list_mounts, pinned_by, gpus: [{index, uuid, driver}], nvidia_smi_exit, stderr}.
 - METRICS_GET `<port>`: the pod's own /metrics on 127.0.0.1 (the API server proxies Services,
   not pod ports; exec reaches every pod).
 """
 
 from __future__ import annotations
 
+from stacks.conventions.k8s_names import DEVICE_LIST_DIR, GPU_SOURCE_ENV
+
 GPU_PROBE = r'''
-import json, subprocess, sys
+import json, os, subprocess, sys
 path = sys.argv[1] if len(sys.argv) > 1 else "/proc/1/environ"
+listing = sys.argv[2] if len(sys.argv) > 2 else "{DEVICE_LIST_DIR}"
+try:
+    mounts = sorted(os.listdir(listing))
+except OSError:
+    mounts = None
 try:
     raw = open(path, "rb").read().decode(errors="replace")
 except OSError as exc:
@@ -44,8 +53,14 @@ if visible is not None:
     gpus = kept
 print(json.dumps({"cuda_visible_devices": visible,
                   "nvidia_visible_devices": env.get("NVIDIA_VISIBLE_DEVICES"),
+                  "device_list_mounts": mounts,
+                  "pinned_by": env.get("{GPU_SOURCE_ENV}"),
                   "gpus": gpus, "nvidia_smi_exit": code, "stderr": stderr[-300:]}))
 '''
+
+# the names both sides agree on (stacks/conventions/k8s_names.py), put in without an f-string
+GPU_PROBE = (GPU_PROBE.replace("{DEVICE_LIST_DIR}", DEVICE_LIST_DIR)
+             .replace("{GPU_SOURCE_ENV}", GPU_SOURCE_ENV))
 
 METRICS_GET = r'''
 import sys, urllib.request

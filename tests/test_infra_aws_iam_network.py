@@ -1,0 +1,59 @@
+"""Node IAM and EFA interfaces under Pulumi mocks: managed policy ARNs in the region's own
+partition (aws-cn, aws-us-gov), the node role's least-privilege ECR policy, and `efa-only`
+interfaces on every network card but the primary (aws.md M3, M4, M5)."""
+
+from __future__ import annotations
+
+import pytest
+from pulumi_harness import raw_config, run, run_config
+
+from components.node_specs import efa_network_interfaces
+from stacks.catalog.instances import INSTANCE_TYPES
+
+
+def _in_region(stack: str, region: str):
+    raw = raw_config(stack)
+    raw["cluster"]["region"] = region
+    for group in raw["cluster"]["nodeGroups"]:
+        if "availabilityZone" in group:
+            group["availabilityZone"] = f"{region}a"
+    result = run_config(f"{stack}-{region}", raw)
+    assert result.error is None, result.error
+    return result
+
+
+@pytest.mark.parametrize(("stack", "region", "partition"), [
+    ("base-a100", "us-gov-west-1", "aws-us-gov"), ("base-a100-auto", "us-gov-west-1",
+                                                   "aws-us-gov"),
+    ("base-a100", "us-east-1", "aws")])
+def test_every_managed_policy_arn_is_in_the_regions_partition(stack, region, partition):
+    # pre-flight accepts every partition's regions (botocore's); the CSI roles' ARNs were
+    # written for `aws` only
+    arns = [r.inputs["policyArn"] for r in _in_region(stack, region).resources
+            if "policyArn" in r.inputs]
+    assert arns and all(a.startswith(f"arn:{partition}:iam::aws:policy/") for a in arns), arns
+
+
+def test_the_node_role_pulls_from_ecr_without_read_rights():
+    arns = {r.inputs["policyArn"].rsplit("/", 1)[-1] for r in run("base-a100").resources
+            if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+            and "-node-" in r.name}
+    assert arns == {"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
+                    "AmazonEC2ContainerRegistryPullOnly"}
+
+
+@pytest.mark.parametrize("instance", ["p4d.24xlarge", "p6-b200.48xlarge", "g6e.12xlarge"])
+def test_efa_cards_after_the_primary_are_efa_only(instance):
+    inst = INSTANCE_TYPES[instance]
+    cards = efa_network_interfaces(inst, "sg-1")
+    assert len(cards) == inst.efa_interfaces      # one EFA device per card either way
+    assert (cards[0]["interface_type"], cards[0]["device_index"]) == ("efa", 0)
+    assert all((c["interface_type"], c["device_index"]) == ("efa-only", 1) for c in cards[1:])
+    assert [c["network_card_index"] for c in cards] == list(range(inst.efa_interfaces))
+
+
+def test_the_rendered_p4d_launch_template_has_one_ip_interface():
+    lt = next(r for r in run("base-a100").of_type("aws:ec2/launchTemplate:LaunchTemplate")
+              if r.inputs.get("networkInterfaces"))
+    kinds = [n["interfaceType"] for n in lt.inputs["networkInterfaces"]]
+    assert kinds == ["efa", "efa-only", "efa-only", "efa-only"]
