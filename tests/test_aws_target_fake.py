@@ -129,6 +129,10 @@ def test_step_job_runs_in_the_frontend_zone_and_lands_in_the_local_layout(tmp_pa
     assert not d.cluster.jobs and not d.cluster.configmaps
     prom = json.loads((out / "prometheus.json").read_text())
     assert set(prom["results"]) == set(promql.BY_NAME)
+    # this graph only: one Prometheus scrapes every graph and GPU of the cluster
+    assert prom["scope"] == {"namespace": NAMESPACE, "graph": target.graph}
+    assert all(f'dynamo_bench_io_graph="{target.graph}"' in q["query"]
+               for q in prom["results"].values())
     assert sorted(d.cluster.prom_queries) == sorted(q["query"] for q in prom["results"].values())
     assert prom["results"]["kv_usage_max"]["result"][0]["value"][1] == "0.5"
     record = json.loads((out / "step.json").read_text())

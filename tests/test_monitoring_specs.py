@@ -4,6 +4,7 @@ and every metric a dashboard queries comes from the catalogue."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -155,3 +156,22 @@ def test_shipped_dashboards_take_the_datasource_as_a_variable():
                  *(v for v in dash["templating"]["list"] if v["type"] == "query")]
         assert all(u.get("datasource") == wanted for u in users), cm["metadata"]["name"]
         assert len(refs) == len(users) and all(r == wanted for r in refs)
+
+
+def test_series_carry_the_graph_they_came_from():
+    """What the runner's scoped PromQL and the dashboards select on (workloads/promql.py
+    Scope): Prometheus copies the graph pod label onto every target, the DCGM exporter the
+    GPU holder's graph label onto its series, and its namespace arrives as
+    `exported_namespace` (honorLabels false)."""
+    from components.graph import GRAPH_LABEL
+    from workloads.promql import Scope
+    stack = load_stack("base-a100")
+    spec = kube_prometheus_values(stack)["prometheus"]["prometheusSpec"]
+    assert spec["podTargetLabels"] == [GRAPH_LABEL]
+    dcgm = dcgm_exporter_values(stack)
+    assert dcgm["serviceMonitor"]["honorLabels"] is False
+    assert dcgm["kubernetes"]["enablePodLabels"] is True
+    (allow,) = dcgm["kubernetes"]["podLabelAllowlistRegex"]
+    assert "," not in allow   # the chart joins the list with commas into one variable
+    assert re.fullmatch(allow, GRAPH_LABEL) and not re.fullmatch(allow, "dynamo-bench-io/graph")
+    assert Scope("dynamo", "g").matchers(m.DCGM_GPU_UTIL)[0].startswith("exported_namespace=")

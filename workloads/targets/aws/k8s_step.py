@@ -44,6 +44,7 @@ LOG_LIMIT_BYTES = 32 << 20
 @dataclass(frozen=True)
 class JobSettings:
     namespace: str
+    graph: str          # the DynamoGraphDeployment: scopes the step's PromQL to its series
     stack: str
     run_id: str
     image: str
@@ -63,13 +64,18 @@ def read_cpu_samples(path: Path) -> CpuSampler:
     return sampler
 
 
-def evaluate_promql(http, prometheus_url: str, window_ns: tuple[int, int]) -> dict:
-    """Every query of promql.step_queries over the load window, evaluated at its end."""
+def evaluate_promql(http, prometheus_url: str, window_ns: tuple[int, int],
+                    scope: promql.Scope) -> dict:
+    """Every query of promql.step_queries over the load window, evaluated at its end and
+    scoped to this graph's series (one Prometheus scrapes every graph and GPU of the
+    cluster)."""
     start_s, end_s = window_ns[0] / 1e9, window_ns[1] / 1e9
     window = max(1.0, end_s - start_s)
     out: dict[str, Any] = {"prometheus": prometheus_url, "time": round(end_s, 3),
-                           "window_s": round(window, 3), "results": {}}
-    for name, query in promql.step_queries(window).items():
+                           "window_s": round(window, 3),
+                           "scope": {"namespace": scope.namespace, "graph": scope.graph},
+                           "results": {}}
+    for name, query in promql.step_queries(window, scope=scope).items():
         try:
             r = http.get(f"{prometheus_url}/api/v1/query",
                          params={"query": query, "time": f"{end_s:.3f}"})
@@ -204,7 +210,8 @@ class JobExecutor:
         if not self.s.prometheus_url or window is None:
             return None
         with self.kube.http() as http:
-            doc = evaluate_promql(http, self.s.prometheus_url, window)
+            doc = evaluate_promql(http, self.s.prometheus_url, window,
+                                  promql.Scope(self.s.namespace, self.s.graph))
         (work / "prometheus.json").write_text(json.dumps(doc, indent=2))
         return "prometheus.json"
 

@@ -298,7 +298,8 @@ class AwsTarget:
         if self.placement is None or self.volume is None:
             raise TargetError("the aws target was not started")
         return JobExecutor(self.kube, JobSettings(
-            namespace=self.namespace, stack=self.stack.name, run_id=self.run_id,
+            namespace=self.namespace, graph=self.graph, stack=self.stack.name,
+            run_id=self.run_id,
             image=self.image, placement=self.placement, prometheus_url=self.prometheus),
             self.volume, self.clock, self.token)
 
