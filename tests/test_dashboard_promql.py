@@ -17,9 +17,11 @@ pytestmark = pytest.mark.prometheus
 PROMTOOL = shutil.which("promtool")
 
 
-def _as_prometheus(expr: str) -> str:
-    """Grafana variables replaced by what Grafana would send."""
-    return expr.replace("$__rate_interval", "1m").replace("$namespace", ".*")
+def _as_prometheus(expr: str, graph: str = ".*") -> str:
+    """Grafana variables replaced by what Grafana would send ("All": the variables' allValue
+    `.*`, or one graph picked)."""
+    return (expr.replace("$__rate_interval", "1m").replace("$namespace", ".*")
+            .replace("$graph", graph))
 
 
 def _panels():
@@ -54,9 +56,10 @@ def test_promtool_rejects_a_broken_query(tmp_path):
     assert _promtool(tmp_path, "check", "rules", "rules.yml").returncode != 0
 
 
-def _query(dashboard: str, title: str, ref: str = "A") -> str:
+def _query(dashboard: str, title: str, ref: str = "A", graph: str = ".*") -> str:
     panel = next(p for p in DASHBOARDS[dashboard]()["panels"] if p["title"] == title)
-    return _as_prometheus(next(t["expr"] for t in panel["targets"] if t["refId"] == ref))
+    return _as_prometheus(next(t["expr"] for t in panel["targets"] if t["refId"] == ref),
+                          graph)
 
 
 def test_hit_rate_and_ttft_quantile_evaluate_to_the_expected_numbers(tmp_path):
@@ -86,6 +89,41 @@ def test_hit_rate_and_ttft_quantile_evaluate_to_the_expected_numbers(tmp_path):
         ]}],
     }
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(_rules([hit_rate, ttft_p50])))
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(tests))
+    result = _promtool(tmp_path, "test", "rules", "test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_picking_a_graph_shows_that_graph_alone(tmp_path):
+    """Two graphs in one namespace (a campaign's side-by-side variants) and an idle GPU: with a
+    graph picked, the TTFT panel and the GPU panel show that graph's alone; "All" shows every
+    GPU, the idle one too."""
+    ttft_p50 = _query("pareto", "Time to first token", "A", graph="agg-a100")
+    gpu_util = _query("dcgm", "GPU utilisation", "A", graph="agg-a100")
+    gpu_util_all = _query("dcgm", "GPU utilisation", "A")
+    series = []
+    for graph, fast in (("agg-a100", True), ("agg-l40s-fp8", False)):
+        lbl = f'namespace="dynamo", pod="{graph}-frontend-0", dynamo_bench_io_graph="{graph}"'
+        for le, count in (("0.1", 10 if fast else 0), ("4", 10), ("+Inf", 10)):
+            series.append({"series": f'{m.FRONTEND_TTFT}_bucket{{{lbl}, le="{le}"}}',
+                           "values": f"0+{count}x10"})
+    exporter = 'namespace="monitoring", pod="dcgm-exporter-n1", Hostname="n1"'
+    series += [
+        {"series": f'{m.DCGM_GPU_UTIL}{{{exporter}, gpu="0", exported_namespace="dynamo", '
+                   'exported_pod="agg-a100-worker-0", dynamo_bench_io_graph="agg-a100"}',
+         "values": "80+0x10"},
+        {"series": f'{m.DCGM_GPU_UTIL}{{{exporter}, gpu="1"}}', "values": "0+0x10"},
+    ]
+    tests = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series, "promql_expr_test": [
+            {"expr": ttft_p50, "eval_time": "5m", "exp_samples": [{"labels": "{}",
+                                                                   "value": 0.05}]},
+            {"expr": gpu_util, "eval_time": "5m", "exp_samples": [
+                {"labels": '{Hostname="n1", gpu="0"}', "value": 80}]},
+            {"expr": gpu_util_all, "eval_time": "5m", "exp_samples": [
+                {"labels": '{Hostname="n1", gpu="0"}', "value": 80},
+                {"labels": '{Hostname="n1", gpu="1"}', "value": 0}]},
+        ]}]}
     (tmp_path / "test.yml").write_text(yaml.safe_dump(tests))
     result = _promtool(tmp_path, "test", "rules", "test.yml")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -175,3 +175,21 @@ def test_series_carry_the_graph_they_came_from():
     assert "," not in allow   # the chart joins the list with commas into one variable
     assert re.fullmatch(allow, GRAPH_LABEL) and not re.fullmatch(allow, "dynamo-bench-io/graph")
     assert Scope("dynamo", "g").matchers(m.DCGM_GPU_UTIL)[0].startswith("exported_namespace=")
+
+
+def test_every_dashboard_selector_is_scoped_to_the_picked_graph():
+    for key, build in DASHBOARDS.items():
+        dashboard = build()
+        assert [v["name"] for v in dashboard["templating"]["list"]] == [
+            "datasource", "namespace", "graph"], key
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"]
+                names = promql_metric_names(expr)
+                for name in names:
+                    found = re.findall(rf"(?<![\w:]){re.escape(name)}\{{([^}}]*)\}}", expr)
+                    bare = re.findall(rf"(?<![\w:]){re.escape(name)}(?![\w:{{])", expr)
+                    ns = "exported_namespace" if name in m.DCGM else "namespace"
+                    want = {f'{ns}=~"$namespace"', 'dynamo_bench_io_graph=~"$graph"'}
+                    assert found and not bare and all(want <= set(f.split(",")) for f in found), (
+                        key, panel["title"], expr)
