@@ -147,7 +147,10 @@ def platform_dashboard() -> dict[str, Any]:
         _panel("Prefix hits (share of input tokens served from cache)",
                [(_ratio(f"{m.FRONTEND_CACHED_TOKENS}_sum",
                         f"{m.FRONTEND_INPUT_SEQUENCE_TOKENS}_sum"), "frontend cached tokens"),
-                (f"avg({m.ROUTER_KV_HIT_RATE}{{{NS}}})", "router predicted hit rate")],
+                # a histogram in Dynamo 1.6.1 (only its _sum / _count / _bucket series exist):
+                # the mean predicted hit rate over the window
+                (_ratio(f"{m.ROUTER_KV_HIT_RATE}_sum", f"{m.ROUTER_KV_HIT_RATE}_count"),
+                 "router predicted hit rate")],
                "percentunit"),
     ])
 

@@ -4,14 +4,18 @@ known input series."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
-from components.dashboards import DASHBOARDS
+from components.dashboards import DASHBOARDS, promql_metric_names
 from stacks.catalog import metrics as m
+from workloads.promql import step_queries
 
 pytestmark = pytest.mark.prometheus
 PROMTOOL = shutil.which("promtool")
@@ -125,5 +129,42 @@ def test_picking_a_graph_shows_that_graph_alone(tmp_path):
                 {"labels": '{Hostname="n1", gpu="1"}', "value": 0}]},
         ]}]}
     (tmp_path / "test.yml").write_text(yaml.safe_dump(tests))
+    result = _promtool(tmp_path, "test", "rules", "test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _live_histograms() -> set[str]:
+    """Names the live Dynamo 1.6.1 / vLLM exports (AIPerf's server_metrics_export.json of the
+    fixture runs) type `histogram`: Prometheus stores only their _bucket, _sum, _count."""
+    found = set()
+    for export in Path(__file__).parent.glob("fixtures/runs/*/fixture/*/*/"
+                                             "server_metrics_export.json"):
+        for name, family in json.loads(export.read_text())["metrics"].items():
+            if family.get("type") == "histogram":
+                found.add(name)
+    return found
+
+
+def test_no_query_reads_a_histogram_by_its_bare_name():
+    """A histogram's bare name selects nothing: the panel stays empty (issue 28, runner.md M1:
+    the router's predicted hit rate)."""
+    histograms = _live_histograms()
+    assert m.ROUTER_KV_HIT_RATE in histograms and m.FRONTEND_TTFT in histograms
+    exprs = [e for _, e in _panels()] + list(step_queries(60).values())
+    for expr in exprs:
+        for name in promql_metric_names(expr) & histograms:
+            assert not re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr), (name, expr)
+
+
+def test_the_router_hit_rate_panel_reads_the_histograms_mean(tmp_path):
+    expr = _query("platform", "Prefix hits (share of input tokens served from cache)", "B")
+    lbl = '{namespace="dynamo", dynamo_bench_io_graph="g"'
+    series = [{"series": f"{m.ROUTER_KV_HIT_RATE}_sum{lbl}}}", "values": "0+30x10"},
+              {"series": f"{m.ROUTER_KV_HIT_RATE}_count{lbl}}}", "values": "0+60x10"}]
+    (tmp_path / "test.yml").write_text(yaml.safe_dump({
+        "rule_files": [], "evaluation_interval": "1m", "tests": [{
+            "interval": "1m", "input_series": series, "promql_expr_test": [
+                {"expr": expr, "eval_time": "5m",
+                 "exp_samples": [{"labels": "{}", "value": 0.5}]}]}]}))
     result = _promtool(tmp_path, "test", "rules", "test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
