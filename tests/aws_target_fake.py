@@ -111,6 +111,9 @@ class FakeCluster:
         self.job_run = lambda cluster, job, pod: JobRun()
         self.job_seconds = 20.0
         self.start_delay_s = 4.0
+        # how long after its pod ends a Job takes to carry its terminal condition (the Job
+        # controller writes it after it observes the pod; 0: at once)
+        self.job_condition_lag_s = 0.0
         self._uid = 0
         self.versions = {"ai-dynamo": "1.6.1", "ai-dynamo-runtime": "1.6.1", "vllm": "0.11.0",
                          "nixl": "0.7.1", "nixl-cu12": None, "nixl-cu13": None,
@@ -275,6 +278,7 @@ class FakeCluster:
             return
         if self.clock.t - fake["created"] >= self.start_delay_s + self.job_seconds:
             fake["result"] = self.job_run(self, job, pod)
+            fake["result_at"] = self.clock.t
             pod["_fake"]["log"] = fake["result"].log
 
     def trace_file(self, pod: str) -> Path:

@@ -2,7 +2,8 @@
 
 For each step the executor delivers the dataset (a ConfigMap when it fits, else a file on the
 results PVC), creates the Job (k8s_jobs.loadgen_job), follows it to its end (a pod that cannot
-start is a failed step with the reason, never a silent wait), saves the pod's log as
+start is a failed step with the reason, never a silent wait; a pod that has ended, Failed or
+Succeeded, ends the step even before its Job says so), saves the pod's log as
 `aiperf.log`, copies the artifacts into the step's directory (the same files a local run
 leaves), reads the container's CPU samples for the saturation guard, evaluates the PromQL set
 of workloads/promql.py at the end of the load window (`prometheus.json`), and deletes the Job
@@ -36,6 +37,13 @@ from workloads.targets.aws.k8s_scripts import CPU_SAMPLES
 from workloads.targets.aws.k8s_transfer import ResultsVolume
 
 POLL_S = 2.0
+# A Job's terminal condition comes after its pod ends: the Job controller writes it once it has
+# observed the pod's final status (since v1.31 a failing Job first carries `FailureTarget`;
+# "When all of the Job Pods are terminated, the Job controller adds the `Failed` condition",
+# kubernetes/website content/en/docs/concepts/workloads/controllers/job.md, "Terminal Job
+# conditions", PR #46808). The pod's end is the step's end; the condition is waited for this
+# long, for its reason, then the step ends on the pod's own status.
+JOB_CONDITION_WAIT_S = 60.0
 # The Job controller's pod label (Kubernetes >= 1.27).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LOG_LIMIT_BYTES = 32 << 20
@@ -156,6 +164,7 @@ class JobExecutor:
         ns = self.s.namespace
         t0 = self.clock.now()
         pod: dict | None = None
+        pod_ended_at: float | None = None
         while True:
             job = to_dict(retrying(self.clock, f"reading Job {ns}/{name}", lambda: (
                 self.kube.batch.read_namespaced_job_status(name, ns))))
@@ -173,7 +182,21 @@ class JobExecutor:
                 return code, why, pod
             state = pod_state(pod) if pod else None
             elapsed = self.clock.now() - t0
-            if state and state.fatal:
+            phase = (pod or {}).get("status", {}).get("phase")
+            if pod is not None and phase in ("Succeeded", "Failed"):
+                # AIPerf has exited (or the pod was evicted): a failed step with what it left,
+                # never an aborted run; the Job's condition, when it comes, gives the reason.
+                pod_ended_at = self.clock.now() if pod_ended_at is None else pod_ended_at
+                if self.clock.now() - pod_ended_at >= JOB_CONDITION_WAIT_S:
+                    code = _exit_code(pod)
+                    status = pod.get("status", {})
+                    why = None if phase == "Succeeded" and code == 0 else (
+                        f"load generator pod of Job {name} {phase} "
+                        f"({status.get('reason') or status.get('message') or f'exit {code}'}); "
+                        f"the Job carried no terminal condition within "
+                        f"{JOB_CONDITION_WAIT_S:.0f} s")
+                    return code, why, pod
+            elif state and state.fatal:
                 raise KubeError(f"load generator pod of Job {name}: {state.problem}")
             started = bool(pod and pod.get("status", {}).get("phase") in ("Running",
                                                                           "Succeeded",
