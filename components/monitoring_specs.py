@@ -32,6 +32,13 @@ DCGM_EXPORTER_CHART_VERSION = "4.8.2"
 DASHBOARD_LABEL = "grafana_dashboard"
 DASHBOARD_LABEL_VALUE = "1"
 PROMETHEUS_VOLUME_GIB = 50
+# What the TSDB's blocks may fill before the oldest are deleted, whatever `retention` says: a
+# multi-day campaign of 5 s scrapes of vLLM/Dynamo histograms can outgrow the volume within
+# 15 days, and a full volume stops ingestion (the WAL cannot be written). Blocks only: the
+# WAL, the head chunks and a compaction's output need room beside them ("allow for space for
+# the WAL and one maximum size block", robustperception.io, configuring-prometheus-storage-
+# retention), hence 80 % of the volume.
+PROMETHEUS_RETENTION_SIZE_GIB = PROMETHEUS_VOLUME_GIB * 4 // 5
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 GRAFANA_ADMIN_USER = "admin"
 GRAFANA_USER_KEY = "admin-user"           # the chart's default key names
@@ -49,6 +56,10 @@ def kube_prometheus_values(stack: StackConfig) -> dict[str, Any]:
     cpu = cpu_node_affinity(stack.cluster)
     prometheus_spec: dict[str, Any] = {
         "retention": mon.retention,
+        # kube-prometheus-stack 79.5.0 values.yaml `prometheusSpec.retentionSize` ("Maximum size
+        # of metrics", "in the form of "50GiB""; unset by default), rendered into the
+        # Prometheus resource's `retentionSize` (templates/prometheus/prometheus.yaml)
+        "retentionSize": f"{PROMETHEUS_RETENTION_SIZE_GIB}GiB",
         "scrapeInterval": interval,
         "evaluationInterval": interval,
         "podMonitorSelectorNilUsesHelmValues": False,

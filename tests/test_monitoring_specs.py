@@ -193,3 +193,14 @@ def test_every_dashboard_selector_is_scoped_to_the_picked_graph():
                     want = {f'{ns}=~"$namespace"', 'dynamo_bench_io_graph=~"$graph"'}
                     assert found and not bare and all(want <= set(f.split(",")) for f in found), (
                         key, panel["title"], expr)
+
+
+def test_prometheus_blocks_are_bounded_below_the_volume_size():
+    """Time retention alone lets a long campaign fill the volume and stop ingestion (issue 28,
+    runner.md M6): the size bound leaves room for the WAL and a compaction."""
+    spec = kube_prometheus_values(load_stack("base-a100"))["prometheus"]["prometheusSpec"]
+    size = spec["retentionSize"]
+    assert re.fullmatch(r"\d+GiB", size)   # the chart's unit format, e.g. "50GiB"
+    volume = spec["storageSpec"]["volumeClaimTemplate"]["spec"]["resources"]["requests"][
+        "storage"]
+    assert int(size.removesuffix("GiB")) <= 0.85 * int(volume.removesuffix("Gi"))
