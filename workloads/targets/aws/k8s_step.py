@@ -27,6 +27,7 @@ from workloads.targets.aws.k8s_client import (
     Clock,
     Kube,
     KubeError,
+    creating,
     is_not_found,
     items,
     retrying,
@@ -135,12 +136,14 @@ class JobExecutor:
         note(command=command, loadgen=loadgen)
         t0 = self.clock.now()
         try:
-            try:
-                if configmap:
-                    self.kube.core.create_namespaced_config_map(s.namespace, configmap)
-                self.kube.batch.create_namespaced_job(s.namespace, job)
-            except Exception as exc:  # noqa: BLE001 - the API's refusal, with its reason
-                raise KubeError(f"cannot create Job {s.namespace}/{name}: {exc}") from exc
+            # a transient API failure (429, 5xx, a dropped connection) is retried; a refusal
+            # ends the step with the API's reason
+            if configmap:
+                creating(self.clock, f"cannot create ConfigMap {s.namespace}/{name}",
+                         lambda: self.kube.core.create_namespaced_config_map(s.namespace,
+                                                                             configmap))
+            creating(self.clock, f"cannot create Job {s.namespace}/{name}",
+                     lambda: self.kube.batch.create_namespaced_job(s.namespace, job))
             on_tick(0.0)
             exit_code, failure, pod = self._follow(name, limit_s, on_tick)
         except BaseException:
