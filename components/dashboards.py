@@ -3,7 +3,10 @@
 Every metric a query names comes from the catalogue `stacks.catalog.metrics`;
 `dashboard_metric_names` reads the names back out of the PromQL so a test can hold them against the
 catalogue (a typo in a query shows up there, not as an empty panel on a cluster). Dashboards filter
-by the Kubernetes namespace label that the Prometheus operator adds to every PodMonitor target.
+by namespace and graph (variables `namespace` and `graph`): the Kubernetes namespace label the
+Prometheus operator adds to every PodMonitor target, and the graph label Prometheus and the DCGM
+exporter copy from the graph's pods (components/monitoring_specs.py). One Prometheus scrapes every
+graph of the cluster, so side-by-side variants would otherwise blend into one line.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import re
 from typing import Any
 
 from stacks.catalog import metrics as m
+from stacks.conventions.k8s_names import GRAPH_METRIC_LABEL
 
 # Panels, targets and the namespace query name their data source through the dashboard's
 # `datasource` variable (a data-source-type variable listing Prometheus sources, "default"
@@ -22,7 +26,13 @@ from stacks.catalog import metrics as m
 DATASOURCE_VARIABLE = "datasource"
 DATASOURCE = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
 RATE = "[$__rate_interval]"
-NS = 'namespace=~"$namespace"'
+GRAPH = f'{GRAPH_METRIC_LABEL}=~"$graph"'
+NS = f'namespace=~"$namespace",{GRAPH}'
+# DCGM series carry the GPU holder's namespace as `exported_namespace` (workloads/promql.py)
+GPU_NS = f'exported_namespace=~"$namespace",{GRAPH}'
+# "All" matches every value and none: idle GPUs, which no graph pod holds, stay on the DCGM
+# dashboard until a graph is picked.
+ALL = ".*"
 
 
 def _quantile(q: float, histogram: str, by: str = "") -> str:
@@ -56,14 +66,18 @@ def _datasource_variable() -> dict[str, Any]:
             "current": {"selected": True, "text": "default", "value": "default"}}
 
 
-def _namespace_variable() -> dict[str, Any]:
-    return {"name": "namespace", "type": "query", "datasource": DATASOURCE,
-            "query": f"label_values({m.FRONTEND_REQUESTS}, namespace)",
-            "includeAll": True, "multi": True, "refresh": 2}
+def _query_variable(name: str, query: str) -> dict[str, Any]:
+    return {"name": name, "type": "query", "datasource": DATASOURCE, "query": query,
+            "includeAll": True, "allValue": ALL, "multi": True, "refresh": 2}
 
 
-def _dashboard(uid: str, title: str, panels: list[dict[str, Any]],
-               namespaced: bool = True) -> dict[str, Any]:
+def _scope_variables() -> list[dict[str, Any]]:
+    return [_query_variable("namespace", f"label_values({m.FRONTEND_REQUESTS}, namespace)"),
+            _query_variable("graph", f'label_values({m.FRONTEND_REQUESTS}'
+                                     f'{{namespace=~"$namespace"}}, {GRAPH_METRIC_LABEL})')]
+
+
+def _dashboard(uid: str, title: str, panels: list[dict[str, Any]]) -> dict[str, Any]:
     laid_out = []
     for i, panel in enumerate(panels):  # two panels per row, 8 units high
         laid_out.append({**panel, "id": i + 1,
@@ -71,8 +85,7 @@ def _dashboard(uid: str, title: str, panels: list[dict[str, Any]],
     return {
         "uid": uid, "title": title, "tags": ["dynamo-bench"], "schemaVersion": 39,
         "editable": False, "refresh": "30s", "time": {"from": "now-3h", "to": "now"},
-        "templating": {"list": [_datasource_variable(),
-                                *([_namespace_variable()] if namespaced else [])]},
+        "templating": {"list": [_datasource_variable(), *_scope_variables()]},
         "panels": laid_out,
     }
 
@@ -101,18 +114,17 @@ def pareto_dashboard() -> dict[str, Any]:
 
 def dcgm_dashboard() -> dict[str, Any]:
     by_gpu = "{{Hostname}} GPU {{gpu}}"
+
+    def gpu(agg: str, metric: str) -> str:
+        return f"{agg} by (Hostname, gpu) ({metric}{{{GPU_NS}}})"
+
     return _dashboard("dynamo-bench-dcgm", "dynamo-bench: GPUs (DCGM)", [
-        _panel("GPU utilisation", [(f"avg by (Hostname, gpu) ({m.DCGM_GPU_UTIL})", by_gpu)],
-               "percent"),
-        _panel("GPU memory used", [(f"max by (Hostname, gpu) ({m.DCGM_FB_USED})", by_gpu)],
-               "decmbytes"),
-        _panel("GPU memory free", [(f"min by (Hostname, gpu) ({m.DCGM_FB_FREE})", by_gpu)],
-               "decmbytes"),
-        _panel("GPU temperature", [(f"max by (Hostname, gpu) ({m.DCGM_GPU_TEMP})", by_gpu)],
-               "celsius"),
-        _panel("GPU power", [(f"avg by (Hostname, gpu) ({m.DCGM_POWER_USAGE})", by_gpu)],
-               "watt"),
-    ], namespaced=False)
+        _panel("GPU utilisation", [(gpu("avg", m.DCGM_GPU_UTIL), by_gpu)], "percent"),
+        _panel("GPU memory used", [(gpu("max", m.DCGM_FB_USED), by_gpu)], "decmbytes"),
+        _panel("GPU memory free", [(gpu("min", m.DCGM_FB_FREE), by_gpu)], "decmbytes"),
+        _panel("GPU temperature", [(gpu("max", m.DCGM_GPU_TEMP), by_gpu)], "celsius"),
+        _panel("GPU power", [(gpu("avg", m.DCGM_POWER_USAGE), by_gpu)], "watt"),
+    ])
 
 
 def platform_dashboard() -> dict[str, Any]:
@@ -135,7 +147,10 @@ def platform_dashboard() -> dict[str, Any]:
         _panel("Prefix hits (share of input tokens served from cache)",
                [(_ratio(f"{m.FRONTEND_CACHED_TOKENS}_sum",
                         f"{m.FRONTEND_INPUT_SEQUENCE_TOKENS}_sum"), "frontend cached tokens"),
-                (f"avg({m.ROUTER_KV_HIT_RATE}{{{NS}}})", "router predicted hit rate")],
+                # a histogram in Dynamo 1.6.1 (only its _sum / _count / _bucket series exist):
+                # the mean predicted hit rate over the window
+                (_ratio(f"{m.ROUTER_KV_HIT_RATE}_sum", f"{m.ROUTER_KV_HIT_RATE}_count"),
+                 "router predicted hit rate")],
                "percentunit"),
     ])
 

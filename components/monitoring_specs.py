@@ -9,6 +9,10 @@ schema's pinned default) and dcgm-exporter 4.8.2. Choices:
 - Every Service stays ClusterIP (reach Grafana/Prometheus with `kubectl port-forward`).
 - Prometheus data sits on the tagged EBS class, so its volume is in the cost tags too.
 - Grafana's sidecar loads dashboards from ConfigMaps labelled `grafana_dashboard: "1"`.
+- Series carry the graph they came from, so the runner's per-step PromQL (workloads/promql.py)
+  and the dashboards read one graph, not the cluster: Prometheus copies the graph label of the
+  scraped pod onto every target (`podTargetLabels`), and the DCGM exporter adds the label of
+  the pod holding each GPU (`kubernetes.enablePodLabels`, allowlisted to that one label).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from components.conventions import EBS_STORAGE_CLASS, GPU_TAINT_EFFECT, GPU_TAIN
 from components.dashboards import DASHBOARDS
 from components.placement import cpu_node_affinity, gpu_node_affinity
 from stacks.config.schema import StackConfig
+from stacks.conventions.k8s_names import GRAPH_LABEL
 
 KUBE_PROMETHEUS_CHART = "kube-prometheus-stack"
 DCGM_EXPORTER_CHART = "dcgm-exporter"
@@ -27,6 +32,13 @@ DCGM_EXPORTER_CHART_VERSION = "4.8.2"
 DASHBOARD_LABEL = "grafana_dashboard"
 DASHBOARD_LABEL_VALUE = "1"
 PROMETHEUS_VOLUME_GIB = 50
+# What the TSDB's blocks may fill before the oldest are deleted, whatever `retention` says: a
+# multi-day campaign of 5 s scrapes of vLLM/Dynamo histograms can outgrow the volume within
+# 15 days, and a full volume stops ingestion (the WAL cannot be written). Blocks only: the
+# WAL, the head chunks and a compaction's output need room beside them ("allow for space for
+# the WAL and one maximum size block", robustperception.io, configuring-prometheus-storage-
+# retention), hence 80 % of the volume.
+PROMETHEUS_RETENTION_SIZE_GIB = PROMETHEUS_VOLUME_GIB * 4 // 5
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 GRAFANA_ADMIN_USER = "admin"
 GRAFANA_USER_KEY = "admin-user"           # the chart's default key names
@@ -44,6 +56,10 @@ def kube_prometheus_values(stack: StackConfig) -> dict[str, Any]:
     cpu = cpu_node_affinity(stack.cluster)
     prometheus_spec: dict[str, Any] = {
         "retention": mon.retention,
+        # kube-prometheus-stack 79.5.0 values.yaml `prometheusSpec.retentionSize` ("Maximum size
+        # of metrics", "in the form of "50GiB""; unset by default), rendered into the
+        # Prometheus resource's `retentionSize` (templates/prometheus/prometheus.yaml)
+        "retentionSize": f"{PROMETHEUS_RETENTION_SIZE_GIB}GiB",
         "scrapeInterval": interval,
         "evaluationInterval": interval,
         "podMonitorSelectorNilUsesHelmValues": False,
@@ -54,6 +70,14 @@ def kube_prometheus_values(stack: StackConfig) -> dict[str, Any]:
         "podMonitorNamespaceSelector": {},
         "serviceMonitorSelector": {},
         "serviceMonitorNamespaceSelector": {},
+        # The graph label of each scraped pod onto its targets, as `dynamo_bench_io_graph`
+        # (kube-prometheus-stack 79.5.0 values.yaml `prometheusSpec.podTargetLabels`: "appended
+        # to the spec.podTargetLabels field of all PodMonitor and ServiceMonitor objects";
+        # prometheus-operator v0.86.2 pkg/prometheus/promcfg.go relabels
+        # __meta_kubernetes_pod_label_<sanitized> -> <sanitized>, only when the pod has it).
+        # The Dynamo 1.6.1 frontend and vLLM series carry no graph of their own (only `model`,
+        # shared by two graphs of one model), so this label is what tells graphs apart.
+        "podTargetLabels": [GRAPH_LABEL],
         "affinity": cpu,
         "storageSpec": {"volumeClaimTemplate": {"spec": {
             "storageClassName": EBS_STORAGE_CLASS,
@@ -98,7 +122,21 @@ def dcgm_exporter_values(stack: StackConfig) -> dict[str, Any]:
     ServiceMonitor at the stack's scrape interval."""
     values: dict[str, Any] = {
         "service": {"enable": True, "type": "ClusterIP"},
-        "serviceMonitor": {"enabled": True, "interval": f"{stack.monitoring.scrape_interval_s}s"},
+        # honorLabels false (the chart's default, stated so the queries can rely on it): the
+        # series' own `namespace` / `pod` (the GPU holder's) arrive as `exported_namespace` /
+        # `exported_pod` beside the exporter's target labels (workloads/promql.py Scope).
+        "serviceMonitor": {"enabled": True, "interval": f"{stack.monitoring.scrape_interval_s}s",
+                           "honorLabels": False},
+        # The graph label of the pod holding each GPU on its series (dcgm-exporter
+        # 4.5.3-4.8.2 deployment/values.yaml `kubernetes.enablePodLabels` and
+        # `podLabelAllowlistRegex`; internal/pkg/transformation/kubernetes.go createPodInfo
+        # sanitises the key to `dynamo_bench_io_graph`; the chart creates the pod-read RBAC,
+        # `kubernetes.rbac.create: true`). A GPU no graph pod holds carries no such label, so
+        # a graph's GPU figures leave idle GPUs and other graphs' GPUs out.
+        "kubernetes": {"enablePodLabels": True,
+                       # an RE2 pattern (Go regexp): only the dots need escaping
+                       "podLabelAllowlistRegex": [
+                           "^" + GRAPH_LABEL.replace(".", "\\.") + "$"]},
         # GPU nodes are tainted; the exporter must run there and nowhere else.
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}],
     }

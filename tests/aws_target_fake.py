@@ -112,6 +112,9 @@ class FakeCluster:
         self.job_run = lambda cluster, job, pod: JobRun()
         self.job_seconds = 20.0
         self.start_delay_s = 4.0
+        # how long after its pod ends a Job takes to carry its terminal condition (the Job
+        # controller writes it after it observes the pod; 0: at once)
+        self.job_condition_lag_s = 0.0
         self._uid = 0
         # What the frontend pod's first-data probe prints (workloads/attest/first_data.py): a
         # frontend that sets TCP_NODELAY, by default.
@@ -283,6 +286,7 @@ class FakeCluster:
             return
         if self.clock.t - fake["created"] >= self.start_delay_s + self.job_seconds:
             fake["result"] = self.job_run(self, job, pod)
+            fake["result_at"] = self.clock.t
             pod["_fake"]["log"] = fake["result"].log
 
     def trace_file(self, pod: str) -> Path:

@@ -171,7 +171,13 @@ class FakeBatchV1:
         self.c.advance_job(job)
         out = {k: v for k, v in copy.deepcopy(job).items() if k != "_fake"}
         result = job["_fake"].get("result")
-        if result is None:
+        if result is not None and self.c.clock.t - job["_fake"]["result_at"] < \
+                self.c.job_condition_lag_s:
+            # the pod has ended, the Job controller has not written the end yet (since
+            # Kubernetes 1.31 a failing Job first carries FailureTarget)
+            out["status"] = {"active": 0, "conditions": [] if result.exit_code == 0 else [
+                {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"}]}
+        elif result is None:
             out["status"] = {"active": 1}
         elif result.exit_code == 0:
             out["status"] = {"succeeded": 1, "conditions": [

@@ -15,7 +15,7 @@ from workloads import promql, step_exec
 from workloads.manifest import COMPLETE, FAILED, Manifest
 from workloads.request_trace import STEP_FILE
 from workloads.steps import plan
-from workloads.targets.aws import k8s_jobs
+from workloads.targets.aws import k8s_jobs, k8s_step
 from workloads.targets.aws.k8s_client import KubeError
 from workloads.targets.aws.k8s_step import JobExecutor
 from workloads.targets.base import TargetError
@@ -129,6 +129,10 @@ def test_step_job_runs_in_the_frontend_zone_and_lands_in_the_local_layout(tmp_pa
     assert not d.cluster.jobs and not d.cluster.configmaps
     prom = json.loads((out / "prometheus.json").read_text())
     assert set(prom["results"]) == set(promql.BY_NAME)
+    # this graph only: one Prometheus scrapes every graph and GPU of the cluster
+    assert prom["scope"] == {"namespace": NAMESPACE, "graph": target.graph}
+    assert all(f'dynamo_bench_io_graph="{target.graph}"' in q["query"]
+               for q in prom["results"].values())
     assert sorted(d.cluster.prom_queries) == sorted(q["query"] for q in prom["results"].values())
     assert prom["results"]["kv_usage_max"]["result"][0]["value"][1] == "0.5"
     record = json.loads((out / "step.json").read_text())
@@ -165,6 +169,28 @@ def test_failed_job_fails_the_step_with_the_reason(tmp_path):
     assert rec["aiperf_exit_code"] == 2
     assert any("BackoffLimitExceeded" in r for r in rec["failure_reasons"])
     assert "aiperf exited with code 2" in rec["failure_reasons"]
+    assert not d.cluster.jobs
+
+
+@pytest.mark.parametrize("lag_s", [5.0, 1e9])
+def test_pod_failed_before_the_job_says_so_is_a_failed_step_with_its_artifacts(tmp_path,
+                                                                               lag_s):
+    """The Job controller writes a Job's end after it sees the pod end (issue 28, runner.md
+    R1): the pod reads Failed for a poll or more while the Job does not. The step is then a
+    failed step with AIPerf's exit code, its log and artifacts copied, not an aborted run; a
+    condition that never comes ends the wait after JOB_CONDITION_WAIT_S."""
+    d, target, _ = _started(tmp_path)
+    d.cluster.job_condition_lag_s = lag_s
+    d.cluster.job_run = lambda c, job, pod: produce_exports(c, job, pod, exit_code=2)
+    step, rec, run_dir, _ = _run_one(tmp_path, d, target)
+    assert rec["status"] == FAILED and rec["aiperf_exit_code"] == 2
+    assert "aiperf exited with code 2" in rec["failure_reasons"]
+    assert (run_dir / step.id / "profile_export.jsonl").is_file()
+    assert (run_dir / step.id / "aiperf.log").is_file()
+    if lag_s > k8s_step.JOB_CONDITION_WAIT_S:
+        assert any("no terminal condition" in r for r in rec["failure_reasons"])
+    else:
+        assert any("BackoffLimitExceeded" in r for r in rec["failure_reasons"])
     assert not d.cluster.jobs
 
 

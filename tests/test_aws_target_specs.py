@@ -65,6 +65,23 @@ def test_loadgen_job_is_valid_and_placed_on_the_cpu_group_in_the_frontend_zone()
     assert mounts["/models"]["readOnly"] and "/inputs" in mounts and "/results" in mounts
 
 
+def test_aiperf_in_cluster_discovery_is_off_by_design(monkeypatch):
+    """AIPerf 0.13.0 would add every metrics-enabled pod of its namespace (the other graph's
+    too, side by side) to its server metrics (issue 28, runner.md M4). Its own gate, fed the
+    pod's environment as the kubelet builds it (service variables, then the container's env
+    over them), says it is not in a cluster; no token and no AIPERF_NAMESPACE either."""
+    from aiperf.server_metrics.discovery import is_running_in_kubernetes
+    pod = _job()["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    kubelet = {"KUBERNETES_SERVICE_HOST": "10.100.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    for name, value in {**kubelet, **env}.items():
+        monkeypatch.setenv(name, value)
+    assert not is_running_in_kubernetes()
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", kubelet["KUBERNETES_SERVICE_HOST"])
+    assert is_running_in_kubernetes()    # what the gate would say without the override
+    assert pod["automountServiceAccountToken"] is False and "AIPERF_NAMESPACE" not in env
+
+
 def test_loadgen_cpu_grows_with_concurrency_up_to_half_a_cpu_node():
     assert k8s_jobs.loadgen_cpu(1, 8) == 4
     assert k8s_jobs.loadgen_cpu(64, 8) == 6

@@ -4,6 +4,7 @@ and every metric a dashboard queries comes from the catalogue."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -155,3 +156,51 @@ def test_shipped_dashboards_take_the_datasource_as_a_variable():
                  *(v for v in dash["templating"]["list"] if v["type"] == "query")]
         assert all(u.get("datasource") == wanted for u in users), cm["metadata"]["name"]
         assert len(refs) == len(users) and all(r == wanted for r in refs)
+
+
+def test_series_carry_the_graph_they_came_from():
+    """What the runner's scoped PromQL and the dashboards select on (workloads/promql.py
+    Scope): Prometheus copies the graph pod label onto every target, the DCGM exporter the
+    GPU holder's graph label onto its series, and its namespace arrives as
+    `exported_namespace` (honorLabels false)."""
+    from components.graph import GRAPH_LABEL
+    from workloads.promql import Scope
+    stack = load_stack("base-a100")
+    spec = kube_prometheus_values(stack)["prometheus"]["prometheusSpec"]
+    assert spec["podTargetLabels"] == [GRAPH_LABEL]
+    dcgm = dcgm_exporter_values(stack)
+    assert dcgm["serviceMonitor"]["honorLabels"] is False
+    assert dcgm["kubernetes"]["enablePodLabels"] is True
+    (allow,) = dcgm["kubernetes"]["podLabelAllowlistRegex"]
+    assert "," not in allow   # the chart joins the list with commas into one variable
+    assert re.fullmatch(allow, GRAPH_LABEL) and not re.fullmatch(allow, "dynamo-bench-io/graph")
+    assert Scope("dynamo", "g").matchers(m.DCGM_GPU_UTIL)[0].startswith("exported_namespace=")
+
+
+def test_every_dashboard_selector_is_scoped_to_the_picked_graph():
+    for key, build in DASHBOARDS.items():
+        dashboard = build()
+        assert [v["name"] for v in dashboard["templating"]["list"]] == [
+            "datasource", "namespace", "graph"], key
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"]
+                names = promql_metric_names(expr)
+                for name in names:
+                    found = re.findall(rf"(?<![\w:]){re.escape(name)}\{{([^}}]*)\}}", expr)
+                    bare = re.findall(rf"(?<![\w:]){re.escape(name)}(?![\w:{{])", expr)
+                    ns = "exported_namespace" if name in m.DCGM else "namespace"
+                    want = {f'{ns}=~"$namespace"', 'dynamo_bench_io_graph=~"$graph"'}
+                    assert found and not bare and all(want <= set(f.split(",")) for f in found), (
+                        key, panel["title"], expr)
+
+
+def test_prometheus_blocks_are_bounded_below_the_volume_size():
+    """Time retention alone lets a long campaign fill the volume and stop ingestion (issue 28,
+    runner.md M6): the size bound leaves room for the WAL and a compaction."""
+    spec = kube_prometheus_values(load_stack("base-a100"))["prometheus"]["prometheusSpec"]
+    size = spec["retentionSize"]
+    assert re.fullmatch(r"\d+GiB", size)   # the chart's unit format, e.g. "50GiB"
+    volume = spec["storageSpec"]["volumeClaimTemplate"]["spec"]["resources"]["requests"][
+        "storage"]
+    assert int(size.removesuffix("GiB")) <= 0.85 * int(volume.removesuffix("Gi"))

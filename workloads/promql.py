@@ -3,15 +3,57 @@ stacks/catalog/metrics.py.
 
 Server-side facts (prefix hits, KV usage, preemptions, queueing, GPU use) come from Prometheus
 on the cluster, never from client data. Each query is evaluated at the step's end with the
-step's duration as its range, e.g. `query_step(name, window_s=120)`; the engine tests run the
-same set against a real Prometheus scraping the local engine.
+step's duration as its range, e.g. `step_queries(120, scope=Scope("dynamo", "agg-a100"))`; the
+engine tests run the same set, unscoped, against a real Prometheus scraping the local engine.
+
+One Prometheus scrapes the whole cluster: a campaign runs variants side by side in one
+namespace, and the DCGM exporter reports every GPU node, idle ones included. On a cluster every
+series a query reads is therefore scoped to the graph (`Scope`): Dynamo and vLLM series by the
+Kubernetes `namespace` target label and the graph label Prometheus copies from the graph's
+pods; DCGM series by the namespace and graph of the pod that holds the GPU
+(components/monitoring_specs.py sets both up; the label sources are cited there).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 from stacks.catalog import metrics as m
+from stacks.conventions.k8s_names import GRAPH_METRIC_LABEL
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The series of one deployed graph: its Kubernetes namespace and its name."""
+    namespace: str
+    graph: str
+
+    def matchers(self, metric: str) -> tuple[str, ...]:
+        # A PodMonitor target carries its pod's `namespace` (prometheus-operator v0.86.2
+        # pkg/prometheus/promcfg.go generatePodMonitorConfig: __meta_kubernetes_namespace ->
+        # namespace). DCGM series carry the GPU holder's `namespace` / `pod` (dcgm-exporter
+        # 4.5.3-4.8.2 internal/pkg/transformation/const.go), renamed `exported_namespace` by
+        # the scrape because its ServiceMonitor keeps honorLabels false and the target has a
+        # `namespace` of its own (the exporter's).
+        ns = "exported_namespace" if metric in m.DCGM else "namespace"
+        return (f"{ns}={json.dumps(self.namespace)}",
+                f"{GRAPH_METRIC_LABEL}={json.dumps(self.graph)}")
+
+    def apply(self, query: str, metrics: tuple[str, ...]) -> str:
+        """`query` with this scope's matchers on every selector of `metrics` (a histogram's
+        `_bucket` / `_sum` / `_count` series too), beside any matchers it has."""
+        for metric in metrics:
+            pattern = re.compile(rf"(?<![\w:])({re.escape(metric)}(?:_bucket|_sum|_count)?)"
+                                 rf"(?![\w:])(?:\{{([^}}]*)\}})?")
+
+            def scoped(found: re.Match, metric: str = metric) -> str:
+                have = [x for x in (found.group(2) or "").split(",") if x.strip()]
+                return f"{found.group(1)}{{{','.join([*have, *self.matchers(metric)])}}}"
+
+            query = pattern.sub(scoped, query)
+        return query
 
 
 @dataclass(frozen=True)
@@ -21,8 +63,9 @@ class Query:
     metrics: tuple[str, ...]   # catalogue names it reads
     engine: bool = True        # the local engine emits its inputs (DCGM needs real GPUs)
 
-    def render(self, window_s: float) -> str:
-        return self.template.format(w=f"{max(1, round(window_s))}s")
+    def render(self, window_s: float, scope: Scope | None = None) -> str:
+        text = self.template.format(w=f"{max(1, round(window_s))}s")
+        return scope.apply(text, self.metrics) if scope else text
 
 
 def _quantile(q: float, hist: str) -> str:
@@ -109,6 +152,10 @@ QUERIES: tuple[Query, ...] = (
 BY_NAME = {q.name: q for q in QUERIES}
 
 
-def step_queries(window_s: float, engine_only: bool = False) -> dict[str, str]:
-    """name -> PromQL over the last `window_s` seconds (evaluate at the step's end)."""
-    return {q.name: q.render(window_s) for q in QUERIES if q.engine or not engine_only}
+def step_queries(window_s: float, engine_only: bool = False,
+                 scope: Scope | None = None) -> dict[str, str]:
+    """name -> PromQL over the last `window_s` seconds (evaluate at the step's end), scoped to
+    one graph on a cluster (`scope`); unscoped only where one graph is all Prometheus
+    scrapes (the local engine)."""
+    return {q.name: q.render(window_s, scope) for q in QUERIES
+            if q.engine or not engine_only}

@@ -24,6 +24,21 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # Pod label the graph's pod templates carry (value: the graph's name).
 GRAPH_LABEL = "dynamo-bench.io/graph"
 
+
+def metric_label(pod_label: str) -> str:
+    """The Prometheus label a pod label becomes when copied onto series: every character
+    outside [a-zA-Z0-9_] turned into '_', as both copiers do (prometheus-operator v0.86.2,
+    the version kube-prometheus-stack 79.5.0 ships, pkg/prometheus/promcfg.go
+    sanitizeLabelName for `podTargetLabels`; dcgm-exporter 4.5.3-4.8.2
+    internal/pkg/utils/utils.go SanitizeLabelName for its pod labels)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", pod_label)
+
+
+# The graph label on every series scraped from the graph's pods (Prometheus `podTargetLabels`)
+# and on every DCGM series of a GPU they hold (dcgm-exporter pod labels): what scopes the
+# runner's PromQL and the dashboards to one graph (components/monitoring_specs.py).
+GRAPH_METRIC_LABEL = metric_label(GRAPH_LABEL)
+
 # Objects in the Dynamo namespace.
 MODEL_CACHE_PVC = "model-cache"
 RESULTS_PVC = "benchmark-results"

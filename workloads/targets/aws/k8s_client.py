@@ -65,21 +65,79 @@ class Clock:
 
 API_RETRIES = 5
 API_RETRY_S = 5.0
+# (connect, read) seconds for every API call. The client's default is none at all
+# (kubernetes/client/rest.py: `_request_timeout` unset -> no urllib3 timeout), so a half-open
+# connection (control-plane failover, a NAT idle timeout) would block a campaign for good
+# while it bills GPU nodes. Reads here are single objects, small lists and a log capped at
+# 32 MiB; the exec channel (connect_*) keeps its own deadline (`_exec`).
+REQUEST_TIMEOUT_S = (10.0, 60.0)
+# What a retry can cure: throttling (429) and server-side failures (5xx), or no answer at all.
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth retrying: 429/5xx from the API server, or the connection failing (urllib3
+    errors, socket errors and timeouts). 401/403/404/409/422 and programming errors are not."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status:
+        return status in TRANSIENT_STATUS
+    import urllib3
+    return isinstance(exc, (urllib3.exceptions.HTTPError, OSError, TimeoutError))
 
 
 def retrying(clock: Clock, what: str, call: Callable[[], Any]) -> Any:
     """`call()`, retried on transient API failures (a blip in a multi-hour run must not end
-    it); a missing object (404) or the last failure becomes a KubeError naming `what`."""
+    it) a bounded number of times; any other failure, or the last one, becomes a KubeError
+    naming `what`."""
     for attempt in range(1, API_RETRIES + 1):
         try:
             return call()
         except TargetError:
             raise
         except Exception as exc:  # noqa: BLE001 - ApiException, urllib3/socket errors
-            if is_not_found(exc) or attempt == API_RETRIES:
+            if not is_transient(exc) or attempt == API_RETRIES:
                 raise KubeError(f"{what}: {exc}") from exc
             clock.sleep(API_RETRY_S * attempt)
     raise AssertionError("unreachable")
+
+
+def creating(clock: Clock, what: str, call: Callable[[], Any]) -> None:
+    """Create an object, retried like `retrying`; 409 AlreadyExists after a retry means an
+    earlier attempt reached the server (its answer was lost) and is success. The runner's
+    object names are unique per attempt (k8s_jobs.job_name), so a 409 is never someone
+    else's object."""
+    tried = False
+
+    def once() -> None:
+        nonlocal tried
+        try:
+            call()
+        except Exception as exc:  # noqa: BLE001 - the API's own exception type
+            if not (tried and getattr(exc, "status", None) == 409):
+                tried = True
+                raise
+        tried = True
+
+    retrying(clock, what, once)
+
+
+class TimedApi:
+    """An API object whose calls carry `_request_timeout` unless the caller gives one (every
+    generated kubernetes-client method takes it); the exec channel's `connect_*` calls are
+    left alone."""
+
+    def __init__(self, api: Any, timeout: tuple[float, float] = REQUEST_TIMEOUT_S):
+        self._api, self._timeout = api, timeout
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._api, name)
+        if name.startswith("connect_") or not callable(attr):
+            return attr
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("_request_timeout", self._timeout)
+            return attr(*args, **kwargs)
+        return timed
 
 
 # exec(namespace, pod, argv, container=None, stdin=None, timeout_s=600.0) -> ExecResult
@@ -127,7 +185,8 @@ def connect(kubeconfig: dict, context: str | None = None) -> Kube:
 
     api = config.new_client_from_config_dict(kubeconfig, context=context, persist_config=False)
     core = client.CoreV1Api(api)
-    return Kube(core=core, batch=client.BatchV1Api(api), custom=client.CustomObjectsApi(api),
+    return Kube(core=TimedApi(core), batch=TimedApi(client.BatchV1Api(api)),
+                custom=TimedApi(client.CustomObjectsApi(api)),
                 exec=lambda *a, **k: _exec(core, *a, **k),
                 transport=ServiceProxyTransport(api.configuration))
 

@@ -176,12 +176,26 @@ def dataset_configmap(name: str, namespace: str, labels: dict[str, str],
             "data": {DATASET_KEY: text}}
 
 
+AIPERF_K8S_GATE = "KUBERNETES_SERVICE_HOST"
+
+
 def _env() -> list[dict[str, str]]:
     return [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": HF_HOME},
             {"name": "HF_HUB_OFFLINE", "value": "1"},
             {"name": "HF_MODULES_CACHE", "value": "/tmp/hf_modules"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
-            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}]
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+            # AIPerf 0.13.0 adds every `nvidia.com/metrics-enabled=true` pod of its namespace
+            # to --server-metrics when it believes it runs in a cluster (discovery mode
+            # `auto`, aiperf/config/server_metrics.py; aiperf/server_metrics/manager.py
+            # _run_metrics_discovery): the other graph's pods in a side-by-side campaign. Its
+            # only gate is this variable (aiperf/server_metrics/discovery/__init__.py
+            # is_running_in_kubernetes: `bool(os.environ.get("KUBERNETES_SERVICE_HOST"))`);
+            # `aiperf profile` has no flag for the mode (config/flags/cli_config.py: only
+            # --server-metrics, --no-server-metrics, --server-metrics-formats). A container's
+            # own env overrides the service variables the kubelet injects, so discovery stays
+            # off on purpose, not only because no token or AIPERF_NAMESPACE is mounted.
+            {"name": AIPERF_K8S_GATE, "value": ""}]
 
 
 def loadgen_job(*, name: str, namespace: str, labels: dict[str, str], step_id: str,

@@ -2,7 +2,8 @@
 
 For each step the executor delivers the dataset (a ConfigMap when it fits, else a file on the
 results PVC), creates the Job (k8s_jobs.loadgen_job), follows it to its end (a pod that cannot
-start is a failed step with the reason, never a silent wait), saves the pod's log as
+start is a failed step with the reason, never a silent wait; a pod that has ended, Failed or
+Succeeded, ends the step even before its Job says so), saves the pod's log as
 `aiperf.log`, copies the artifacts into the step's directory (the same files a local run
 leaves), reads the container's CPU samples for the saturation guard, evaluates the PromQL set
 of workloads/promql.py at the end of the load window (`prometheus.json`), and deletes the Job
@@ -26,6 +27,7 @@ from workloads.targets.aws.k8s_client import (
     Clock,
     Kube,
     KubeError,
+    creating,
     is_not_found,
     items,
     retrying,
@@ -36,6 +38,13 @@ from workloads.targets.aws.k8s_scripts import CPU_SAMPLES
 from workloads.targets.aws.k8s_transfer import ResultsVolume
 
 POLL_S = 2.0
+# A Job's terminal condition comes after its pod ends: the Job controller writes it once it has
+# observed the pod's final status (since v1.31 a failing Job first carries `FailureTarget`;
+# "When all of the Job Pods are terminated, the Job controller adds the `Failed` condition",
+# kubernetes/website content/en/docs/concepts/workloads/controllers/job.md, "Terminal Job
+# conditions", PR #46808). The pod's end is the step's end; the condition is waited for this
+# long, for its reason, then the step ends on the pod's own status.
+JOB_CONDITION_WAIT_S = 60.0
 # The Job controller's pod label (Kubernetes >= 1.27).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LOG_LIMIT_BYTES = 32 << 20
@@ -44,6 +53,7 @@ LOG_LIMIT_BYTES = 32 << 20
 @dataclass(frozen=True)
 class JobSettings:
     namespace: str
+    graph: str          # the DynamoGraphDeployment: scopes the step's PromQL to its series
     stack: str
     run_id: str
     image: str
@@ -63,13 +73,18 @@ def read_cpu_samples(path: Path) -> CpuSampler:
     return sampler
 
 
-def evaluate_promql(http, prometheus_url: str, window_ns: tuple[int, int]) -> dict:
-    """Every query of promql.step_queries over the load window, evaluated at its end."""
+def evaluate_promql(http, prometheus_url: str, window_ns: tuple[int, int],
+                    scope: promql.Scope) -> dict:
+    """Every query of promql.step_queries over the load window, evaluated at its end and
+    scoped to this graph's series (one Prometheus scrapes every graph and GPU of the
+    cluster)."""
     start_s, end_s = window_ns[0] / 1e9, window_ns[1] / 1e9
     window = max(1.0, end_s - start_s)
     out: dict[str, Any] = {"prometheus": prometheus_url, "time": round(end_s, 3),
-                           "window_s": round(window, 3), "results": {}}
-    for name, query in promql.step_queries(window).items():
+                           "window_s": round(window, 3),
+                           "scope": {"namespace": scope.namespace, "graph": scope.graph},
+                           "results": {}}
+    for name, query in promql.step_queries(window, scope=scope).items():
         try:
             r = http.get(f"{prometheus_url}/api/v1/query",
                          params={"query": query, "time": f"{end_s:.3f}"})
@@ -121,12 +136,14 @@ class JobExecutor:
         note(command=command, loadgen=loadgen)
         t0 = self.clock.now()
         try:
-            try:
-                if configmap:
-                    self.kube.core.create_namespaced_config_map(s.namespace, configmap)
-                self.kube.batch.create_namespaced_job(s.namespace, job)
-            except Exception as exc:  # noqa: BLE001 - the API's refusal, with its reason
-                raise KubeError(f"cannot create Job {s.namespace}/{name}: {exc}") from exc
+            # a transient API failure (429, 5xx, a dropped connection) is retried; a refusal
+            # ends the step with the API's reason
+            if configmap:
+                creating(self.clock, f"cannot create ConfigMap {s.namespace}/{name}",
+                         lambda: self.kube.core.create_namespaced_config_map(s.namespace,
+                                                                             configmap))
+            creating(self.clock, f"cannot create Job {s.namespace}/{name}",
+                     lambda: self.kube.batch.create_namespaced_job(s.namespace, job))
             on_tick(0.0)
             exit_code, failure, pod = self._follow(name, limit_s, on_tick)
         except BaseException:
@@ -150,6 +167,7 @@ class JobExecutor:
         ns = self.s.namespace
         t0 = self.clock.now()
         pod: dict | None = None
+        pod_ended_at: float | None = None
         while True:
             job = to_dict(retrying(self.clock, f"reading Job {ns}/{name}", lambda: (
                 self.kube.batch.read_namespaced_job_status(name, ns))))
@@ -167,7 +185,21 @@ class JobExecutor:
                 return code, why, pod
             state = pod_state(pod) if pod else None
             elapsed = self.clock.now() - t0
-            if state and state.fatal:
+            phase = (pod or {}).get("status", {}).get("phase")
+            if pod is not None and phase in ("Succeeded", "Failed"):
+                # AIPerf has exited (or the pod was evicted): a failed step with what it left,
+                # never an aborted run; the Job's condition, when it comes, gives the reason.
+                pod_ended_at = self.clock.now() if pod_ended_at is None else pod_ended_at
+                if self.clock.now() - pod_ended_at >= JOB_CONDITION_WAIT_S:
+                    code = _exit_code(pod)
+                    status = pod.get("status", {})
+                    why = None if phase == "Succeeded" and code == 0 else (
+                        f"load generator pod of Job {name} {phase} "
+                        f"({status.get('reason') or status.get('message') or f'exit {code}'}); "
+                        f"the Job carried no terminal condition within "
+                        f"{JOB_CONDITION_WAIT_S:.0f} s")
+                    return code, why, pod
+            elif state and state.fatal:
                 raise KubeError(f"load generator pod of Job {name}: {state.problem}")
             started = bool(pod and pod.get("status", {}).get("phase") in ("Running",
                                                                           "Succeeded",
@@ -204,7 +236,8 @@ class JobExecutor:
         if not self.s.prometheus_url or window is None:
             return None
         with self.kube.http() as http:
-            doc = evaluate_promql(http, self.s.prometheus_url, window)
+            doc = evaluate_promql(http, self.s.prometheus_url, window,
+                                  promql.Scope(self.s.namespace, self.s.graph))
         (work / "prometheus.json").write_text(json.dumps(doc, indent=2))
         return "prometheus.json"
 

@@ -13,7 +13,14 @@ import tarfile
 from pathlib import Path
 
 from workloads.targets.aws import k8s_scripts
-from workloads.targets.aws.k8s_client import Clock, Kube, KubeError, is_not_found, to_dict
+from workloads.targets.aws.k8s_client import (
+    Clock,
+    Kube,
+    KubeError,
+    is_not_found,
+    retrying,
+    to_dict,
+)
 from workloads.targets.aws.k8s_graph import pod_state
 
 POLL_S = 2.0
@@ -34,15 +41,12 @@ class ResultsVolume:
         """Create the pod if it is missing and wait (bounded) until it runs."""
         if self._ready:
             return
-        try:
-            self.kube.core.create_namespaced_pod(self.namespace, self.spec)
-        except Exception as exc:  # noqa: BLE001 - the API's own exception type
-            if getattr(exc, "status", None) != 409:   # 409: a resumed run's pod is there
-                raise KubeError(f"cannot create transfer pod {self.name}: {exc}") from exc
+        retrying(self.clock, f"cannot create transfer pod {self.name}", self._create_once)
         deadline = self.clock.now() + START_TIMEOUT_S
         last = "pending"
         while self.clock.now() < deadline:
-            pod = to_dict(self.kube.core.read_namespaced_pod(self.name, self.namespace))
+            pod = to_dict(retrying(self.clock, f"reading transfer pod {self.name}", lambda: (
+                self.kube.core.read_namespaced_pod(self.name, self.namespace))))
             state = pod_state(pod)
             if state.ready:
                 self._ready = True
@@ -53,6 +57,13 @@ class ResultsVolume:
             self.clock.sleep(POLL_S)
         raise KubeError(f"transfer pod {self.name} not running after {START_TIMEOUT_S:.0f} s "
                         f"({last}): does the results PVC exist and can a CPU node mount it?")
+
+    def _create_once(self) -> None:
+        try:
+            self.kube.core.create_namespaced_pod(self.namespace, self.spec)
+        except Exception as exc:  # noqa: BLE001 - the API's own exception type
+            if getattr(exc, "status", None) != 409:   # 409: a resumed run's pod is there
+                raise
 
     def _exec(self, argv: list[str], stdin: bytes | None = None):
         self.ensure()

@@ -18,6 +18,7 @@ namespace, the DynamoGraphDeployment and the frontend Service. With them the tar
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections import Counter
 from pathlib import Path
@@ -150,18 +151,14 @@ class AwsTarget:
         """Delete this graph's worker pods (only those) and wait for their replacements."""
         names = k8s_graph.worker_components(self.dgd)
         selector = k8s_graph.component_selector(self.graph, names)
-        old = items(self.kube.core.list_namespaced_pod(self.namespace, label_selector=selector))
+        old = items(retrying(self.clock, f"listing worker pods {selector}", lambda: (
+            self.kube.core.list_namespaced_pod(self.namespace, label_selector=selector))))
         if not old:
             raise TargetError(f"no worker pods match {selector} in {self.namespace}")
         t0 = self.clock.now()
         for pod in old:
-            try:   # the uid precondition never deletes a replacement by mistake
-                self.kube.core.delete_namespaced_pod(
-                    pod["metadata"]["name"], self.namespace,
-                    body={"preconditions": {"uid": pod["metadata"]["uid"]}})
-            except Exception as exc:  # noqa: BLE001
-                if not is_not_found(exc):
-                    raise
+            retrying(self.clock, f"deleting worker pod {pod['metadata']['name']}",
+                     functools.partial(self._delete_pod_once, pod))
         wait = k8s_cluster.wait_ready(self.kube, self.namespace, self.graph, self.clock,
                                       self.timeout_s, self.report,
                                       exclude_uids=frozenset(p["metadata"]["uid"] for p in old))
@@ -169,6 +166,17 @@ class AwsTarget:
         self._observe()
         return {"selector": selector, "deleted": [p["metadata"]["name"] for p in old],
                 "wait": wait, **_load_summary(self.pods, self._pods_of(names))}
+
+    def _delete_pod_once(self, pod: dict) -> None:
+        """Delete `pod` unless it is gone; the uid precondition never deletes a replacement
+        by mistake (a retry after a lost answer finds the pod gone, or a 409 for the uid)."""
+        try:
+            self.kube.core.delete_namespaced_pod(
+                pod["metadata"]["name"], self.namespace,
+                body={"preconditions": {"uid": pod["metadata"]["uid"]}})
+        except Exception as exc:  # noqa: BLE001
+            if not (is_not_found(exc) or getattr(exc, "status", None) == 409):
+                raise
 
     def attest(self, when: str) -> Attestation:
         """Evidence from the running pods and metrics, judged against the stack
@@ -300,7 +308,8 @@ class AwsTarget:
         if self.placement is None or self.volume is None:
             raise TargetError("the aws target was not started")
         return JobExecutor(self.kube, JobSettings(
-            namespace=self.namespace, stack=self.stack.name, run_id=self.run_id,
+            namespace=self.namespace, graph=self.graph, stack=self.stack.name,
+            run_id=self.run_id,
             image=self.image, placement=self.placement, prometheus_url=self.prometheus),
             self.volume, self.clock, self.token)
 
