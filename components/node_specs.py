@@ -16,6 +16,8 @@ from components.conventions import (
     NODE_GROUP_LABEL,
 )
 from components.placement import INSTANCE_TYPE_LABEL, catalogue_gpu_types, gpu_instance_type_term
+from stacks.catalog.eks_zones import SOURCE as EKS_ZONES_SOURCE
+from stacks.catalog.eks_zones import refused_zone_ids
 from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
 from stacks.config.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
 
@@ -69,6 +71,23 @@ def pinned_zone(group: NodeGroup, stack: StackConfig, zones: Sequence[str]) -> s
     if uses_efa(group, stack) or group.capacity_reservation_id:
         return zones[0]
     return None
+
+
+def eks_usable_zones(names: Sequence[str], zone_ids: Sequence[str], region: str,
+                     pinned: Sequence[str] = ()) -> list[str]:
+    """The region's zone names whose zone IDs EKS accepts for cluster subnets (names map to IDs
+    per account, so only the account's getAvailabilityZones answer can say; the refused IDs:
+    stacks/catalog/eks_zones.py). A node group pinned to a refused zone is an error naming it."""
+    refused = set(refused_zone_ids(region))
+    by_name = dict(zip(names, zone_ids, strict=True))
+    bad = sorted(z for z in set(pinned) if by_name.get(z) in refused)
+    if bad:
+        raise ValueError(f"availabilityZone {bad} is zone ID "
+                         f"{sorted(by_name[z] for z in bad)} in this account, where EKS refuses "
+                         f"cluster subnets ({EKS_ZONES_SOURCE}): fix "
+                         "cluster.nodeGroups[].availabilityZone (use one of "
+                         f"{[n for n in names if by_name[n] not in refused]})")
+    return [n for n in names if by_name[n] not in refused]
 
 
 def choose_zones(available: Sequence[str], count: int, pinned: list[str]) -> list[str]:
