@@ -70,6 +70,13 @@ def pinned_zone(group: NodeGroup, stack: StackConfig, zones: Sequence[str]) -> s
         return group.availability_zone
     if uses_efa(group, stack) or group.capacity_reservation_id:
         return zones[0]
+    if not is_gpu(group):
+        # The CPU group joins the GPU groups' one zone: the frontend and the load generator
+        # run on it, and side by side they must not compete for the one CPU node that
+        # happens to sit in the workers' zone (aws.md S1, runner.md R5).
+        gpu = {pinned_zone(g, stack, zones) for g in stack.cluster.node_groups if is_gpu(g)}
+        if len(gpu) == 1:
+            return gpu.pop()
     return None
 
 

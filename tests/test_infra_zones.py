@@ -47,3 +47,44 @@ def test_a_group_pinned_to_a_refused_zone_is_refused_before_any_subnet() -> None
     result = run_config("base-a100-az3", raw)
     assert result.error is not None and "use1-az3" in str(result.error)
     assert not result.of_type("aws:ec2/subnet:Subnet")
+
+
+# --- the frontend and the load generator share the workers' zone (aws.md S1, runner.md R5) ---
+
+def _frontend_zone_terms(stack: str) -> list:
+    from test_infra_graph import dgd_of
+
+    front = next(c for c in dgd_of(stack)["spec"]["components"] if c["type"] == "frontend")
+    affinity = front["podTemplate"]["spec"].get("affinity") or {}
+    return (affinity.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuring"
+                                                 "Execution", {}).get("nodeSelectorTerms", []))
+
+
+@pytest.mark.parametrize("stack", ["agg-a100", "disagg-a100", "agg-l40s-fp8", "agg-b200-axk2",
+                                   "agg-a100-standalone"])
+def test_the_frontend_requires_the_zone_its_workers_are_pinned_to(stack: str) -> None:
+    from k8s_validation import validate_dgd, validate_pod_templates
+    from test_infra_graph import dgd_of
+
+    assert _frontend_zone_terms(stack) == [{"matchExpressions": [{
+        "key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}]
+    validate_dgd(dgd_of(stack))
+    validate_pod_templates(dgd_of(stack))
+
+
+@pytest.mark.parametrize("base", ["base-a100", "base-b200", "agg-a100-standalone"])
+def test_the_cpu_group_joins_the_gpu_groups_zone(base: str) -> None:
+    groups = {g.inputs["nodeGroupName"]: g.inputs["subnetIds"]
+              for g in run(base).of_type("eks:index:ManagedNodeGroup")}
+    gpu = {tuple(s) for name, s in groups.items() if name != "cpu"}
+    assert len(gpu) == 1 and tuple(groups["cpu"]) in gpu, groups
+
+
+def test_the_auto_mode_cpu_pool_joins_the_gpu_pools_zone() -> None:
+    from pulumi_harness import k8s_objects
+
+    pools = {o["metadata"]["name"]: o for _, o in k8s_objects(run("base-a100-auto"))
+             if o["kind"] == "NodePool"}
+    reqs = {r["key"]: r.get("values") for r in
+            pools["dynamo-bench-cpu"]["spec"]["template"]["spec"]["requirements"]}
+    assert reqs["topology.kubernetes.io/zone"] == ["us-east-1a"]
