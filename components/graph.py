@@ -29,6 +29,7 @@ from components.conventions import (
     MODEL_CACHE_PVC,
     NODE_GROUP_LABEL,
 )
+from components.placement import workers_zone, zone_affinity
 from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
 from stacks.config.loader import P, Problem, StackError
 from stacks.config.schema import (
@@ -346,6 +347,10 @@ def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
     workers = [_Worker(stack, i, cluster, efa, name) for i in range(len(serving.workers))]
     _check_one_zone(stack, [w.group for w in workers if w.rdma])
     components = [_frontend(stack, labels)]
+    # the frontend joins the workers' zone (components.placement.workers_zone)
+    affinity = zone_affinity(workers_zone(stack, cluster))
+    if affinity:
+        components[0]["podTemplate"]["spec"]["affinity"] = affinity
     if serving.speculative is not None:  # real or synthetic acceptance, on every worker pod
         labels = {**labels, recipe_specs.ACCEPTANCE_LABEL: serving.speculative.acceptance}
     for worker, comp_name in zip(workers, component_names(serving), strict=True):

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.node_specs import choose_zones, pinned_zone, subnet_plan
+from components.node_specs import choose_zones, eks_usable_zones, pinned_zone, subnet_plan
+from stacks.catalog.eks_zones import SOURCE as EKS_ZONES_SOURCE
+from stacks.catalog.eks_zones import refused_zone_ids
 from stacks.config.api_access import ApiAccess
 from stacks.config.schema import StackConfig
 
@@ -56,15 +58,23 @@ class Network(pulumi.ComponentResource):
         self.vpc_id = pulumi.Output.from_input(vpc_id)
         self.vpc_cidr = pulumi.Output.from_input(found.cidr_block)
         self.subnets_by_zone = {}
+        refused = refused_zone_ids(self._args.stack.cluster.region)
         for sid in subnet_ids:
             subnet = aws.ec2.get_subnet(id=sid, opts=self._invoke)
+            if subnet.availability_zone_id in refused:
+                raise ValueError(f"subnet {sid} is in zone ID {subnet.availability_zone_id}, "
+                                 f"where EKS refuses cluster subnets ({EKS_ZONES_SOURCE}): "
+                                 "fix cluster.vpc.privateSubnetIds (subnets of other zones)")
             self.subnets_by_zone.setdefault(subnet.availability_zone, pulumi.Output.from_input(sid))
         self.private_subnet_ids = [pulumi.Output.from_input(s) for s in subnet_ids]
         self.public_subnet_ids = []
 
     def _create(self, name: str) -> None:
         stack = self._args.stack
-        available = aws.get_availability_zones(state="available", opts=self._invoke).names
+        found = aws.get_availability_zones(state="available", opts=self._invoke)
+        asked = [g.availability_zone for g in stack.cluster.node_groups if g.availability_zone]
+        # every subnet goes to the EKS control plane: none in a zone ID EKS refuses
+        available = eks_usable_zones(found.names, found.zone_ids, stack.cluster.region, asked)
         pinned = [z for g in stack.cluster.node_groups
                   if (z := pinned_zone(g, stack, available))]
         zones = choose_zones(available, stack.cluster.vpc.availability_zones, pinned)

@@ -16,6 +16,8 @@ from components.conventions import (
     NODE_GROUP_LABEL,
 )
 from components.placement import INSTANCE_TYPE_LABEL, catalogue_gpu_types, gpu_instance_type_term
+from stacks.catalog.eks_zones import SOURCE as EKS_ZONES_SOURCE
+from stacks.catalog.eks_zones import refused_zone_ids
 from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
 from stacks.config.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
 
@@ -68,7 +70,31 @@ def pinned_zone(group: NodeGroup, stack: StackConfig, zones: Sequence[str]) -> s
         return group.availability_zone
     if uses_efa(group, stack) or group.capacity_reservation_id:
         return zones[0]
+    if not is_gpu(group):
+        # The CPU group joins the GPU groups' one zone: the frontend and the load generator
+        # run on it, and side by side they must not compete for the one CPU node that
+        # happens to sit in the workers' zone (aws.md S1, runner.md R5).
+        gpu = {pinned_zone(g, stack, zones) for g in stack.cluster.node_groups if is_gpu(g)}
+        if len(gpu) == 1:
+            return gpu.pop()
     return None
+
+
+def eks_usable_zones(names: Sequence[str], zone_ids: Sequence[str], region: str,
+                     pinned: Sequence[str] = ()) -> list[str]:
+    """The region's zone names whose zone IDs EKS accepts for cluster subnets (names map to IDs
+    per account, so only the account's getAvailabilityZones answer can say; the refused IDs:
+    stacks/catalog/eks_zones.py). A node group pinned to a refused zone is an error naming it."""
+    refused = set(refused_zone_ids(region))
+    by_name = dict(zip(names, zone_ids, strict=True))
+    bad = sorted(z for z in set(pinned) if by_name.get(z) in refused)
+    if bad:
+        raise ValueError(f"availabilityZone {bad} is zone ID "
+                         f"{sorted(by_name[z] for z in bad)} in this account, where EKS refuses "
+                         f"cluster subnets ({EKS_ZONES_SOURCE}): fix "
+                         "cluster.nodeGroups[].availabilityZone (use one of "
+                         f"{[n for n in names if by_name[n] not in refused]})")
+    return [n for n in names if by_name[n] not in refused]
 
 
 def choose_zones(available: Sequence[str], count: int, pinned: list[str]) -> list[str]:
@@ -139,14 +165,46 @@ def efa_network_interfaces(inst: InstanceType, security_group_id: object) -> lis
 
 
 def capacity_reservation_args(group: NodeGroup) -> dict:
-    """Launch-template arguments that put nodes into the group's reservation / capacity block."""
+    """Launch-template arguments that put nodes into the group's reservation / capacity block.
+
+    A capacity block's instance type lives in the launch template: EKS "make[s] sure that the
+    LaunchTemplateData includes ... InstanceMarketOptions MarketType capacity-block ...
+    CapacityReservationTarget ... InstanceType set to an instance type that supports Capacity
+    Blocks ... If the capacity type isn't set to CAPACITY_BLOCK or any of the other above
+    required launch template values are missing, then the create request will be rejected"
+    (awsdocs/amazon-eks-user-guide latest/ug/ml/capacity-blocks-mng.adoc); the node group then
+    names no instance types (managed_instance_types).
+    """
     if not group.capacity_reservation_id:
         return {}
     args: dict = {"capacity_reservation_specification": {
         "capacity_reservation_target": {"capacity_reservation_id": group.capacity_reservation_id}}}
     if group.capacity_type == CapacityType.CAPACITY_BLOCK:
         args["instance_market_options"] = {"market_type": "capacity-block"}
+        args["instance_type"] = group.instance_type
     return args
+
+
+def managed_instance_types(group: NodeGroup) -> list[str] | None:
+    """The node group's instanceTypes: none when the launch template carries the type (a
+    capacity block, capacity_reservation_args). EKS takes it from one place only: "If however,
+    you specify an instance type in your launch template and specify any instanceTypes, the
+    node group deployment will fail" (EKS CreateNodegroup API, instanceTypes; botocore's eks
+    model as installed)."""
+    if group.capacity_type == CapacityType.CAPACITY_BLOCK and group.capacity_reservation_id:
+        return None
+    return [group.instance_type]
+
+
+def needs_placement_group(group: NodeGroup, stack: StackConfig) -> bool:
+    """A cluster placement group for EFA nodes, except inside a reservation: a capacity block
+    already gives "low-latency, high-throughput network connectivity between the instances
+    inside the Capacity Block, so there is no need to use a cluster placement group" (EC2 user
+    guide, capacity-blocks-using), and capacity reserved for a cluster placement group must be
+    reserved in that group ("we recommend that you reserve capacity explicitly in the cluster
+    placement group", EC2 user guide, limitations-placement-groups): a group this program has
+    just created holds no reservation, so its nodes could not use the one they target."""
+    return uses_efa(group, stack) and not group.capacity_reservation_id
 
 
 def root_volume(group: NodeGroup) -> list[dict]:

@@ -96,10 +96,11 @@ class NodeGroups(pulumi.ComponentResource):
             "tag_specifications": launch_template_tag_specifications(args.tags),
             **ns.capacity_reservation_args(group),
         }
-        if efa:
+        if ns.needs_placement_group(group, args.stack):
             placement = aws.ec2.PlacementGroup(f"{prefix}-{group.name}", strategy="cluster",
                                                tags=args.tags, opts=child)
             lt_args["placement"] = {"group_name": placement.name}
+        if efa:
             lt_args["network_interfaces"] = ns.efa_network_interfaces(
                 inst, cluster.security_group_id)
         template = aws.ec2.LaunchTemplate(
@@ -114,7 +115,7 @@ class NodeGroups(pulumi.ComponentResource):
             # One pinned AMI release (and so one NVIDIA driver) per Kubernetes minor:
             # stacks/catalog/node_images.py, checked against the serving image by pre-flight.
             release_version=NVIDIA_AMI[args.eks_version].release_version,
-            instance_types=[group.instance_type],
+            instance_types=ns.managed_instance_types(group),
             capacity_type=ns.managed_capacity_type(group),
             # Typed args, not dicts: a remote component's inputs are not key-translated.
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(

@@ -7,9 +7,10 @@ from typing import Any
 
 from components.conventions import NODE_GROUP_LABEL
 from stacks.catalog.instances import INSTANCE_TYPES
-from stacks.config.schema import ClusterConfig
+from stacks.config.schema import ClusterConfig, StackConfig
 from stacks.conventions.k8s_names import (  # noqa: F401 - shared with the cluster runner
     INSTANCE_TYPE_LABEL,
+    ZONE_LABEL,
     cpu_node_groups,
     gpu_node_groups,
 )
@@ -49,3 +50,29 @@ def gpu_node_affinity(cluster: ClusterConfig) -> dict[str, Any]:
              ["nodeSelectorTerms"] if by_group else [])
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [*terms, gpu_instance_type_term()]}}}
+
+
+def workers_zone(stack: StackConfig, cluster: ClusterConfig) -> str | None:
+    """The one zone the stack's worker groups are pinned to in its config, else None.
+
+    The frontend and the load generator join it (aws.md S1): a request that crosses AZs between
+    client, frontend and workers adds 0-2 inter-AZ round trips that differ from run to run and
+    variant to variant, and EFA workers are single-AZ by design (EC2 placement groups,
+    awsdocs/amazon-eks-user-guide latest/ug/ml/node-efa.adoc). A zone chosen only at deploy time
+    (the first of the account's zones) is not known here; the CPU group follows the GPU groups'
+    zone then (components.node_specs.pinned_zone), which puts the frontend there too.
+    """
+    if stack.serving is None:
+        return None
+    hosts = {w.node_group for w in stack.serving.workers}
+    zones = {g.availability_zone for g in cluster.node_groups if g.name in hosts}
+    return zones.pop() if len(zones) == 1 else None
+
+
+def zone_affinity(zone: str | None) -> dict[str, Any]:
+    """Required node affinity to one zone ({} for None)."""
+    if zone is None:
+        return {}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}}}

@@ -54,7 +54,10 @@ def test_loadgen_job_is_valid_and_placed_on_the_cpu_group_in_the_frontend_zone()
     assert pod["serviceAccountName"] == LOADGEN_SERVICE_ACCOUNT
     assert pod["automountServiceAccountToken"] is False      # AIPerf never calls the API
     res = pod["containers"][0]["resources"]
-    assert res["requests"] == res["limits"] and res["limits"]["cpu"] == "4"  # Guaranteed
+    # CPU requested but never limited: a CFS quota throttles AIPerf's bursts unseen
+    # (runner.md R3); memory stays limited at its request
+    assert res["requests"]["cpu"] == "4" and "cpu" not in res["limits"]
+    assert res["limits"]["memory"] == res["requests"]["memory"]
     assert job["spec"]["backoffLimit"] == 0   # a failed step is never silently re-run
     assert job["metadata"]["labels"][k8s_jobs.RUN_LABEL] == "20261201T000000Z"
     command = pod["containers"][0]["command"]

@@ -51,7 +51,7 @@ class Execution:
     cpu: CpuSampler                   # CPU samples of the client (summary over a window)
     wall_s: float
     command: list[str]
-    host_cores: int                   # cores the client could use (host, or the Job's limit)
+    host_cores: int                   # cores the client could use (host, or the Job's CPU request)
     failure: str | None = None        # why the client did not run to its end, if known
     record: dict[str, Any] = field(default_factory=dict)   # where it ran (job, pod, node)
 

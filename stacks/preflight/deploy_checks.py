@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stacks.config.api_access import parse_api_access
+from stacks.config.api_access import PRIVATE, ApiAccess, parse_api_access
 from stacks.config.campaign_config import (
     campaign_problems,
     parse_campaign,
@@ -24,7 +24,7 @@ from stacks.config.campaign_config import (
 )
 from stacks.config.errors import Problem
 from stacks.config.schema import CONFIG_KEYS, StackConfig
-from stacks.config.stack_file import PROJECT, config_key_problems
+from stacks.config.stack_file import API_ACCESS_KEY, PROJECT, config_key_problems
 from stacks.conventions.k8s_names import dynamo_namespace
 
 P = f"{PROJECT}:"
@@ -59,7 +59,9 @@ def deploy_problems(stack: StackConfig, base: StackConfig | None,
                            "and the workers read it from a Secret", HF_TOKEN_FIX))
     owns_cluster = base is None and not stack.is_attached and stack.target == "aws"
     if owns_cluster and (facts.deploying or facts.api_access is not None):
-        out += parse_api_access(facts.api_access)[1]
+        access, problems = parse_api_access(facts.api_access)
+        out += problems
+        out += private_endpoint_problems(stack, access)
     out += campaign_key_problems(stack, facts)
     if facts.deploying and stack.target != "aws":
         out.append(Problem(f"{P}target", f"target is {stack.target}: it runs on the local "
@@ -72,6 +74,29 @@ def deploy_problems(stack: StackConfig, base: StackConfig | None,
                            "the model cache claim and the token Secret live",
                            f"set namespace: {dynamo_namespace(base)} or remove it"))
     return out
+
+
+def private_endpoint_problems(stack: StackConfig, access: ApiAccess | None) -> list[Problem]:
+    """A private-only endpoint on a VPC this same `pulumi up` creates cannot be reached.
+
+    pulumi-eks builds the Kubernetes provider from the cluster's kubeconfig, whose server is the
+    cluster endpoint (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts, createCore); with public
+    access disabled "All traffic to your cluster API server must come from within your
+    cluster's VPC or a connected network" (awsdocs/amazon-eks-user-guide
+    latest/ug/clusters/cluster-endpoint.adoc @0ce90ef1, table row public Disabled / private
+    Enabled). A VPC made by this stack did not
+    exist when the deployer started, so the deployer cannot be inside it: the VPC, cluster and
+    node groups would be created and billed, then the first Kubernetes object times out.
+    """
+    if access is None or access.public_cidrs or stack.cluster.vpc.id is not None:
+        return []
+    return [Problem(f"{P}{API_ACCESS_KEY}", f"'{PRIVATE}' makes the Kubernetes API reachable "
+                    "only from inside the cluster's VPC, and this stack creates that VPC "
+                    "(cluster.vpc.id is not set): pulumi up runs outside it and cannot create "
+                    "the cluster's Kubernetes objects",
+                    f"allow this machine's address (pulumi config set {PROJECT}:"
+                    f"{API_ACCESS_KEY} '[\"<your IP>/32\"]'), or set cluster.vpc.id (with "
+                    "privateSubnetIds) to a VPC this machine is inside")]
 
 
 def campaign_key_problems(stack: StackConfig, facts: DeployFacts) -> list[Problem]:

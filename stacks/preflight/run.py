@@ -38,6 +38,7 @@ from stacks.config.loader import (
 from stacks.config.schema import ClusterConfig, ComputeMode, StackConfig
 from stacks.preflight.auto_mode import auto_mode_notes, check_auto_mode
 from stacks.preflight.aws_checks import check_aws
+from stacks.preflight.capacity_checks import on_demand_capacity_notes
 from stacks.preflight.checkpoint_checks import check_model_cache
 from stacks.preflight.deploy_checks import DeployFacts, deploy_problems
 from stacks.preflight.engine_flags import check_engine_flags
@@ -197,6 +198,8 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
     if eks is not None:
         report.notes.append(eks.describe(on))
     report.notes += auto_mode_notes(stack, base)
+    if stack.target == "aws":  # the stack's own groups: a variant's extras, a base's all
+        report.notes += on_demand_capacity_notes(stack.cluster)
     report.hourly = cluster_hourly_cost(stack, cluster, owner.storage.model_cache_gib, on=on)
     report.planned_hours = planned_hours(stack)
     if stack.target == "aws" and report.planned_cost > stack.cost.budget_usd:

@@ -136,7 +136,7 @@ def loadgen_cpu(concurrency: int, max_cpu: int) -> int:
 
 def aiperf_workers(cpu: int, concurrency: int) -> int:
     """AIPerf's own default (75 % of the cores minus one, at most the concurrency), computed
-    from the CPU limit: inside a container AIPerf sees the node's cores, not its limit."""
+    from the CPU request: inside a container AIPerf sees the node's cores, not its share."""
     return max(1, min(int(cpu * 0.75) - 1, concurrency))
 
 
@@ -198,6 +198,22 @@ def _env() -> list[dict[str, str]]:
             {"name": AIPERF_K8S_GATE, "value": ""}]
 
 
+def loadgen_resources(cpu: int, memory: str) -> dict[str, Any]:
+    """CPU requested, never limited; memory requested and limited.
+
+    A CFS quota throttles AIPerf's ~12 processes (and its start-up tokenizer pool) in 100 ms
+    periods while their mean stays under the limit, delaying request timestamps where the
+    saturation guard's mean-cores check cannot see it (runner.md R3). AIPerf's own Kubernetes
+    runs request CPU without a limit: resource_mode "burstable" (its default) "emits requests
+    only (no limits)" (ai-dynamo/aiperf aiperf/config/deployment.py, resource_mode). The
+    request still reserves the cores on the node (the scheduler packs by requests), and the
+    guard compares the client's mean cores with it (step_exec host_cores = this request), so a
+    client that needs more than it reserved is still flagged. Memory keeps its limit: it is not
+    compressible, and an unbounded client could starve the node's other pods.
+    """
+    return {"requests": {"cpu": str(cpu), "memory": memory}, "limits": {"memory": memory}}
+
+
 def loadgen_job(*, name: str, namespace: str, labels: dict[str, str], step_id: str,
                 image: str, aiperf_args: list[str], artifact_dir: str, placement: Placement,
                 cpu: int, deadline_s: float, dataset_configmap: str | None) -> dict[str, Any]:
@@ -222,8 +238,7 @@ def loadgen_job(*, name: str, namespace: str, labels: dict[str, str], step_id: s
         "command": k8s_scripts.python(k8s_scripts.CLIENT_WRAPPER, artifact_dir, "--",
                                       "aiperf", *aiperf_args),
         "workingDir": "/tmp", "env": _env(),
-        "resources": {"requests": {"cpu": str(cpu), "memory": memory},
-                      "limits": {"cpu": str(cpu), "memory": memory}},
+        "resources": loadgen_resources(cpu, memory),
         "volumeMounts": mounts, "securityContext": container_sc,
     }
     return {
