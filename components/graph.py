@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from components import efa, kv_config, recipe_specs
+from components import efa, kv_config, libfabric_check, recipe_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -299,6 +299,8 @@ class _Worker:
             # the command pins the device plugin's GPUs (components/efa.py). EFA traffic does
             # not cross AZs, so all EFA workers of the graph share one zone.
             container["securityContext"] = efa.security_context()
+            # the image must carry libfabric for NIXL's LIBFABRIC plugin (dynamo.md F2)
+            spec["initContainers"] = [libfabric_check.init_container(container["image"])]
             labels = {**labels, efa.ZONE_GROUP_LABEL: labels[GRAPH_LABEL]}
             spec["affinity"] = efa.one_zone_affinity(labels[GRAPH_LABEL],
                                                      self.group.availability_zone)
