@@ -177,8 +177,11 @@ def check_kv_transfer(x: Expected, ev: dict) -> Check:
         return Check("kv_transfer", FAIL, "the decode workers export no NIXL transfer metrics",
                      evidence)
     if moved <= 0:
+        # also what a graph with no prefill worker registered looks like: the frontend then
+        # "uses decode-only routing" (Dynamo 1.6 router docs, disaggregated-serving)
         return Check("kv_transfer", FAIL, "a request that went through prefill and decode "
-                     "moved no KV bytes (NIXL transfer metrics did not grow)", evidence)
+                     "moved no KV bytes (NIXL transfer metrics did not grow; no prefill "
+                     "worker registered with the frontend serves decode-only)", evidence)
     if failed:
         return Check("kv_transfer", FAIL, f"{failed:.0f} NIXL transfer(s) failed", evidence)
     return Check("kv_transfer", PASS, f"{moved:.0f} KV bytes moved prefill -> decode",
