@@ -27,6 +27,10 @@ SYNTHETIC_NOTE_ANNOTATION = "dynamo-bench.io/speculative-config-synthetic"
 # The operator's system port (commonconsts.DynamoSystemPort); the recipes probe /live on it.
 SYSTEM_PORT = 9090
 STARTUP_PROBE_PERIOD_S = 60
+# Every B200 recipe's startupProbe gives /live 20 s (a 700B worker capturing CUDA graphs can
+# answer slower than 5 s, and one miss burns a 60 s period): e.g. ai-dynamo/dynamo
+# recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 `timeoutSeconds: 20` (dynamo.md F10).
+STARTUP_PROBE_TIMEOUT_S = 20
 # UCX over InfiniBand pins (locks) the KV buffers: the recipes add these and `ulimit -l`.
 RDMA_CAPABILITIES = ["IPC_LOCK", "SYS_RESOURCE"]
 # transformers copies a trust-remote-code model's .py files into HF_MODULES_CACHE (default
@@ -163,7 +167,7 @@ def startup_probe(serving: ServingConfig) -> dict[str, Any] | None:
     if serving.startup_budget_minutes is None:
         return None
     return {"httpGet": {"path": "/live", "port": SYSTEM_PORT},
-            "periodSeconds": STARTUP_PROBE_PERIOD_S, "timeoutSeconds": 5,
+            "periodSeconds": STARTUP_PROBE_PERIOD_S, "timeoutSeconds": STARTUP_PROBE_TIMEOUT_S,
             "failureThreshold": serving.startup_budget_minutes * 60 // STARTUP_PROBE_PERIOD_S}
 
 

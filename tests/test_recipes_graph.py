@@ -336,3 +336,10 @@ def test_k_exaone_agg_publishes_no_kv_events_its_frontend_ignores() -> None:
     x = expected(load_stack("agg-b200-kexaone"), "aws")
     (kv_events,) = [c for c in evaluate(x, {}, "test").checks if c.name == "kv_events"]
     assert kv_events.status == NOT_CONFIGURED
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipe_workers_give_the_startup_probe_the_recipes_20_s(name: str) -> None:
+    # ai-dynamo/dynamo recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 (dynamo.md F10)
+    for comp in workers(graph_of(name)):
+        assert main(comp)["startupProbe"]["timeoutSeconds"] >= 20
