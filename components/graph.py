@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from components import efa, kv_config, recipe_specs
+from components import efa, kv_config, libfabric_check, recipe_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -109,6 +109,7 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
     # the model cache, as Dynamo's own recipes mount it ("Frontend needs read access to the
     # model cache to register the model card", ai-dynamo/dynamo recipes/qwen3-32b/vllm/
     # cloud-providers/disagg-1p1d-aws-efa/deploy.yaml); offline, like the workers.
+    modules_volumes, modules_mounts = recipe_specs.remote_code_volumes(stack)
     pod: dict[str, Any] = {
         "containers": [{
             "name": "main",
@@ -118,12 +119,13 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             # plus its record of every request: the runner reads it after each step (routing
             # evidence: which worker, how many cached tokens; workloads.request_trace)
             "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1",
+                         **recipe_specs.remote_code_env(stack),
                          **frontend_trace.request_trace_env(frontend_trace.REQUEST_TRACE_POD_PATH)}),
             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
             "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT,
-                              "readOnly": True}],
+                              "readOnly": True}, *modules_mounts],
         }],
-        "volumes": [_model_cache_volume()],
+        "volumes": [_model_cache_volume(), *modules_volumes],
     }
     if serving.frontend.node_group:
         pod["nodeSelector"] = {NODE_GROUP_LABEL: serving.frontend.node_group}
@@ -188,6 +190,7 @@ class _Worker:
             # model, image and layout: a second load of this configuration finds them.
             **compile_cache_env(compile_cache_dir(self.stack, self.cluster, self.i)),
             **kv_config.kvbm_env(self.serving, self.w.role),
+            **recipe_specs.remote_code_env(self.stack),
         }
         if self.rdma:
             values.update(efa.worker_env(self.gpus_per_pod))
@@ -259,7 +262,9 @@ class _Worker:
             "resources": self.resources(),
             "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT}],
         }
-        volumes: list[dict[str, Any]] = [_model_cache_volume()]
+        modules_volumes, modules_mounts = recipe_specs.remote_code_volumes(self.stack)
+        container["volumeMounts"] += modules_mounts
+        volumes: list[dict[str, Any]] = [_model_cache_volume(), *modules_volumes]
         if self.kvbm_disk():
             volumes.append({"name": "kvbm-disk", "emptyDir": {"sizeLimit": self.kvbm_disk()}})
             container["volumeMounts"].append({"name": "kvbm-disk",
@@ -281,6 +286,8 @@ class _Worker:
             # the command pins the device plugin's GPUs (components/efa.py). EFA traffic does
             # not cross AZs, so all EFA workers of the graph share one zone.
             container["securityContext"] = efa.security_context()
+            # the image must carry libfabric for NIXL's LIBFABRIC plugin (dynamo.md F2)
+            spec["initContainers"] = [libfabric_check.init_container(container["image"])]
             labels = {**labels, efa.ZONE_GROUP_LABEL: labels[GRAPH_LABEL]}
             spec["affinity"] = efa.one_zone_affinity(labels[GRAPH_LABEL],
                                                      self.group.availability_zone)

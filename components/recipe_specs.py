@@ -33,8 +33,22 @@ SYNTHETIC_NOTE_ANNOTATION = "dynamo-bench.io/speculative-config-synthetic"
 # The operator's system port (commonconsts.DynamoSystemPort); the recipes probe /live on it.
 SYSTEM_PORT = 9090
 STARTUP_PROBE_PERIOD_S = 60
+# Every B200 recipe's startupProbe gives /live 20 s (a 700B worker capturing CUDA graphs can
+# answer slower than 5 s, and one miss burns a 60 s period): e.g. ai-dynamo/dynamo
+# recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 `timeoutSeconds: 20` (dynamo.md F10).
+STARTUP_PROBE_TIMEOUT_S = 20
 # UCX over InfiniBand pins (locks) the KV buffers: the recipes add these and `ulimit -l`.
 RDMA_CAPABILITIES = ["IPC_LOCK", "SYS_RESOURCE"]
+# transformers copies a trust-remote-code model's .py files into HF_MODULES_CACHE (default
+# $HF_HOME/modules) and imports them from there: transformers/utils/hub.py `HF_MODULES_CACHE =
+# os.getenv("HF_MODULES_CACHE", os.path.join(constants.HF_HOME, "modules"))`, written by
+# dynamic_module_utils.py `init_hf_modules` / `create_dynamic_module` / `get_cached_module_file`
+# (os.makedirs, touch, shutil.copyfile; transformers 4.x through 5.24). The frontend mounts the
+# model cache read-only (EROFS), and pods sharing it on EFS would race: the copy is guarded only
+# by a process-local `_HF_REMOTE_CODE_LOCK = threading.Lock()`. Every pod of such a model gets
+# its own writable module cache.
+REMOTE_CODE_VOLUME = "hf-modules"
+REMOTE_CODE_DIR = "/hf-modules"
 
 
 def _json(obj: dict[str, Any]) -> str:
@@ -88,7 +102,7 @@ def startup_probe(serving: ServingConfig) -> dict[str, Any] | None:
     if serving.startup_budget_minutes is None:
         return None
     return {"httpGet": {"path": "/live", "port": SYSTEM_PORT},
-            "periodSeconds": STARTUP_PROBE_PERIOD_S, "timeoutSeconds": 5,
+            "periodSeconds": STARTUP_PROBE_PERIOD_S, "timeoutSeconds": STARTUP_PROBE_TIMEOUT_S,
             "failureThreshold": serving.startup_budget_minutes * 60 // STARTUP_PROBE_PERIOD_S}
 
 
@@ -99,6 +113,20 @@ def rdma_devices(serving: ServingConfig, w: WorkerGroup) -> dict[str, str]:
         return {}
     count = req.per_worker or w.gpus_per_pod
     return {req.resource_name.value: str(count)}
+
+
+def remote_code_env(stack: StackConfig) -> dict[str, str]:
+    """HF_MODULES_CACHE on the pod-local volume, for a model that loads its own code."""
+    return {"HF_MODULES_CACHE": REMOTE_CODE_DIR} if stack.model.trust_remote_code else {}
+
+
+def remote_code_volumes(stack: StackConfig) -> tuple[list[dict[str, Any]],
+                                                     list[dict[str, Any]]]:
+    """(volumes, volumeMounts) of that pod-local module cache: an emptyDir, or none."""
+    if not stack.model.trust_remote_code:
+        return [], []
+    return ([{"name": REMOTE_CODE_VOLUME, "emptyDir": {}}],
+            [{"name": REMOTE_CODE_VOLUME, "mountPath": REMOTE_CODE_DIR}])
 
 
 def checkpoints_to_download(stack: StackConfig) -> list[tuple[str, str | None]]:

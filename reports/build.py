@@ -42,7 +42,8 @@ def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str
         records[(r.record.stack, r.record.run_id)] = r.record
     steps = pd.concat([r.steps for r in runs if not r.steps.empty], ignore_index=True)
     requests = pd.concat([r.requests for r in runs], ignore_index=True)
-    steps = judge_steps(steps, {s: i.error_rate_threshold for s, i in infos.items()})
+    steps = judge_steps(steps, {s: i.error_rate_threshold for s, i in infos.items()},
+                        frozenset(s for s, i in infos.items() if i.topology == "disaggregated"))
     steps["gpus"] = steps["stack"].map(lambda s: infos[s].gpus)
     steps["output_tok_s_per_gpu"] = steps["output_tok_s"] / steps["gpus"].where(
         steps["gpus"] > 0)

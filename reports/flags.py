@@ -67,10 +67,39 @@ def judge(st: pd.Series, error_rate_threshold: float) -> dict[str, Any]:
             "usable": status == COMPLETE and not bound, "step_flag": flag}
 
 
-def judge_steps(steps: pd.DataFrame, thresholds: dict[str, float]) -> pd.DataFrame:
-    """`steps` with FLAG_COLUMNS (thresholds: each stack's workloads.errorRateThreshold)."""
+def decode_only_reason(st: pd.Series) -> str:
+    """Why a disaggregated stack's step measured aggregated serving, or "".
+
+    Dynamo's frontend "Uses decode-only routing when no prefill service is registered"
+    (docs.nvidia.com/dynamo/v1.6.0 knowledge-base/modular-components/router/
+    disaggregated-serving): a prefill pod that restarted mid-sweep turns the step into a
+    decode-only measurement without an error. NIXL's transfer count on the decode workers
+    (reports.server `server_kv_transfers`) is then zero; a step whose server exported no NIXL
+    metrics (NaN: the local mocker) cannot tell and is not flagged."""
+    moved = _none(st.get("server_kv_transfers"))
+    if moved is None or moved > 0:
+        return ""
+    return ("DECODE-ONLY: a disaggregated step with zero NIXL KV transfers (no prefill worker "
+            "served it: the router falls back to decode-only routing)")
+
+
+def mark_decode_only(row: dict[str, Any], st: pd.Series) -> dict[str, Any]:
+    """`row` (judge's) unusable and flagged when decode_only_reason says so."""
+    reason = decode_only_reason(st)
+    if not reason:
+        return row
+    flag = "; ".join(x for x in (row["step_flag"], reason) if x)
+    return {**row, "usable": False, "step_flag": flag}
+
+
+def judge_steps(steps: pd.DataFrame, thresholds: dict[str, float],
+                disaggregated: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """`steps` with FLAG_COLUMNS (thresholds: each stack's workloads.errorRateThreshold;
+    disaggregated: the stacks whose steps must move KV, mark_decode_only)."""
     rows = [judge(st, thresholds.get(st["stack"], DEFAULT_ERROR_RATE_THRESHOLD))
             for _, st in steps.iterrows()]
+    rows = [mark_decode_only(row, st) if st["stack"] in disaggregated else row
+            for row, (_, st) in zip(rows, steps.iterrows(), strict=True)]
     judged = pd.DataFrame(rows, index=steps.index, columns=FLAG_COLUMNS)
     return pd.concat([steps.drop(columns=[c for c in FLAG_COLUMNS if c in steps]), judged],
                      axis=1)

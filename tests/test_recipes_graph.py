@@ -322,3 +322,24 @@ def test_baselines_carry_no_speculation_and_no_pins(name: str) -> None:
         backend = args[args.index("--attention-backend") + 1] if required else None
         assert ("--attention-backend" in args) == bool(required)
         assert backend is None or backend in {b.value for b in required}
+
+
+def test_k_exaone_agg_publishes_no_kv_events_its_frontend_ignores() -> None:
+    # the recipe's frontend runs --no-router-kv-events (approximate indexer) and its worker
+    # publishes none (dynamo.md F12); the attestation then does not wait for applied events
+    from workloads.attest.checks import NOT_CONFIGURED, evaluate
+    from workloads.attest.parse import expected
+    graph = graph_of("agg-b200-kexaone")
+    assert "--no-router-kv-events" in frontend_args(graph)
+    for comp in workers(graph):
+        assert "--kv-events-config" not in main(comp)["args"]
+    x = expected(load_stack("agg-b200-kexaone"), "aws")
+    (kv_events,) = [c for c in evaluate(x, {}, "test").checks if c.name == "kv_events"]
+    assert kv_events.status == NOT_CONFIGURED
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipe_workers_give_the_startup_probe_the_recipes_20_s(name: str) -> None:
+    # ai-dynamo/dynamo recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 (dynamo.md F10)
+    for comp in workers(graph_of(name)):
+        assert main(comp)["startupProbe"]["timeoutSeconds"] >= 20

@@ -43,6 +43,11 @@ GRAPH_METRIC_LABEL = metric_label(GRAPH_LABEL)
 MODEL_CACHE_PVC = "model-cache"
 RESULTS_PVC = "benchmark-results"
 MODEL_CACHE_MOUNT = "/models"
+# The EFA worker pods' init container that checks the image can load NIXL's LIBFABRIC plugin
+# (components/libfabric_check.py), and its exit code when it cannot (EX_CONFIG, sysexits.h):
+# the runner stops at once on it (workloads/targets/aws/k8s_graph.py).
+LIBFABRIC_CHECK_CONTAINER = "libfabric-check"
+LIBFABRIC_MISSING_EXIT = 78
 HF_HOME = f"{MODEL_CACHE_MOUNT}/hf"
 LOADGEN_SERVICE_ACCOUNT = "dynamo-bench-loadgen"
 

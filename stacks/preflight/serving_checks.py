@@ -21,6 +21,9 @@ from stacks.preflight.pods import uses_kvbm
 P = f"{PROJECT}:"
 
 
+# The frontend flag that turns the KV router to its approximate indexer (no events consumed).
+NO_ROUTER_KV_EVENTS = "--no-router-kv-events"
+
 def _check_topology(s: ServingConfig, out: list[Problem]) -> None:
     prefill, decode, agg = s.by_role(Role.PREFILL), s.by_role(Role.DECODE), s.by_role(Role.WORKER)
     if s.topology == Topology.DISAGGREGATED:
@@ -43,7 +46,11 @@ def _check_topology(s: ServingConfig, out: list[Problem]) -> None:
         if s.transfer != TransferBackend.NONE:
             out.append(Problem(f"{P}serving.transfer", "aggregated moves no KV between "
                                "workers", "set transfer: none"))
-    if s.router == RouterMode.KV and s.kv_events is False:
+    # With `--no-router-kv-events` the frontend subscribes to no events and routes on its own
+    # predictions (Dynamo router docs: "When disabled with this flag, uses ApproxKvIndexer"),
+    # as the K-EXAONE aggregated recipe runs: workers then publish nothing (dynamo.md F12).
+    if s.router == RouterMode.KV and s.kv_events is False and \
+            NO_ROUTER_KV_EVENTS not in s.frontend.extra_args:
         out.append(Problem(f"{P}serving.kvEvents", "the KV router scores workers from their KV "
                            "events; without them it routes blind",
                            "remove kvEvents: false or use router: round-robin"))

@@ -7,9 +7,10 @@ failed check refuses the run: no load is sent and the message shows the evidence
 attestation is kept in the manifest (`attestations`) and report.md shows one line per run.
 
 Evidence (a dict): `models` (ids /v1/models lists); `pods` {pod: {component, role, node,
-gpu_probe, nixl_backends, engine}} on a cluster; `before` / `after` metric totals around the
-probe requests (attest_parse.metric_totals); `repeat_cached_tokens` (usage.prompt_tokens_details
-.cached_tokens of each send of one prompt); `offload_requests` (the overflow requests sent).
+gpu_probe, nixl_backends, engine, libfabric_check (EFA workers)}} on a cluster; `before` /
+`after` metric totals around the probe requests (attest_parse.metric_totals);
+`repeat_cached_tokens` (usage.prompt_tokens_details.cached_tokens of each send of one prompt);
+`offload_requests` (the overflow requests sent).
 """
 
 from __future__ import annotations
@@ -191,9 +192,11 @@ def check_driver(x: Expected, ev: dict) -> Check:
 def check_nixl_backend(x: Expected, ev: dict) -> Check:
     # evaluate() judges it only where configured(): the stack names a NIXL backend
     assert x.nixl_backend is not None
-    seen = {n: p.get("nixl_backends") or [] for n, p in _workers(ev).items()
-            if p.get("role") in ("prefill", "decode")}
-    for name, backends in seen.items():
+    pods = {n: p for n, p in _workers(ev).items() if p.get("role") in ("prefill", "decode")}
+    seen: dict[str, Any] = {n: p.get("nixl_backends") or [] for n, p in pods.items()}
+    # the EFA workers' image check before start (components/libfabric_check.py), recorded
+    image_checks = {n: p["libfabric_check"] for n, p in pods.items() if "libfabric_check" in p}
+    for name, backends in list(seen.items()):
         if x.nixl_backend not in backends:
             return Check("nixl_backend", FAIL, f"{name}: NIXL did not log 'Backend "
                          f"{x.nixl_backend} was instantiated' (saw {backends or 'none'})", seen)
@@ -201,7 +204,9 @@ def check_nixl_backend(x: Expected, ev: dict) -> Check:
             return Check("nixl_backend", FAIL, f"{name}: NIXL also instantiated "
                          f"{_OTHER_BACKEND[x.nixl_backend]}: a fallback from "
                          f"{x.nixl_backend}", seen)
-    return Check("nixl_backend", PASS, f"{x.nixl_backend} instantiated on {len(seen)} "
+    if image_checks:
+        seen["libfabric_check"] = image_checks
+    return Check("nixl_backend", PASS, f"{x.nixl_backend} instantiated on {len(pods)} "
                  "prefill/decode worker(s)", seen)
 
 
@@ -212,8 +217,11 @@ def check_kv_transfer(x: Expected, ev: dict) -> Check:
         return Check("kv_transfer", FAIL, "the decode workers export no NIXL transfer metrics",
                      evidence)
     if moved <= 0:
+        # also what a graph with no prefill worker registered looks like: the frontend then
+        # "uses decode-only routing" (Dynamo 1.6 router docs, disaggregated-serving)
         return Check("kv_transfer", FAIL, "a request that went through prefill and decode "
-                     "moved no KV bytes (NIXL transfer metrics did not grow)", evidence)
+                     "moved no KV bytes (NIXL transfer metrics did not grow; no prefill "
+                     "worker registered with the frontend serves decode-only)", evidence)
     if failed:
         return Check("kv_transfer", FAIL, f"{failed:.0f} NIXL transfer(s) failed", evidence)
     return Check("kv_transfer", PASS, f"{moved:.0f} KV bytes moved prefill -> decode",

@@ -122,7 +122,7 @@ class Expected:
     kv_cache_dtype: str
     nixl_backend: str | None          # "LIBFABRIC" | "UCX" | None (no KV transfer)
     prefix_caching: bool
-    kv_router: bool
+    kv_router: bool                   # the KV router consumes the workers' KV events
     kv_offload: bool
     prefix_workers: int               # workers a prompt can land on (agg or prefill)
     gpus: dict[str, int] = field(default_factory=dict)   # "<role>-<nodeGroup>" -> GPUs/pod
@@ -150,7 +150,8 @@ def expected(stack: StackConfig, target: str, min_driver: int = 0) -> Expected:
         target=target, model_name=stack.model.name, model_id=stack.model.id,
         revision=stack.model.revision, precision=stack.model.precision.value,
         kv_cache_dtype=s.kv_cache_dtype, nixl_backend=backend,
-        prefix_caching=s.prefix_caching, kv_router=s.router == RouterMode.KV,
+        prefix_caching=s.prefix_caching,
+        kv_router=s.router == RouterMode.KV and s.kv_events is not False,
         kv_offload=s.kv_offload.kind != "none",
         prefix_workers=sum(w.replicas for w in s.workers if w.role in prefix_roles),
         gpus={f"{w.role.value}-{w.node_group}": w.gpus_per_pod * _pipeline_size(w.extra_args)

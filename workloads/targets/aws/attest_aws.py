@@ -51,6 +51,9 @@ def pod_evidence(kube: Kube, namespace: str, dgd: dict, pods: list[dict]) -> dic
             log = _log(kube, namespace, name)
             rec["nixl_backends"] = nixl_backends(log)
             rec["engine"] = engine_config(log)
+            seen = k8s_graph.libfabric_check_seen(pod)
+            if seen is not None:  # EFA workers: what their image's libfabric check saw
+                rec["libfabric_check"] = seen
         out[name] = rec
     return out
 

@@ -24,6 +24,8 @@ from typing import Any
 from stacks.conventions.k8s_names import (
     FRONTEND_PORT,
     INSTANCE_TYPE_LABEL,
+    LIBFABRIC_CHECK_CONTAINER,
+    LIBFABRIC_MISSING_EXIT,
     NODE_GROUP_LABEL,
     ZONE_LABEL,
 )
@@ -93,6 +95,34 @@ def _main_status(pod: dict) -> dict:
                 statuses[0] if statuses else {})
 
 
+def refused_init(pod: dict) -> str | None:
+    """What an init container that refused the pod (the EFA workers' libfabric check,
+    components/libfabric_check.py) wrote as its termination message; None when none did.
+    The image does not change by waiting: the caller stops at once."""
+    for st in pod.get("status", {}).get("initContainerStatuses") or []:
+        for state in (st.get("state") or {}, st.get("lastState") or {}):
+            term = state.get("terminated") or {}
+            if term.get("exitCode") == LIBFABRIC_MISSING_EXIT:
+                return (f"init container {st.get('name')} refused the image (no loadable "
+                        f"libfabric for NIXL LIBFABRIC): {term.get('message') or ''}").strip()
+    return None
+
+
+def libfabric_check_seen(pod: dict) -> dict | None:
+    """What the pod's libfabric check saw (its JSON termination message), or None."""
+    for st in pod.get("status", {}).get("initContainerStatuses") or []:
+        if st.get("name") != LIBFABRIC_CHECK_CONTAINER:
+            continue
+        term = (st.get("state") or {}).get("terminated") or \
+            (st.get("lastState") or {}).get("terminated") or {}
+        try:
+            seen = json.loads(term.get("message") or "")
+        except ValueError:
+            return {"unreadable": (term.get("message") or "")[:300]}
+        return seen if isinstance(seen, dict) else {"unreadable": str(seen)[:300]}
+    return None
+
+
 @dataclass(frozen=True)
 class PodState:
     name: str
@@ -113,8 +143,11 @@ def pod_state(pod: dict) -> PodState:
     problem, fatal = None, False
     waiting = (main.get("state") or {}).get("waiting") or {}
     reason = waiting.get("reason")
+    refusal = refused_init(pod)
     if status.get("phase") == "Failed":
         problem, fatal = f"pod failed: {status.get('reason') or status.get('message')}", True
+    elif refusal:
+        problem, fatal = refusal, True
     elif reason == "CrashLoopBackOff":
         last = (main.get("lastState") or {}).get("terminated") or {}
         detail = f"last exit {last.get('exitCode')}" + (
