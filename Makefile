@@ -5,8 +5,10 @@ ENGINE_VENV := .venv-engine
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
+PREDICT_VENV := .venv-predict
+PREDICT_STAMP := $(PREDICT_VENV)/.installed
 
-.PHONY: venv engine demo test lint typecheck reference check bench bench-reports mutate clean
+.PHONY: venv engine predictor demo test lint typecheck reference check bench bench-reports mutate clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt
@@ -26,6 +28,16 @@ $(ENGINE_STAMP): requirements-engine.txt
 	$(ENGINE_VENV)/bin/pip install -q --no-deps ai-dynamo==1.6.1
 	touch $@
 
+# The performance predictor (NVIDIA AIConfigurator 0.12.0 and its measured GPU database) in its
+# own environment (requirements-predict.txt says why); `python -m stacks predict` runs it as a
+# subprocess through stacks/predict/aic_runner.py.
+predictor: $(PREDICT_STAMP)
+$(PREDICT_STAMP): requirements-predict.txt
+	$(PY) -m venv $(PREDICT_VENV)
+	$(PREDICT_VENV)/bin/pip install -q --upgrade pip
+	$(PREDICT_VENV)/bin/pip install -q -r requirements-predict.txt
+	touch $@
+
 check: venv
 	$(BIN)/python -m stacks check --all
 
@@ -41,7 +53,7 @@ DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3
 
-demo: venv engine
+demo: venv engine predictor
 	$(BIN)/python -m stacks check --all
 	$(BIN)/python -m workloads campaign local $(DEMO_STACKS) --scale quick --run-id $(DEMO_RUN) \
 	  --only local-agg-kv:multi_turn --only local-agg-kv:prefix_cache
@@ -54,7 +66,7 @@ demo: venv engine
 # worker; every other file runs whole on one worker, its module fixtures made once (the groups
 # are set in tests/conftest.py). `make test TEST_WORKERS=0` runs everything in one process.
 TEST_WORKERS ?= 3
-test: venv engine
+test: venv engine predictor
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
@@ -96,4 +108,4 @@ mutate: venv $(MUTATE_STAMP)
 	$(BIN)/python tests/mutation/run.py $(MUTATE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .ruff_cache .mutmut
+	rm -rf $(VENV) $(ENGINE_VENV) $(PREDICT_VENV) .pytest_cache .ruff_cache .mutmut
