@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 from pathlib import Path
 
@@ -246,6 +247,43 @@ def _campaign_problems(report: PreflightReport, stacks_dir: Path,
                       if s.cost.campaign_budget_usd is not None
                       else "no cost.campaignBudgetUsd"), markup=False)
     return budget_problems(c)
+
+
+@app.command()
+def predict(stacks: list[str] = typer.Argument(..., help="Stacks to predict (a variant is "
+                                               "predicted on its base's nodes)."),
+            scale: Scale = typer.Option("full", help="Workload scale: the plan's values (full) "
+                                        "or the local/CI sizes (quick)."),
+            stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                            exists=True,
+                                            help="Folder of Pulumi.<stack>.yaml files."),
+            json_out: Path = typer.Option(None, "--json", dir_okay=False,
+                                          help="Also write the predictions to this file.")
+            ) -> None:
+    """PREDICTED per step before anything runs, from NVIDIA AIConfigurator's measured GPU
+    database (`make predictor`): TTFT, ITL, request latency, output tok/s, tok/s per GPU and
+    per user, $ per 1M output tokens, the SLA best point, the database used and every way the
+    prediction departs from the stack. Exits 2 when the predictor is not installed."""
+    from stacks.predict.predict_view import print_prediction
+    from stacks.predict.predictor import PredictorUnavailable
+    from stacks.predict.predictor import predict as predict_stack
+
+    require_stack_names(stacks, stacks_dir)
+    try:
+        named = [load_stack(n, stacks_dir) for n in stacks]
+        out = []
+        for s in named:
+            base = (load_stack(s.cluster.attach_to, stacks_dir)
+                    if s.cluster.attach_to is not None else None)
+            out.append(predict_stack(s, scale, base))
+    except StackError as exc:
+        stack_error(exc)
+    except PredictorUnavailable as exc:
+        fail(exc, code=2)
+    for p in out:
+        print_prediction(console, p)
+    if json_out is not None:
+        json_out.write_text(json.dumps([p.as_record() for p in out], indent=2) + "\n")
 
 
 @app.command()

@@ -26,14 +26,15 @@ os.environ[AS_OF_ENV] = CATALOGUE_DATE.isoformat()
 # tests/test_test_hygiene.py checks every test that starts one carries its marker.
 
 def _missing_for(marker: str) -> str | None:
-    from engine_support import missing_engine, missing_prometheus
-    return {"engine": missing_engine, "prometheus": missing_prometheus}[marker]()
+    from engine_support import missing_engine, missing_predictor, missing_prometheus
+    return {"engine": missing_engine, "prometheus": missing_prometheus,
+            "predictor": missing_predictor}[marker]()
 
 
 def pytest_runtest_setup(item) -> None:
     from engine_support import IN_CI
 
-    for marker in ("engine", "prometheus"):
+    for marker in ("engine", "prometheus", "predictor"):
         if item.get_closest_marker(marker) is None:
             continue
         missing = _missing_for(marker)

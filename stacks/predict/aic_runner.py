@@ -69,22 +69,29 @@ def make_systems_dir(systems: list[dict[str, str]], into: Path) -> str | None:
     return f"{into},default"
 
 
+def packaged_models() -> list[str]:
+    """The model configs the database ships; any other model id would make AIConfigurator
+    download its config from Hugging Face, which is never done here."""
+    return sorted(p.name.removesuffix("_config.json").replace("--", "/", 1)
+                  for p in (package_dir() / "model_configs").glob("*_config.json"))
+
+
 def versions(systems_paths: str | None) -> dict[str, Any]:
     from aiconfigurator_core.sdk.perf_database import get_supported_databases
     paths = systems_paths.split(",") if systems_paths else None
     if paths:
         paths = [str(package_dir() / "systems") if p == "default" else p for p in paths]
-    models = sorted(p.name.removesuffix("_config.json").replace("--", "/", 1)
-                    for p in (package_dir() / "model_configs").glob("*_config.json"))
     dbs = get_supported_databases(paths)
     return {"aiconfigurator": metadata.version("aiconfigurator"),
             "aiconfigurator_core": metadata.version("aiconfigurator-core"),
-            "models": models,
+            "models": packaged_models(),
             "databases": {s: {b: list(v) for b, v in bv.items()} for s, bv in dbs.items()}}
 
 
 def estimate(kwargs: dict[str, Any], systems_paths: str | None) -> dict[str, Any]:
     from aiconfigurator.cli.api import cli_estimate
+    if kwargs["model_path"] not in packaged_models():
+        return {"error": f"{kwargs['model_path']} is not in the database", "no_model": True}
     if systems_paths and "systems_paths" not in kwargs:
         kwargs = {**kwargs, "systems_paths": systems_paths}
     r = cli_estimate(**kwargs)
