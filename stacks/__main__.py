@@ -183,7 +183,10 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
          stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
                                          exists=True,
                                          help="Folder of Pulumi.<stack>.yaml files."),
-         as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
+         as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP),
+         predict_: bool = typer.Option(True, "--predict/--no-predict",
+                                       help="Add each variant's PREDICTED figures and the "
+                                       "plan's questions (needs `make predictor`).")) -> None:
     """Forecast before `pulumi up`: the campaign's schedule (a base's variants as
     `python -m workloads campaign` runs them: concurrent on disjoint GPU groups, kept workers,
     idle GPU groups scaled to zero), wall time per phase and step, every dollar (attributed to
@@ -215,7 +218,23 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
             for p in budget_problems(c):
                 invalid += 1
                 console.print(f"[red]{p}[/red]", markup=False)
+            if predict_:
+                _plan_predictions(c, scale)
     raise typer.Exit(2 if invalid else 0)
+
+
+def _plan_predictions(c: BaseCampaign, scale: Scale) -> None:
+    """Each variant's PREDICTED sweep and the plan's questions; a missing predictor is a note,
+    not a failure of the plan."""
+    from stacks.predict.predict_view import print_plan_predictions
+    from stacks.predict.predictor import PredictorUnavailable
+    from stacks.predict.predictor import predict as predict_stack
+    try:
+        preds = [predict_stack(slot.stack, scale, c.base) for slot in c.slots]
+    except PredictorUnavailable as exc:
+        console.print(f"predictions: {exc}", markup=False)
+        return
+    print_plan_predictions(console, c.name, preds)
 
 
 def _known(stacks_dir: Path) -> list[StackConfig]:

@@ -195,3 +195,33 @@ def test_the_runner_imports_nothing_of_the_project():
     src = predictor.RUNNER.read_text()
     assert not re.search(r"^\s*(from|import) (stacks|workloads|reports|components)\b", src,
                          re.M)
+
+
+def _pred(name, gpus, disagg, systems, sweep):
+    from stacks.predict.rows import PredictedRow, Prediction
+    rows = [PredictedRow(f"concurrency_sweep/c{c}", "concurrency_sweep", c, 1024, 512, 0,
+                         ttft_ms=t, itl_ms=i, request_latency_ms=1.0, output_tok_s=g * gpus,
+                         tok_s_per_gpu=g, tok_s_per_user=1000 / i, usd_per_1m_output=u)
+            for c, (t, i, g, u) in sweep.items()]
+    return Prediction(name, rows=rows, gpus=gpus, disaggregated=disagg, tier_systems=systems)
+
+
+def test_the_plan_questions_compare_like_with_like():
+    from stacks.predict.questions import answers
+    agg = _pred("agg", 16, False, ["a"], {1: (60, 4, 15, 50.0), 64: (100, 9, 400, 2.0)})
+    twin = _pred("agg-kv", 16, False, ["a"], {1: (60, 4, 15, 50.0), 64: (100, 9, 400, 2.0)})
+    dis = _pred("dis", 16, True, ["a", "a"], {1: (50, 4.5, 14, 55.0), 64: (55, 19, 420, 1.9)})
+    l40 = _pred("dis-l40s", 12, True, ["a", "l40s"],
+                {1: (50, 5, 16, 45.0), 64: (55, 40, 130, 5.0)})
+    q1, q2, q3, q4 = answers([agg, twin, dis, l40])
+    assert len(q1.lines) == 2
+    assert all(line.startswith("dis vs agg (16 GPUs)") for line in q1.lines)
+    assert q2.lines == ["dis-l40s (decode on l40s) vs dis c1: $45.00 vs $55.00 per 1M output "
+                        "tokens (cheaper)",
+                        "dis-l40s (decode on l40s) vs dis c64: $5.00 vs $1.90 per 1M output "
+                        "tokens (dearer)"]
+    assert "dis-l40s ttft2s-itl25ms: meets it at c1; best c1 16.0 tok/s/GPU" in q3.lines
+    # disagg wins at c64 (more tok/s/GPU, both SLOs met), not at c1 (fewer); the kv twin that
+    # predicts alike is compared once
+    assert q4.lines == ["dis over agg (sla-tps50-ttft5s): c64",
+                        "dis over agg (ttft2s-itl25ms): c64"]

@@ -27,7 +27,10 @@ def database_line(p: Prediction) -> str:
             + (f", {versions}" if versions else ""))
 
 
-def print_prediction(console: Console, p: Prediction) -> None:
+def print_prediction(console: Console, p: Prediction,
+                     workloads: tuple[str, ...] | None = None) -> None:
+    """The PREDICTED table of `p` (only `workloads`' steps when given), its SLA best points,
+    database and departures."""
     console.print(f"\n[bold]{p.stack}[/bold]: {LABEL} by AIConfigurator ({p.topology or '-'})")
     if p.not_predicted:
         console.print(f"  not predicted: {p.not_predicted}", markup=False)
@@ -36,7 +39,8 @@ def print_prediction(console: Console, p: Prediction) -> None:
     for col in COLUMNS:
         t.add_column(col, justify="left" if col == "step" else "right")
     for r in p.rows:
-        t.add_row(*_cells(r))
+        if workloads is None or r.workload in workloads:
+            t.add_row(*_cells(r))
     console.print(t)
     for slo in SLOS:
         best = p.best(slo)
@@ -48,3 +52,16 @@ def print_prediction(console: Console, p: Prediction) -> None:
         console.print(f"  departs: {d}", markup=False)
     for s in p.skipped:
         console.print(f"  skipped: {s}", markup=False)
+
+
+def print_plan_predictions(console: Console, base: str, preds: list[Prediction]) -> None:
+    """`stacks plan`'s predictions for a base: each variant's sweep, then the plan's four
+    questions answered from them."""
+    from stacks.predict.questions import render
+    console.print(f"\n[bold]{base}[/bold]: {LABEL} per variant (concurrency sweep at the "
+                  "plan's scale; `python -m stacks predict <variant>` shows every workload)")
+    for p in preds:
+        print_prediction(console, p, workloads=("concurrency_sweep",))
+    console.print(f"\n[bold]{base}[/bold]: the plan's questions, {LABEL}")
+    for line in render(preds):
+        console.print(line, markup=False)

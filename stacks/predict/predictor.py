@@ -97,6 +97,8 @@ def predict(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -
         out.not_predicted = lay
         return out
     out.topology = describe(lay)
+    out.gpus, out.disaggregated = lay.gpus, lay.disaggregated
+    out.tier_systems = [t.system.name for t in lay.tiers]
     shapes, out.skipped = step_shapes(stack, scale)
     systems = systems_request(lay.systems)
     info, *answers = run([{"op": "versions"}] + [

@@ -61,6 +61,9 @@ class Prediction:
     stack: str
     label: str = LABEL
     topology: str = ""
+    gpus: int = 0
+    disaggregated: bool = False
+    tier_systems: list[str] = field(default_factory=list)   # agg: [worker]; [prefill, decode]
     rows: list[PredictedRow] = field(default_factory=list)
     # database provenance: systems, backend and its versions, AIConfigurator's version
     database: dict[str, Any] = field(default_factory=dict)
@@ -76,6 +79,8 @@ class Prediction:
     def as_record(self) -> dict[str, Any]:
         """What a run record or a JSON file keeps."""
         return {"label": self.label, "stack": self.stack, "topology": self.topology,
+                "gpus": self.gpus, "disaggregated": self.disaggregated,
+                "tier_systems": self.tier_systems,
                 "database": self.database, "departures": self.departures,
                 "skipped": self.skipped, "not_predicted": self.not_predicted,
                 "steps": {r.step: r.__dict__ for r in self.rows}}
