@@ -277,7 +277,11 @@ def predict(stacks: list[str] = typer.Argument(..., help="Stacks to predict (a v
                                             exists=True,
                                             help="Folder of Pulumi.<stack>.yaml files."),
             json_out: Path = typer.Option(None, "--json", dir_okay=False,
-                                          help="Also write the predictions to this file.")
+                                          help="Also write the predictions to this file."),
+            mocker_tables: Path = typer.Option(None, "--mocker-tables", file_okay=False,
+                                               help="Also write each stack's mocker timing "
+                                               "tables (--planner-profile-data .npz, with a "
+                                               ".json record) into this folder.")
             ) -> None:
     """PREDICTED per step before anything runs, from NVIDIA AIConfigurator's measured GPU
     database (`make predictor`): TTFT, ITL, request latency, output tok/s, tok/s per GPU and
@@ -295,6 +299,11 @@ def predict(stacks: list[str] = typer.Argument(..., help="Stacks to predict (a v
             base = (load_stack(s.cluster.attach_to, stacks_dir)
                     if s.cluster.attach_to is not None else None)
             out.append(predict_stack(s, scale, base))
+            if mocker_tables is not None:
+                from stacks.predict.mocker_table import build
+                for t in build(s, writable_dir(mocker_tables, "--mocker-tables"), base):
+                    console.print(f"{s.name} {t.role}: {t.path} ({t.record['source']}, "
+                                  f"sha256 {t.record['sha256'][:12]})", markup=False)
     except StackError as exc:
         stack_error(exc)
     except PredictorUnavailable as exc:

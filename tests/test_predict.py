@@ -103,7 +103,7 @@ def _fake_runner(monkeypatch, models, calls=None):
                             "backend_version": "0.14.0-0.24.0"
                             if q["kwargs"].get("decode_system_name") else "0.14.0"})
         return out
-    monkeypatch.setattr(predictor, "_run_runner", fake)
+    monkeypatch.setattr(predictor, "run_uncached", fake)
 
 
 def test_a_model_the_database_lacks_predicts_nothing(monkeypatch, tmp_path):
@@ -225,3 +225,41 @@ def test_the_plan_questions_compare_like_with_like():
     # predicts alike is compared once
     assert q4.lines == ["dis over agg (sla-tps50-ttft5s): c64",
                         "dis over agg (ttft2s-itl25ms): c64"]
+
+
+def test_the_mocker_grid_rises_strictly():
+    from stacks.predict.mocker_table import grid
+    g = grid()
+    for axis in g.values():
+        assert all(a < b for a, b in zip(axis, axis[1:], strict=False))
+    assert g["kv"][-1] >= 800_000 and g["ctx"][-1] == g["prefill_isl"][-1] == 32_768
+
+
+@pytest.mark.predictor
+def test_the_mocker_table_is_what_dynamo_reads_and_is_recorded(tmp_path, monkeypatch):
+    """The five arrays Dynamo 1.6.1's mocker reads (float64, decode_itl shaped kv x ctx), the
+    record's sha256 the file's, and a second build the same file."""
+    import hashlib
+
+    import numpy as np
+
+    from stacks.predict import mocker_table
+    from stacks.predict.rows import Prediction
+    fake = Prediction("local-agg", database={"aiconfigurator": "0.12.0",
+                                             "aiconfigurator_core": "0.12.0", "backend": "vllm",
+                                             "backend_versions": {"a100_sxm_40gb": "0.14.0"}})
+    monkeypatch.setattr(mocker_table, "predict", lambda *a: fake)
+    s, _ = _stack("local-agg")
+    (t,) = mocker_table.build(s, tmp_path)
+    z = np.load(t.path)
+    assert set(z.files) == {"prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens",
+                            "decode_context_length", "decode_itl"}
+    assert all(z[k].dtype == np.float64 for k in z.files)
+    assert z["decode_itl"].shape == (len(z["decode_active_kv_tokens"]),
+                                     len(z["decode_context_length"]))
+    assert np.all(np.diff(z["prefill_ttft_ms"]) > -1e-6)   # a longer prefill is no faster
+    assert t.record["sha256"] == hashlib.sha256(t.path.read_bytes()).hexdigest()
+    assert t.record["source"].startswith("SIMULATED from AIConfigurator 0.12.0")
+    mtime = t.path.stat().st_mtime_ns
+    (again,) = mocker_table.build(s, tmp_path)
+    assert again.path == t.path and again.path.stat().st_mtime_ns == mtime

@@ -112,9 +112,13 @@ def mocker_table(q: dict[str, Any], systems_paths: str | None) -> dict[str, Any]
     import numpy as np
     from aiconfigurator_core.sdk.engine import EngineHandle
     grid = q["grid"]
+    # compile takes one systems folder (not cli_estimate's "<dir>,default" list): ours for a
+    # system of ours, else the packaged one
+    ours = systems_paths.split(",")[0] if systems_paths else None
+    folder = ours if ours and (Path(ours) / f"{q['system']}.yaml").exists() else None
     eng = EngineHandle.compile(q["model"], q["system"], "vllm",
                                backend_version=q["backend_version"], tp_size=q["tp"],
-                               moe_tp_size=q["tp"], moe_ep_size=1, systems_path=systems_paths)
+                               moe_tp_size=q["tp"], moe_ep_size=1, systems_path=folder)
     prefill_isl = np.array(grid["prefill_isl"], dtype=np.float64)
     kv = np.array(grid["kv"], dtype=np.float64)
     ctx = np.array(grid["ctx"], dtype=np.float64)

@@ -61,7 +61,7 @@ def run(queries: list[dict[str, Any]], systems: list[dict[str, str]]) -> list[di
             found[k] = json.loads((cache / f"{k}.json").read_text())
     todo = {k: q for k, q in zip(keys, queries, strict=True) if k not in found}
     if todo:
-        fresh = _run_runner(list(todo.values()), systems)
+        fresh = run_uncached(list(todo.values()), systems)
         for k, answer in zip(todo, fresh, strict=True):
             found[k] = answer
             if cache is not None and "error" not in answer:
@@ -70,7 +70,7 @@ def run(queries: list[dict[str, Any]], systems: list[dict[str, str]]) -> list[di
     return [found[k] for k in keys]
 
 
-def _run_runner(queries: list[dict[str, Any]],
+def run_uncached(queries: list[dict[str, Any]],
                 systems: list[dict[str, str]]) -> list[dict[str, Any]]:
     python = predictor_python()
     if python is None:
