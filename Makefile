@@ -7,8 +7,10 @@ STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
 PARSERS_VENV := .venv-parsers
 PARSERS_STAMP := $(PARSERS_VENV)/.installed
+PREDICT_VENV := .venv-predict
+PREDICT_STAMP := $(PREDICT_VENV)/.installed
 
-.PHONY: venv engine parsers demo test lint typecheck reference check bench bench-reports mutate clean
+.PHONY: venv engine parsers predictor demo test lint typecheck reference check bench bench-reports mutate clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt
@@ -43,6 +45,15 @@ $(PARSERS_STAMP): requirements-parsers.txt
 	$(PARSERS_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null; \
 	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main" && \
 	echo "parser environment installed in $$(( $$(date +%s) - start )) s"
+
+# The performance predictor (NVIDIA AIConfigurator 0.12.0 and its measured GPU database) in its
+# own environment (requirements-predict.txt says why); `python -m stacks predict` runs it as a
+# subprocess through stacks/predict/aic_runner.py.
+predictor: $(PREDICT_STAMP)
+$(PREDICT_STAMP): requirements-predict.txt
+	$(PY) -m venv $(PREDICT_VENV)
+	$(PREDICT_VENV)/bin/pip install -q --upgrade pip
+	$(PREDICT_VENV)/bin/pip install -q -r requirements-predict.txt
 	touch $@
 
 check: venv
@@ -60,7 +71,7 @@ DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3
 
-demo: venv engine
+demo: venv engine predictor
 	$(BIN)/python -m stacks check --all
 	$(BIN)/python -m workloads campaign local $(DEMO_STACKS) --scale quick --run-id $(DEMO_RUN) \
 	  --only local-agg-kv:multi_turn --only local-agg-kv:prefix_cache
@@ -73,7 +84,7 @@ demo: venv engine
 # worker; every other file runs whole on one worker, its module fixtures made once (the groups
 # are set in tests/conftest.py). `make test TEST_WORKERS=0` runs everything in one process.
 TEST_WORKERS ?= 3
-test: venv engine parsers
+test: venv engine parsers predictor
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
@@ -115,4 +126,4 @@ mutate: venv $(MUTATE_STAMP)
 	$(BIN)/python tests/mutation/run.py $(MUTATE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) $(PARSERS_VENV) .pytest_cache .ruff_cache .mutmut
+	rm -rf $(VENV) $(ENGINE_VENV) $(PARSERS_VENV) $(PREDICT_VENV) .pytest_cache .ruff_cache .mutmut

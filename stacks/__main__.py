@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 from pathlib import Path
 
@@ -200,7 +201,10 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
          stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
                                          exists=True,
                                          help="Folder of Pulumi.<stack>.yaml files."),
-         as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
+         as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP),
+         predict_: bool = typer.Option(True, "--predict/--no-predict",
+                                       help="Add each variant's PREDICTED figures and the "
+                                       "plan's questions (needs `make predictor`).")) -> None:
     """Forecast before `pulumi up`: the campaign's schedule (a base's variants as
     `python -m workloads campaign` runs them: concurrent on disjoint GPU groups, kept workers,
     idle GPU groups scaled to zero), wall time per phase and step, every dollar (attributed to
@@ -232,7 +236,23 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
             for p in budget_problems(c):
                 invalid += 1
                 console.print(f"[red]{p}[/red]", markup=False)
+            if predict_:
+                _plan_predictions(c, scale)
     raise typer.Exit(2 if invalid else 0)
+
+
+def _plan_predictions(c: BaseCampaign, scale: Scale) -> None:
+    """Each variant's PREDICTED sweep and the plan's questions; a missing predictor is a note,
+    not a failure of the plan."""
+    from stacks.predict.predict_view import print_plan_predictions
+    from stacks.predict.predictor import PredictorUnavailable
+    from stacks.predict.predictor import predict as predict_stack
+    try:
+        preds = [predict_stack(slot.stack, scale, c.base) for slot in c.slots]
+    except PredictorUnavailable as exc:
+        console.print(f"predictions: {exc}", markup=False)
+        return
+    print_plan_predictions(console, c.name, preds)
 
 
 def _known(stacks_dir: Path) -> list[StackConfig]:
@@ -264,6 +284,52 @@ def _campaign_problems(report: PreflightReport, stacks_dir: Path,
                       if s.cost.campaign_budget_usd is not None
                       else "no cost.campaignBudgetUsd"), markup=False)
     return budget_problems(c)
+
+
+@app.command()
+def predict(stacks: list[str] = typer.Argument(..., help="Stacks to predict (a variant is "
+                                               "predicted on its base's nodes)."),
+            scale: Scale = typer.Option("full", help="Workload scale: the plan's values (full) "
+                                        "or the local/CI sizes (quick)."),
+            stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                            exists=True,
+                                            help="Folder of Pulumi.<stack>.yaml files."),
+            json_out: Path = typer.Option(None, "--json", dir_okay=False,
+                                          help="Also write the predictions to this file."),
+            mocker_tables: Path = typer.Option(None, "--mocker-tables", file_okay=False,
+                                               help="Also write each stack's mocker timing "
+                                               "tables (--planner-profile-data .npz, with a "
+                                               ".json record) into this folder.")
+            ) -> None:
+    """PREDICTED per step before anything runs, from NVIDIA AIConfigurator's measured GPU
+    database (`make predictor`): TTFT, ITL, request latency, output tok/s, tok/s per GPU and
+    per user, $ per 1M output tokens, the SLA best point, the database used and every way the
+    prediction departs from the stack. Exits 2 when the predictor is not installed."""
+    from stacks.predict.predict_view import print_prediction
+    from stacks.predict.predictor import PredictorUnavailable
+    from stacks.predict.predictor import predict as predict_stack
+
+    require_stack_names(stacks, stacks_dir)
+    try:
+        named = [load_stack(n, stacks_dir) for n in stacks]
+        out = []
+        for s in named:
+            base = (load_stack(s.cluster.attach_to, stacks_dir)
+                    if s.cluster.attach_to is not None else None)
+            out.append(predict_stack(s, scale, base))
+            if mocker_tables is not None:
+                from stacks.predict.mocker_table import build
+                for t in build(s, writable_dir(mocker_tables, "--mocker-tables"), base):
+                    console.print(f"{s.name} {t.role}: {t.path} ({t.record['source']}, "
+                                  f"sha256 {t.record['sha256'][:12]})", markup=False)
+    except StackError as exc:
+        stack_error(exc)
+    except PredictorUnavailable as exc:
+        fail(exc, code=2)
+    for p in out:
+        print_prediction(console, p)
+    if json_out is not None:
+        json_out.write_text(json.dumps([p.as_record() for p in out], indent=2) + "\n")
 
 
 @app.command()

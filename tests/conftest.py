@@ -31,15 +31,20 @@ os.environ.setdefault("DYNAMO_BENCH_ENGINE_PARSE", "off")
 # tests/test_test_hygiene.py checks every test that starts one carries its marker.
 
 def _missing_for(marker: str) -> str | None:
-    from engine_support import missing_engine, missing_parsers, missing_prometheus
+    from engine_support import (
+        missing_engine,
+        missing_parsers,
+        missing_predictor,
+        missing_prometheus,
+    )
     return {"engine": missing_engine, "prometheus": missing_prometheus,
-            "parsers": missing_parsers}[marker]()
+            "parsers": missing_parsers, "predictor": missing_predictor}[marker]()
 
 
 def pytest_runtest_setup(item) -> None:
     from engine_support import IN_CI
 
-    for marker in ("engine", "prometheus", "parsers"):
+    for marker in ("engine", "prometheus", "parsers", "predictor"):
         if item.get_closest_marker(marker) is None:
             continue
         missing = _missing_for(marker)

@@ -41,6 +41,14 @@ def missing_engine() -> str | None:
     return None
 
 
+def missing_predictor() -> str | None:
+    """Why the `predictor` tests cannot run here, or None."""
+    from stacks.predict.predictor import predictor_python
+    if predictor_python() is None:
+        return "AIConfigurator's environment (.venv-predict) is missing: run `make predictor`"
+    return None
+
+
 def missing_prometheus() -> str | None:
     """Why the `prometheus` tests cannot run here, or None."""
     absent = [b for b in ("prometheus", "promtool") if shutil.which(b) is None]

@@ -32,6 +32,8 @@ ROOMS = {
     "stacks.plan": {"stacks.catalog", "stacks.config", "stacks.conventions", "stacks.sizing",
                     "stacks.engine_argv", "stacks.preflight"},
     "stacks.render": {"stacks.config"},
+    # predictions: the stack's steps and prices in, AIConfigurator's answers out (a subprocess)
+    "stacks.predict": {"stacks.catalog", "stacks.config", "stacks.sizing"},
     # accounting reads stacks/ (prices, the effective cluster), never the result tables
     "reports.accounting": set(),
 }

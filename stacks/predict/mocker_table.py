@@ -1,0 +1,85 @@
+"""Dynamo's mocker timing tables (`--planner-profile-data <file.npz>`, Dynamo 1.6.1:
+dynamo/mocker/utils/planner_profiler_perf_data_converter.py names the keys) made from
+AIConfigurator's database for the GPU and TP a stack's workers imitate, and the record of how
+each was made (sha256, versions, the grid, the per-step calls), for a run record to keep.
+
+The grid (pure) covers what a local step asks: prefills of 1-32,768 new tokens, decode batches
+up to 800,000 active KV tokens (above pre-flight's 777,577-token capacity of a TP4 A100 40 GB
+worker) at contexts of 1-32,768 tokens. The shell (`build`) asks the runner for the table and
+keeps it under a name made of what decides it, so a second build is a file read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from stacks.config.schema import StackConfig
+from stacks.predict.predictor import PredictorUnavailable, cache_key, predict, run_uncached
+from stacks.predict.shapes import layout
+from stacks.predict.systems import systems_request
+
+HOW = ("prefill_ttft_ms[i] = EngineHandle.predict_prefill_latency(1, prefill_isl[i], 0); "
+       "decode_itl[i, j] = EngineHandle.predict_decode_latency(bs, ctx_j, 2) at bs = kv_i / "
+       "ctx_j (>= 1), linear between whole batches (aiconfigurator_core 0.12.0 sdk/engine.py, "
+       "the per-step engine cli_estimate composes); no vLLM dispatch term or queueing factor")
+
+
+def _steps(start: int, stop: int, step: int) -> list[float]:
+    return [float(x) for x in range(start, stop + 1, step)]
+
+
+def grid(max_kv: int = 800_000, max_ctx: int = 32_768) -> dict[str, list[float]]:
+    """Rising axes: prefill tokens, active KV tokens, context length."""
+    prefill = sorted({1.0, *_steps(16, 2048, 16), *_steps(2304, 16384, 256),
+                      *_steps(16384, max_ctx, 2048)})
+    kv = sorted({0.0, *_steps(64, 8192, 64), *_steps(9216, 65536, 1024),
+                 *[float(round(65536 * (max_kv / 65536) ** (i / 47))) for i in range(48)]})
+    ctx = sorted({1.0, *_steps(64, 4096, 64), *_steps(4608, max_ctx, 512)})
+    return {"prefill_isl": prefill, "kv": kv, "ctx": ctx}
+
+
+@dataclass(frozen=True)
+class MockerTable:
+    role: str
+    path: Path
+    record: dict
+
+
+def build(stack: StackConfig, folder: Path, base: StackConfig | None = None
+          ) -> list[MockerTable]:
+    """One table per worker role of `stack` (agg: worker; disagg: prefill, decode), or none
+    when the database cannot predict the stack (the mocker then keeps its generic timings)."""
+    pred = predict(stack, "quick", base)
+    lay = layout(stack, base)
+    if pred.not_predicted or isinstance(lay, str):
+        return []
+    roles = ("prefill", "decode") if lay.disaggregated else ("worker",)
+    systems = systems_request(lay.systems)
+    out = []
+    for role, tier in zip(roles, lay.tiers, strict=True):
+        version = pred.database["backend_versions"].get(tier.system.name)
+        query = {"op": "mocker_table", "model": stack.model.id, "system": tier.system.name,
+                 "tp": tier.tp, "backend_version": version, "grid": grid()}
+        key = cache_key(query, systems)[:16]
+        path = folder / f"aic-{tier.system.name}-tp{tier.tp}-{key}.npz"
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            (answer,) = run_uncached([{**query, "out": str(path)}], systems)
+            if "error" in answer:
+                raise PredictorUnavailable(f"the mocker table for {stack.name} {role}: "
+                                           f"{answer['error']}")
+        record = {"source": f"SIMULATED from AIConfigurator {pred.database['aiconfigurator']} "
+                            f"({tier.system.name}, {pred.database['backend']} {version}, "
+                            f"TP{tier.tp})",
+                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                  "aiconfigurator": pred.database["aiconfigurator"],
+                  "aiconfigurator_core": pred.database["aiconfigurator_core"],
+                  "system": tier.system.name, "backend": pred.database["backend"],
+                  "backend_version": version, "model": stack.model.id, "tp": tier.tp,
+                  "how": HOW, "file": path.name}
+        path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+        out.append(MockerTable(role, path, record))
+    return out

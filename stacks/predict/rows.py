@@ -1,0 +1,105 @@
+"""AIConfigurator's answers as a stack's predicted table, its SLA best point and its
+provenance (pure). Every figure here is PREDICTED: it says what the database expects, not what
+a GPU did.
+
+Per step: TTFT and ITL (AIConfigurator's TPOT) as it gives them; output tok/s is its figure
+for the configuration scaled to the step's concurrency (its agg answer is one replica at that
+replica's share; its disagg answer runs decode batch x decode replicas requests); tok/s per
+GPU divides by every GPU the stack's workers hold, busy or not; $ per 1M output tokens prices
+those GPUs (their share of the nodes' hourly price, the cluster's fixed costs left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from stacks.predict.shapes import Layout, StepShape
+
+LABEL = "PREDICTED"
+
+
+@dataclass(frozen=True)
+class PredictSlo:
+    """The SLOs the reports judge by (reports/goodput.py DEFAULT_SLOS; a test holds them
+    equal): p50 TTFT below, per-user speed at least, ITL at most."""
+    name: str
+    ttft_ms: float
+    min_tok_s_per_user: float | None = None
+    itl_ms: float | None = None
+
+    def met(self, row: PredictedRow) -> bool:
+        return (row.ttft_ms < self.ttft_ms
+                and (self.min_tok_s_per_user is None
+                     or row.tok_s_per_user >= self.min_tok_s_per_user)
+                and (self.itl_ms is None or row.itl_ms <= self.itl_ms))
+
+
+SLOS = (PredictSlo("sla-tps50-ttft5s", ttft_ms=5000, min_tok_s_per_user=50),
+        PredictSlo("ttft2s-itl25ms", ttft_ms=2000, itl_ms=25))
+
+
+@dataclass(frozen=True)
+class PredictedRow:
+    step: str
+    workload: str
+    concurrency: int
+    isl: int
+    osl: int
+    prefix: int
+    ttft_ms: float
+    itl_ms: float
+    request_latency_ms: float
+    output_tok_s: float
+    tok_s_per_gpu: float
+    tok_s_per_user: float
+    usd_per_1m_output: float | None
+
+
+@dataclass
+class Prediction:
+    stack: str
+    label: str = LABEL
+    topology: str = ""
+    gpus: int = 0
+    disaggregated: bool = False
+    tier_systems: list[str] = field(default_factory=list)   # agg: [worker]; [prefill, decode]
+    rows: list[PredictedRow] = field(default_factory=list)
+    # database provenance: systems, backend and its versions, AIConfigurator's version
+    database: dict[str, Any] = field(default_factory=dict)
+    departures: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)    # steps or workloads not predicted
+    not_predicted: str | None = None                    # why nothing is
+
+    def best(self, slo: PredictSlo, workload: str = "concurrency_sweep") -> PredictedRow | None:
+        """The step of `workload` meeting `slo` with the most output tok/s per GPU."""
+        met = [r for r in self.rows if r.workload == workload and slo.met(r)]
+        return max(met, key=lambda r: r.tok_s_per_gpu, default=None)
+
+    def as_record(self) -> dict[str, Any]:
+        """What a run record or a JSON file keeps."""
+        return {"label": self.label, "stack": self.stack, "topology": self.topology,
+                "gpus": self.gpus, "disaggregated": self.disaggregated,
+                "tier_systems": self.tier_systems,
+                "database": self.database, "departures": self.departures,
+                "skipped": self.skipped, "not_predicted": self.not_predicted,
+                "steps": {r.step: r.__dict__ for r in self.rows}}
+
+
+def describe(lay: Layout) -> str:
+    names = ("prefill", "decode") if lay.disaggregated else ("worker",)
+    tiers = ", ".join(f"{n} {t.replicas} x TP{t.tp} on {t.system.name}"
+                      for n, t in zip(names, lay.tiers, strict=True))
+    return f"{'disagg' if lay.disaggregated else 'agg'}: {tiers} ({lay.gpus} GPUs)"
+
+
+def row(step: StepShape, lay: Layout, answer: dict[str, Any]) -> PredictedRow:
+    out_tok_s = answer["tokens_per_s"] * step.concurrency / answer["concurrency"]
+    usd = (lay.gpu_usd_per_hour / (out_tok_s * 3600) * 1e6
+           if lay.gpu_usd_per_hour is not None and out_tok_s > 0 else None)
+    return PredictedRow(step.id, step.workload, step.concurrency, step.isl, step.osl,
+                        step.prefix, ttft_ms=answer["ttft_ms"], itl_ms=answer["tpot_ms"],
+                        request_latency_ms=answer["request_latency_ms"],
+                        output_tok_s=out_tok_s, tok_s_per_gpu=out_tok_s / lay.gpus,
+                        tok_s_per_user=answer["tokens_per_s_per_user"],
+                        usd_per_1m_output=usd)

@@ -1,0 +1,265 @@
+"""Predictions (stacks/predict/): the stack's steps and workers as AIConfigurator queries, the
+answers as the PREDICTED table, and the figures equal to `aiconfigurator cli estimate`'s for
+the same configuration (that one needs .venv-predict: skipped locally without it, failed in
+CI)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from reports.goodput import DEFAULT_SLOS
+from stacks.config.loader import load_stack
+from stacks.predict import predictor
+from stacks.predict.rows import SLOS, row
+from stacks.predict.shapes import StepShape, estimate_kwargs, layout, step_shapes
+from stacks.predict.systems import systems_request
+from workloads.steps import plan
+
+ANSWER = {"ttft_ms": 100.0, "tpot_ms": 10.0, "request_latency_ms": 5000.0,
+          "tokens_per_s": 1600.0, "tokens_per_s_per_user": 100.0, "concurrency": 16,
+          "backend_version": "0.14.0", "system": "a100_sxm_40gb"}
+
+
+def _stack(name):
+    s = load_stack(name)
+    return s, (load_stack(s.cluster.attach_to) if s.cluster.attach_to else None)
+
+
+def test_predicted_step_ids_are_the_planned_ones():
+    """Each prediction is keyed by the id the runner gives the step (the reports join on it)."""
+    s, _ = _stack("agg-a100")
+    for scale in ("quick", "full"):
+        shapes, skipped = step_shapes(s, scale)
+        planned = {st.id for st in plan(s, scale)}
+        assert {sh.id for sh in shapes} <= planned and shapes and not skipped
+
+
+def test_a_fully_cached_prompt_still_computes_one_token():
+    s, _ = _stack("agg-a100")
+    share = {sh.id: sh for sh in step_shapes(s, "full")[0]}
+    assert share["prefix_cache/share100"].prefix == 2047
+    assert share["prefix_cache/share050"].prefix == 1024
+
+
+def test_agg_splits_the_concurrency_over_replicas_and_prices_the_gpus():
+    s, base = _stack("agg-a100")
+    lay = layout(s, base)
+    assert not isinstance(lay, str) and lay.gpus == 16
+    assert lay.gpu_usd_per_hour == pytest.approx(2 * 21.957642)
+    kw = estimate_kwargs(s.model.id, lay, StepShape("concurrency_sweep/c16", "cs", 16, 1024, 512))
+    assert (kw["mode"], kw["batch_size"], kw["tp_size"], kw["system_name"]) == \
+        ("agg", 4, 4, "a100_sxm_40gb")
+    kw = estimate_kwargs(s.model.id, lay, StepShape("c6", "cs", 6, 1024, 512))
+    assert kw["batch_size"] == 2   # 4 replicas: the busiest holds 2
+
+
+def test_disagg_with_a_decode_tier_on_another_gpu():
+    s, base = _stack("disagg-l40s-decode")
+    lay = layout(s, base)
+    assert not isinstance(lay, str) and lay.gpus == 12
+    assert lay.gpu_usd_per_hour == pytest.approx(21.957642 + 10.49264)
+    kw = estimate_kwargs(s.model.id, lay, StepShape("c16", "cs", 16, 1024, 512))
+    assert (kw["system_name"], kw["decode_system_name"], kw["prefill_num_workers"],
+            kw["decode_num_workers"], kw["decode_batch_size"]) == \
+        ("a100_sxm_40gb", "l40s", 2, 1, 16)
+    assert [x["name"] for x in systems_request(lay.systems)] == ["a100_sxm_40gb"]
+
+
+def test_a_row_scales_the_configuration_to_the_step():
+    s, base = _stack("agg-a100")
+    lay = layout(s, base)
+    assert not isinstance(lay, str)
+    r = row(StepShape("concurrency_sweep/c8", "concurrency_sweep", 8, 1024, 512), lay,
+            {**ANSWER, "concurrency": 2})   # one replica at bs 2; 4 replicas busy
+    assert r.output_tok_s == pytest.approx(6400.0)
+    assert r.tok_s_per_gpu == pytest.approx(400.0)
+    assert r.usd_per_1m_output == pytest.approx(2 * 21.957642 / (6400 * 3600) * 1e6)
+    assert (r.ttft_ms, r.itl_ms) == (100.0, 10.0)
+
+
+def test_the_slos_are_the_reports_own():
+    assert [(x.name, x.ttft_ms, x.min_tok_s_per_user, x.itl_ms) for x in SLOS] == \
+        [(x.name, x.ttft_ms, x.min_tok_s_per_user, x.itl_ms) for x in DEFAULT_SLOS]
+
+
+def _fake_runner(monkeypatch, models, calls=None):
+    def fake(queries, systems):
+        if calls is not None:
+            calls.append(len(queries))
+        out = []
+        for q in queries:
+            if q["op"] == "versions":
+                out.append({"aiconfigurator": "0.12.0", "aiconfigurator_core": "0.12.0",
+                            "models": models,
+                            "databases": {"a100_sxm_40gb": {"vllm": ["0.14.0"]},
+                                          "l40s": {"vllm": ["0.24.0"]}}})
+            else:
+                c = q["kwargs"].get("batch_size") or q["kwargs"]["decode_batch_size"]
+                out.append({**ANSWER, "concurrency": c,
+                            "backend_version": "0.14.0-0.24.0"
+                            if q["kwargs"].get("decode_system_name") else "0.14.0"})
+        return out
+    monkeypatch.setattr(predictor, "run_uncached", fake)
+
+
+def test_a_model_the_database_lacks_predicts_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv(predictor.CACHE_VAR, str(tmp_path))
+    monkeypatch.setattr(predictor, "predictor_python", lambda: tmp_path)
+    _fake_runner(monkeypatch, ["Qwen/Qwen3-8B"])
+    p = predictor.predict(*_reorder(_stack("agg-b200-motif3"), "full"))
+    assert not p.rows and "not in AIConfigurator 0.12.0's database" in p.not_predicted
+
+
+def _reorder(stack_base, scale):
+    s, base = stack_base
+    return s, scale, base
+
+
+def test_a_prediction_names_its_database_and_departures_and_is_cached(monkeypatch, tmp_path):
+    monkeypatch.setenv(predictor.CACHE_VAR, str(tmp_path))
+    calls: list[int] = []
+    _fake_runner(monkeypatch, ["Qwen/Qwen3-30B-A3B"], calls)
+    p = predictor.predict(*_reorder(_stack("disagg-l40s-decode"), "full"))
+    assert p.label == "PREDICTED" and p.rows and p.not_predicted is None
+    assert p.database["backend_versions"] == {"a100_sxm_40gb": "0.14.0", "l40s": "0.24.0"}
+    text = " ".join(p.departures)
+    for needle in ("a100_sxm_40gb: database measured on vLLM 0.14.0",
+                   "l40s: database measured on vLLM 0.24.0", "runs vLLM 0.31.0",
+                   "1.555 TB/s", "KV transfer", "prefix reuse"):
+        assert needle in text, needle
+    assert "speculative" not in text and "KV-aware" not in text
+    again = predictor.predict(*_reorder(_stack("disagg-l40s-decode"), "full"))
+    assert again.rows == p.rows and len(calls) == 1   # the second run came from the cache
+
+
+# --- against AIConfigurator's own command line -------------------------------------------------
+
+def _cli(args: list[str], systems_dir: str) -> tuple[float, float]:
+    python = predictor.predictor_python()
+    assert python is not None
+    cli = python.parent / "aiconfigurator"
+    out = subprocess.run([str(cli), "cli", "estimate", "--model-path", "Qwen/Qwen3-30B-A3B",
+                          "--backend", "vllm", "--systems-paths", systems_dir, *args],
+                         capture_output=True, text=True, timeout=900, check=True).stdout
+    ttft = re.search(r"TTFT:\s+([\d.,]+) ms", out)
+    tpot = re.search(r"TPOT:\s+([\d.,]+) ms", out)
+    assert ttft and tpot, out[-2000:]
+    return float(ttft[1].replace(",", "")), float(tpot[1].replace(",", ""))
+
+
+@pytest.mark.predictor
+def test_predicted_ttft_and_itl_equal_aiconfigurator_cli_estimate(tmp_path, monkeypatch):
+    """agg-a100 and disagg-l40s-decode at c16: `stacks predict`'s TTFT and ITL within 2 % of
+    `aiconfigurator cli estimate` run by hand for the same configuration."""
+    monkeypatch.setenv(predictor.CACHE_VAR, "")
+    python = predictor.predictor_python()
+    assert python is not None
+    agg, agg_base = _stack("agg-a100")
+    dis, dis_base = _stack("disagg-l40s-decode")
+    lay = layout(agg, agg_base)
+    assert not isinstance(lay, str)
+    code = ("import json, pathlib, sys; sys.path.insert(0, sys.argv[1]); import aic_runner; "
+            "print(aic_runner.make_systems_dir(json.loads(sys.argv[2]), "
+            "pathlib.Path(sys.argv[3])))")
+    systems_dir = subprocess.run(
+        [str(python), "-c", code, str(predictor.RUNNER.parent),
+         json.dumps(systems_request(lay.systems)), str(tmp_path)],
+        capture_output=True, text=True, check=True).stdout.strip()
+    want_agg = _cli(["--system", "a100_sxm_40gb", "--estimate-mode", "agg", "--tp-size", "4",
+                     "--moe-tp-size", "4", "--moe-ep-size", "1", "--isl", "1024", "--osl", "512",
+                     "--batch-size", "4"], systems_dir)
+    want_dis = _cli(["--system", "a100_sxm_40gb", "--decode-system", "l40s", "--estimate-mode",
+                     "disagg", "--prefill-tp-size", "4", "--prefill-moe-tp-size", "4",
+                     "--prefill-moe-ep-size", "1", "--prefill-batch-size", "1",
+                     "--prefill-num-workers", "2", "--decode-tp-size", "4",
+                     "--decode-moe-tp-size", "4", "--decode-moe-ep-size", "1",
+                     "--decode-batch-size", "16", "--decode-num-workers", "1",
+                     "--isl", "1024", "--osl", "512"], systems_dir)
+    for stack, base, (ttft, itl) in ((agg, agg_base, want_agg), (dis, dis_base, want_dis)):
+        wl = stack.workloads
+        c16 = wl.model_copy(update={"concurrency_sweep": wl.concurrency_sweep.model_copy(
+            update={"concurrencies": [16]})}).restricted_to(["concurrency_sweep"], stack.name)
+        only = stack.model_copy(update={"workloads": c16})
+        got = {r.step: r for r in predictor.predict(only, "full", base).rows}
+        r = got["concurrency_sweep/c16"]
+        assert r.ttft_ms == pytest.approx(ttft, rel=0.02), stack.name
+        assert r.itl_ms == pytest.approx(itl, rel=0.02), stack.name
+
+
+def test_the_runner_imports_nothing_of_the_project():
+    """It runs in the predictor's environment, which holds none of dynamo-bench."""
+    src = predictor.RUNNER.read_text()
+    assert not re.search(r"^\s*(from|import) (stacks|workloads|reports|components)\b", src,
+                         re.M)
+
+
+def _pred(name, gpus, disagg, systems, sweep):
+    from stacks.predict.rows import PredictedRow, Prediction
+    rows = [PredictedRow(f"concurrency_sweep/c{c}", "concurrency_sweep", c, 1024, 512, 0,
+                         ttft_ms=t, itl_ms=i, request_latency_ms=1.0, output_tok_s=g * gpus,
+                         tok_s_per_gpu=g, tok_s_per_user=1000 / i, usd_per_1m_output=u)
+            for c, (t, i, g, u) in sweep.items()]
+    return Prediction(name, rows=rows, gpus=gpus, disaggregated=disagg, tier_systems=systems)
+
+
+def test_the_plan_questions_compare_like_with_like():
+    from stacks.predict.questions import answers
+    agg = _pred("agg", 16, False, ["a"], {1: (60, 4, 15, 50.0), 64: (100, 9, 400, 2.0)})
+    twin = _pred("agg-kv", 16, False, ["a"], {1: (60, 4, 15, 50.0), 64: (100, 9, 400, 2.0)})
+    dis = _pred("dis", 16, True, ["a", "a"], {1: (50, 4.5, 14, 55.0), 64: (55, 19, 420, 1.9)})
+    l40 = _pred("dis-l40s", 12, True, ["a", "l40s"],
+                {1: (50, 5, 16, 45.0), 64: (55, 40, 130, 5.0)})
+    q1, q2, q3, q4 = answers([agg, twin, dis, l40])
+    assert len(q1.lines) == 2
+    assert all(line.startswith("dis vs agg (16 GPUs)") for line in q1.lines)
+    assert q2.lines == ["dis-l40s (decode on l40s) vs dis c1: $45.00 vs $55.00 per 1M output "
+                        "tokens (cheaper)",
+                        "dis-l40s (decode on l40s) vs dis c64: $5.00 vs $1.90 per 1M output "
+                        "tokens (dearer)"]
+    assert "dis-l40s ttft2s-itl25ms: meets it at c1; best c1 16.0 tok/s/GPU" in q3.lines
+    # disagg wins at c64 (more tok/s/GPU, both SLOs met), not at c1 (fewer); the kv twin that
+    # predicts alike is compared once
+    assert q4.lines == ["dis over agg (sla-tps50-ttft5s): c64",
+                        "dis over agg (ttft2s-itl25ms): c64"]
+
+
+def test_the_mocker_grid_rises_strictly():
+    from stacks.predict.mocker_table import grid
+    g = grid()
+    for axis in g.values():
+        assert all(a < b for a, b in zip(axis, axis[1:], strict=False))
+    assert g["kv"][-1] >= 800_000 and g["ctx"][-1] == g["prefill_isl"][-1] == 32_768
+
+
+@pytest.mark.predictor
+def test_the_mocker_table_is_what_dynamo_reads_and_is_recorded(tmp_path, monkeypatch):
+    """The five arrays Dynamo 1.6.1's mocker reads (float64, decode_itl shaped kv x ctx), the
+    record's sha256 the file's, and a second build the same file."""
+    import hashlib
+
+    import numpy as np
+
+    from stacks.predict import mocker_table
+    from stacks.predict.rows import Prediction
+    fake = Prediction("local-agg", database={"aiconfigurator": "0.12.0",
+                                             "aiconfigurator_core": "0.12.0", "backend": "vllm",
+                                             "backend_versions": {"a100_sxm_40gb": "0.14.0"}})
+    monkeypatch.setattr(mocker_table, "predict", lambda *a: fake)
+    s, _ = _stack("local-agg")
+    (t,) = mocker_table.build(s, tmp_path)
+    z = np.load(t.path)
+    assert set(z.files) == {"prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens",
+                            "decode_context_length", "decode_itl"}
+    assert all(z[k].dtype == np.float64 for k in z.files)
+    assert z["decode_itl"].shape == (len(z["decode_active_kv_tokens"]),
+                                     len(z["decode_context_length"]))
+    assert np.all(np.diff(z["prefill_ttft_ms"]) > -1e-6)   # a longer prefill is no faster
+    assert t.record["sha256"] == hashlib.sha256(t.path.read_bytes()).hexdigest()
+    assert t.record["source"].startswith("SIMULATED from AIConfigurator 0.12.0")
+    mtime = t.path.stat().st_mtime_ns
+    (again,) = mocker_table.build(s, tmp_path)
+    assert again.path == t.path and again.path.stat().st_mtime_ns == mtime
