@@ -45,6 +45,7 @@ $(PARSERS_STAMP): requirements-parsers.txt
 	$(PARSERS_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null; \
 	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main" && \
 	echo "parser environment installed in $$(( $$(date +%s) - start )) s"
+	touch $@
 
 # The performance predictor (NVIDIA AIConfigurator 0.12.0 and its measured GPU database) in its
 # own environment (requirements-predict.txt says why); `python -m stacks predict` runs it as a
