@@ -20,9 +20,17 @@ from workloads.targets.aws.k8s_outputs import SECRET_OUTPUTS, public_outputs
 OWNERS = ["base-a100", "base-b200", "agg-a100-standalone"]
 
 
-def _run_with_access(access: str | None) -> ProgramRun:
-    return run_program("base-access", config_strings(raw_config("base-a100"),
-                                                     PLACEHOLDER_TOKEN, access),
+# A VPC the deployer's machine is inside (a private endpoint is reachable only from there);
+# the offline answers put the first subnet in us-east-1a, where base-a100 pins its p4d group.
+EXISTING_VPC = {"id": "vpc-0123456789abcdef0",
+                "privateSubnetIds": ["subnet-0123456789abcde01", "subnet-0123456789abcde00"]}
+
+
+def _run_with_access(access: str | None, vpc: dict | None = None) -> ProgramRun:
+    raw = raw_config("base-a100")
+    if vpc is not None:
+        raw["cluster"]["vpc"] = vpc
+    return run_program("base-access", config_strings(raw, PLACEHOLDER_TOKEN, access),
                        region="us-east-1", secret_keys=SECRET_KEYS)
 
 
@@ -36,7 +44,7 @@ def test_the_api_endpoint_is_open_only_to_the_configured_cidrs(name: str) -> Non
 
 
 def test_a_private_endpoint_has_no_public_access() -> None:
-    result = _run_with_access("private")
+    result = _run_with_access("private", EXISTING_VPC)
     assert result.error is None, result.error
     (cluster,) = result.of_type("eks:index:Cluster")
     assert cluster.inputs["endpointPublicAccess"] is False
@@ -90,3 +98,13 @@ def test_node_launch_templates_keep_imds_away_from_pods(name: str) -> None:
         options = lt.inputs["metadataOptions"]
         assert options["httpTokens"] == "required"
         assert options["httpPutResponseHopLimit"] == 1, lt.name
+
+
+def test_a_private_endpoint_on_a_vpc_the_stack_creates_is_refused_before_anything_is_created(
+        ) -> None:
+    # nothing outside the new VPC could reach the API (aws.md R4)
+    result = _run_with_access("private")
+    assert result.error is not None and not result.resources
+    (problem,) = [p for p in result.error.problems if p.field == "dynamo-bench:apiAccessCidrs"]
+    assert "cluster.vpc.id" in problem.fix
+

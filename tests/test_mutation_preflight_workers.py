@@ -166,8 +166,11 @@ def test_budget_and_notes():
     report = run_preflight(load_stack("agg-a100-standalone"), on=CATALOGUE_DATE)
     assert report.ok and report.planned_cost == pytest.approx(report.hourly.total
                                                               * report.planned_hours)
-    assert report.notes == ["EKS 1.35: standard support until 2027-03-27 (extended until "
-                            "2028-03-27)"]
+    eks, *capacity = report.notes
+    assert eks == "EKS 1.35: standard support until 2027-03-27 (extended until 2028-03-27)"
+    # the on-demand p4d warning of the capacity rules (stacks/preflight/capacity_checks.py)
+    assert [n.split(";")[0] for n in capacity] == [
+        "WARNING: node group 'p4d' asks for 2 x p4d.24xlarge on demand"]
     budget = math.ceil(report.planned_cost)
     assert problems_of("agg-a100-standalone", cost__budgetUsd=budget) == []
     over = problems_of("agg-a100-standalone", cost__budgetUsd=budget - 1)
