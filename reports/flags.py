@@ -96,10 +96,10 @@ def judge_steps(steps: pd.DataFrame, thresholds: dict[str, float],
                 disaggregated: frozenset[str] = frozenset()) -> pd.DataFrame:
     """`steps` with FLAG_COLUMNS (thresholds: each stack's workloads.errorRateThreshold;
     disaggregated: the stacks whose steps must move KV, mark_decode_only)."""
-    rows = [judge(st, thresholds.get(st["stack"], DEFAULT_ERROR_RATE_THRESHOLD))
-            for _, st in steps.iterrows()]
-    rows = [mark_decode_only(row, st) if st["stack"] in disaggregated else row
-            for row, (_, st) in zip(rows, steps.iterrows(), strict=True)]
+    rows = []
+    for _, st in steps.iterrows():
+        row = judge(st, thresholds.get(st["stack"], DEFAULT_ERROR_RATE_THRESHOLD))
+        rows.append(mark_decode_only(row, st) if st["stack"] in disaggregated else row)
     judged = pd.DataFrame(rows, index=steps.index, columns=FLAG_COLUMNS)
     return pd.concat([steps.drop(columns=[c for c in FLAG_COLUMNS if c in steps]), judged],
                      axis=1)

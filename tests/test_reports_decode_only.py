@@ -21,7 +21,9 @@ def _step(**kw) -> pd.Series:
 
 
 def test_zero_transfers_is_decode_only_and_any_transfer_or_no_metric_is_not() -> None:
-    assert decode_only_reason(_step(server_kv_transfers=0.0)).startswith("DECODE-ONLY")
+    assert decode_only_reason(_step(server_kv_transfers=0.0)) == (
+        "DECODE-ONLY: a disaggregated step with zero NIXL KV transfers (no prefill worker "
+        "served it: the router falls back to decode-only routing)")
     assert decode_only_reason(_step(server_kv_transfers=1.0)) == ""
     assert decode_only_reason(_step(server_kv_transfers=math.nan)) == ""
     assert decode_only_reason(_step(server_kv_transfers=None)) == ""

@@ -36,7 +36,7 @@ GROUPS: tuple[Group, ...] = (
     Group("outcomes",
           ("workloads/outcomes.py", "workloads/results.py", "reports/flags.py"),
           ("tests/test_mutation_outcomes.py", "tests/test_outcomes.py",
-           "tests/test_runner_records.py")),
+           "tests/test_runner_records.py", "tests/test_reports_decode_only.py")),
     Group("memory",
           ("stacks/sizing/memory.py",),
           ("tests/test_mutation_memory.py", "tests/test_memory.py",
