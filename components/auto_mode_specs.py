@@ -15,13 +15,14 @@ why GPU groups are dynamic and CPU groups static: stacks/preflight/auto_mode.py.
 from __future__ import annotations
 
 from components.conventions import GPU_RESOURCE, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GPU_TAINT_VALUE
-from components.node_specs import instance_of, node_labels
+from components.node_specs import instance_of, needs_placement_group, node_labels
 from components.placement import INSTANCE_TYPE_LABEL
-from stacks.config.schema import CapacityType, NodeGroup, Provisioning
+from stacks.config.schema import CapacityType, NodeGroup, Provisioning, StackConfig
 from stacks.preflight.auto_mode import (
     CAPACITY_TYPE_LABEL,
     EMPTY_NODE_GRACE_S,
     INSTANCE_FAMILY_LABEL,
+    has_efa,
     provisioning,
 )
 
@@ -46,10 +47,22 @@ def subnet_selector_terms(subnet_ids: list[str]) -> list[dict[str, str]]:
     return [{"id": s} for s in subnet_ids]
 
 
+def wants_placement_group(group: NodeGroup, stack: StackConfig) -> bool:
+    """A dynamic EFA pool gets a cluster placement group, as a managed node group does
+    (node_specs.needs_placement_group: not inside a reservation). The EKS user guide
+    (awsdocs/amazon-eks-user-guide latest/ug/ml/device-management-efa.adoc @43d79bdb): "You can
+    customize the per-device EFA configuration and use placement groups with EKS Auto Mode",
+    its example NodeClass carrying `placementGroupSelector: {name: ...}` (aws.md M1; the older
+    "EKS Auto Mode ... do[es] not support placement groups" is gone from the page). The pool is
+    pinned to one zone (EFA), which a cluster placement group needs."""
+    return has_efa(group) and needs_placement_group(group, stack)
+
+
 def node_class(group: NodeGroup, *, role: object, subnet_terms: object,
-               security_group_id: object, tags: dict[str, str]) -> dict:
-    """`role`, `subnet_terms` and `security_group_id` may be Pulumi Outputs (they come from the
-    cluster, or from the base stack's outputs)."""
+               security_group_id: object, tags: dict[str, str],
+               placement_group: object | None = None) -> dict:
+    """`role`, `subnet_terms`, `security_group_id` and `placement_group` (a placement group's
+    name) may be Pulumi Outputs (they come from the cluster, or from the base stack's outputs)."""
     spec: dict = {
         "role": role,
         "subnetSelectorTerms": subnet_terms,
@@ -59,6 +72,8 @@ def node_class(group: NodeGroup, *, role: object, subnet_terms: object,
     }
     if group.capacity_reservation_id:
         spec["capacityReservationSelectorTerms"] = [{"id": group.capacity_reservation_id}]
+    if placement_group is not None:
+        spec["placementGroupSelector"] = {"name": placement_group}
     return {"apiVersion": NODECLASS_API, "kind": "NodeClass",
             "metadata": {"name": auto_mode_name(group)}, "spec": spec}
 

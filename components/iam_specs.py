@@ -70,3 +70,22 @@ def auto_mode_tag_policy(partition: str) -> dict[str, Any]:
          "Condition": {**own_cluster, "StringLike": {
              "aws:RequestTag/eks:kubernetes-cni-node-name": "*"}}},
     ]}
+
+
+# The EFS CSI controller's read-only statement (kubernetes-sigs/aws-efs-csi-driver
+# docs/iam-policy-example.json @8ea8b9d3, its first statement): the project provisions EFS
+# statically (its own access points, `volumeHandle <fs>::<fsap>`, a StorageClass without
+# `provisioningMode`, PVs Retain), so the controller never creates or deletes an access point,
+# the two write statements of that example and of the managed AmazonEFSCSIDriverPolicy
+# (aws.md M5). The describes stay, so a driver that looks its volumes up still can.
+EFS_CSI_READ_ACTIONS = ("elasticfilesystem:DescribeAccessPoints",
+                        "elasticfilesystem:DescribeFileSystems",
+                        "elasticfilesystem:DescribeMountTargets",
+                        "ec2:DescribeAvailabilityZones")
+
+
+def efs_csi_static_policy() -> dict[str, Any]:
+    """What the EFS CSI controller may do when every volume is provisioned statically."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "Describe", "Effect": "Allow", "Action": list(EFS_CSI_READ_ACTIONS),
+         "Resource": "*"}]}

@@ -32,6 +32,7 @@ from components.conventions import (
     RESULTS_PVC,
 )
 from components.model_download import DOWNLOAD_SCRIPT
+from components.runner_rbac import runner_rbac
 from stacks.preflight.aws_checks import ebs_tag_problem
 
 EBS_PROVISIONER = "ebs.csi.aws.com"
@@ -41,7 +42,6 @@ EFS_PROVISIONER = "efs.csi.aws.com"
 DOWNLOAD_IMAGE = "python:3.12-slim"
 HUGGINGFACE_HUB_VERSION = "2.4.0"
 DOWNLOAD_JOB = "model-download"
-LOADGEN_ROLE = "dynamo-bench-loadgen"
 _PART_OF = {"app.kubernetes.io/part-of": "dynamo-bench"}
 
 
@@ -55,31 +55,19 @@ def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, A
 # --- load generator ------------------------------------------------------------------------
 
 def loadgen_rbac(namespace: str) -> list[dict[str, Any]]:
-    """Namespace, ServiceAccount, Role and RoleBinding for the load-generator Jobs.
+    """The Dynamo namespace, the load-generator Jobs' ServiceAccount, and the runner's RBAC.
 
-    Least privilege, in this namespace only: run and clean up its Jobs, follow their Pods and
-    logs, and keep workload inputs/outputs in ConfigMaps. No Secrets, no cluster scope.
+    The ServiceAccount has no Role: its pods mount no token and AIPerf calls no API (AIPerf's
+    in-cluster discovery stays off because no token is mounted, k8s_jobs.py; runner.md M3, M4).
+    Every call is the runner's, with the kubeconfig's identity: what that needs is
+    components/runner_rbac.py, bound to a group a non-admin identity can be mapped to.
     """
-    rules = [
-        {"apiGroups": ["batch"], "resources": ["jobs"],
-         "verbs": ["create", "get", "list", "watch", "delete"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["configmaps"],
-         "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]},
-    ]
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
         {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": _meta(LOADGEN_SERVICE_ACCOUNT, namespace)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": _meta(LOADGEN_ROLE, namespace), "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": _meta(LOADGEN_ROLE, namespace),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                     "name": LOADGEN_ROLE},
-         "subjects": [{"kind": "ServiceAccount", "name": LOADGEN_SERVICE_ACCOUNT,
-                       "namespace": namespace}]},
+         "metadata": _meta(LOADGEN_SERVICE_ACCOUNT, namespace),
+         "automountServiceAccountToken": False},
+        *runner_rbac(namespace),
     ]
 
 

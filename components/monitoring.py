@@ -13,6 +13,7 @@ from components import monitoring_specs as specs
 from components.charts import ChartRef, install
 from components.conventions import MONITORING_NAMESPACE
 from components.k8s import create_object, create_objects
+from components.runner_rbac import prometheus_rbac
 from stacks.config.schema import StackConfig
 from stacks.conventions.k8s_names import PROMETHEUS_PORT
 
@@ -71,6 +72,8 @@ class Monitoring(pulumi.ComponentResource):
         if stack.monitoring.grafana:
             self.ready += create_objects(specs.dashboard_configmaps(MONITORING_NAMESPACE),
                                          after_ns)
+        # the runner's own access to Prometheus, for a non-admin identity (runner_rbac.py)
+        self.ready += create_objects(prometheus_rbac(PROMETHEUS_SERVICE), after_ns)
         self.prometheus_service = PROMETHEUS_SERVICE
         self.register_outputs({"prometheusService": PROMETHEUS_SERVICE})
 

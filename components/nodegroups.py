@@ -160,10 +160,15 @@ class NodeGroups(pulumi.ComponentResource):
                          subnets: pulumi.Output[list[str]]) -> None:
         cluster = self._args.cluster
         opts = pulumi.ResourceOptions(parent=self)
+        placement = None
+        if auto.wants_placement_group(group, self._args.stack):
+            placement = aws.ec2.PlacementGroup(f"auto-{group.name}", strategy="cluster",
+                                               tags=self._args.tags, opts=opts).name
         node_class = create_object(auto.node_class(
             group, role=cluster.auto_mode_role_name,
             subnet_terms=subnets.apply(auto.subnet_selector_terms),
-            security_group_id=cluster.security_group_id, tags=self._args.tags), opts)
+            security_group_id=cluster.security_group_id, tags=self._args.tags,
+            placement_group=placement), opts)
         # The pool's name and kind are fixed; only its requirements depend on the zone.
         nodes = self._args.nodes(group)
         pool = {**auto.node_pool(group, None, nodes),

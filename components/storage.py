@@ -17,7 +17,7 @@ import pulumi_aws as aws
 from components import loadgen_specs as specs
 from components.cluster import ClusterHandle
 from components.downloads import Download, download_job
-from components.iam_specs import managed_policy_arn
+from components.iam_specs import efs_csi_static_policy, managed_policy_arn
 from components.k8s import create_object, create_objects
 from components.placement import cpu_node_affinity
 from components.tags import ebs_csi_addon_configuration
@@ -68,7 +68,7 @@ class Storage(pulumi.ComponentResource):
         # No configuration: the add-on's schema has no key that tags access points
         # (aws/containers-roadmap#2755); the access points below are tagged by Pulumi.
         addons = [self._csi_addon(name, "aws-efs-csi-driver", EFS_CSI_SERVICE_ACCOUNT,
-                                  "service-role/AmazonEFSCSIDriverPolicy", None)]
+                                  efs_csi_static_policy(), None)]
         auto = cluster.compute_mode == ComputeMode.AUTO
         if not auto:
             addons.append(self._csi_addon(name, "aws-ebs-csi-driver", EBS_CSI_SERVICE_ACCOUNT,
@@ -121,8 +121,10 @@ class Storage(pulumi.ComponentResource):
             lambda t: specs.hf_token_secret(self._args.namespace, t)["stringData"])}
         return create_object(secret, opts)
 
-    def _csi_addon(self, name: str, addon: str, service_account: str, policy: str,
+    def _csi_addon(self, name: str, addon: str, service_account: str, policy: str | dict,
                    configuration: str | None) -> aws.eks.Addon:
+        """The add-on with a Pod Identity role: `policy` a managed policy's name, or an
+        inline policy document (least privilege where the managed one grants more)."""
         args = self._args
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
@@ -132,11 +134,16 @@ class Storage(pulumi.ComponentResource):
                 "Statement": [{"Effect": "Allow", "Action": ["sts:AssumeRole", "sts:TagSession"],
                                "Principal": {"Service": "pods.eks.amazonaws.com"}}]}),
             tags=args.tags, opts=child)
-        # the partition of the stack's region (aws-cn, aws-us-gov have their own ARNs)
-        partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
-        attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-{addon}", role=role.name,
-            policy_arn=managed_policy_arn(partition, policy), opts=child)
+        attachment: pulumi.CustomResource
+        if isinstance(policy, dict):
+            attachment = aws.iam.RolePolicy(f"{name}-{addon}", role=role.id,
+                                            policy=pulumi.Output.json_dumps(policy), opts=child)
+        else:
+            # the partition of the stack's region (aws-cn, aws-us-gov have their own ARNs)
+            partition = aws.get_partition(opts=pulumi.InvokeOptions(parent=self)).partition
+            attachment = aws.iam.RolePolicyAttachment(
+                f"{name}-{addon}", role=role.name,
+                policy_arn=managed_policy_arn(partition, policy), opts=child)
         return aws.eks.Addon(
             f"{name}-{addon}", cluster_name=args.cluster.name, addon_name=addon,
             configuration_values=configuration,

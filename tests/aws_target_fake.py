@@ -264,13 +264,16 @@ class FakeCluster:
             return {"phase": "Pending", "containerStatuses": [
                 {"name": "aiperf", "restartCount": 0,
                  "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+        # a started container reports the image it runs and its digest, as the kubelet does
+        image = pod["spec"]["containers"][0]["image"]
+        pulled = {"image": image, "imageID": f"{image.split(':')[0]}@sha256:{'cd' * 32}"}
         if job is not None and "result" in job["_fake"]:
             code = job["_fake"]["result"].exit_code
             return {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [
-                {"name": "aiperf", "restartCount": 0,
+                {"name": "aiperf", "restartCount": 0, **pulled,
                  "state": {"terminated": {"exitCode": code}}}]}
         return {"phase": "Running", "containerStatuses": [
-            {"name": "aiperf", "restartCount": 0, "state": {"running": {}}}]}
+            {"name": "aiperf", "restartCount": 0, **pulled, "state": {"running": {}}}]}
 
     def seed_job(self, namespace: str, body: dict) -> None:
         """Someone else's Job, running all along (never finishes while the test looks)."""

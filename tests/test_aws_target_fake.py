@@ -121,6 +121,9 @@ def test_step_job_runs_in_the_frontend_zone_and_lands_in_the_local_layout(tmp_pa
                                    "values": ["us-east-1b"]}
     loadgen = rec["loadgen"]
     assert loadgen["node"] == "cpu-b" and loadgen["dataset_delivery"] == "configmap"
+    # the digest the pod really ran, as the kubelet reported it, beside the mutable tag
+    assert loadgen["image"] == "nvcr.io/nvidia/aiperf:0.13.0"
+    assert loadgen["image_id"] == f"nvcr.io/nvidia/aiperf@sha256:{'cd' * 32}"
     assert rec["client"]["host_cores"] == loadgen["cpu"] == 4
     assert rec["client"]["cpu"]["mean_cores"] == 1.5 and not rec["client"]["client_bound"]
     assert ticks[0] == 0.0 and max(ticks) >= 20.0
@@ -357,3 +360,15 @@ def test_the_graph_status_the_target_reads_is_the_crds(tmp_path):
     for view in (starting, ready):
         jsonschema.Draft7Validator(schema).validate(view["status"])
     assert starting["status"]["state"] == "pending" and ready["status"]["state"] == "successful"
+
+
+def test_the_image_digest_is_none_where_the_cluster_reports_none() -> None:
+    from workloads.targets.aws.k8s_step import image_id
+
+    waiting = {"status": {"containerStatuses": [{"name": "aiperf", "imageID": "",
+                                                 "state": {"waiting": {}}}]}}
+    assert image_id(None) is None and image_id(waiting) is None
+    ran = {"status": {"containerStatuses": [
+        {"name": "other", "imageID": "x@sha256:1"},
+        {"name": "aiperf", "imageID": "docker.io/aiperf@sha256:2"}]}}
+    assert image_id(ran) == "docker.io/aiperf@sha256:2"

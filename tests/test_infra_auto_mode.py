@@ -157,3 +157,31 @@ def test_a_scheduler_parks_and_restores_a_group_through_the_pool() -> None:
     for patch in (parked, static, pool_capacity(p4d.model_copy(
             update={"provisioning": Provisioning.STATIC}), 1)):
         validate_object({**pool, "spec": {**pool["spec"], **patch}}, "1.35.0")
+
+
+def test_dynamic_efa_pools_are_in_a_cluster_placement_group() -> None:
+    # aws.md M1: EKS device-management-efa.adoc @43d79bdb, "use placement groups with EKS Auto
+    # Mode", its NodeClass example `placementGroupSelector: {name: ...}`
+    result = run(BASE)
+    assert result.error is None, result.error
+    classes = _by_kind(result, "NodeClass")
+    groups = {r.name: r for r in result.of_type("aws:ec2/placementGroup:PlacementGroup")}
+    assert set(groups) == {"auto-p4d", "auto-g6e"}
+    assert all(g.inputs["strategy"] == "cluster" for g in groups.values())
+    names = {n: r.inputs.get("name", n) for n, r in groups.items()}   # the mock: name = its own
+    for group in ("p4d", "g6e"):
+        selector = classes[f"dynamo-bench-{group}"]["spec"]["placementGroupSelector"]
+        assert selector == {"name": names[f"auto-{group}"]} and selector["name"]
+    assert "placementGroupSelector" not in classes["dynamo-bench-cpu"]["spec"]
+
+
+def test_a_reserved_efa_pool_has_no_placement_group_of_ours() -> None:
+    # a reservation is not in a placement group this program just made (node_specs R5)
+    raw = raw_config(BASE)
+    raw["cluster"]["nodeGroups"][0].update(capacityType="reservation",
+                                           capacityReservationId="cr-0123456789abcdef0")
+    result = run_config("base-a100-auto-odcr-pg", raw)
+    assert result.error is None, result.error
+    classes = _by_kind(result, "NodeClass")
+    assert "placementGroupSelector" not in classes["dynamo-bench-p4d"]["spec"]
+    assert "placementGroupSelector" in classes["dynamo-bench-g6e"]["spec"]

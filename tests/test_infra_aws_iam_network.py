@@ -57,3 +57,25 @@ def test_the_rendered_p4d_launch_template_has_one_ip_interface():
               if r.inputs.get("networkInterfaces"))
     kinds = [n["interfaceType"] for n in lt.inputs["networkInterfaces"]]
     assert kinds == ["efa", "efa-only", "efa-only", "efa-only"]
+
+
+@pytest.mark.parametrize("stack", ["base-a100", "base-a100-auto"])
+def test_the_efs_csi_role_cannot_create_or_delete_access_points(stack):
+    # aws.md M5: EFS is provisioned statically (no StorageClass with provisioningMode efs-ap),
+    # so the managed AmazonEFSCSIDriverPolicy's Create/DeleteAccessPoint are not granted
+    import json
+
+    from components import loadgen_specs
+
+    result = run(stack)
+    assert all("provisioningMode" not in sc.get("parameters", {})
+               for sc in loadgen_specs.storage_classes(tags={}, auto_mode="auto" in stack))
+    arns = [r.inputs["policyArn"] for r in result.resources
+            if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"]
+    assert not any(a.endswith("/AmazonEFSCSIDriverPolicy") for a in arns)
+    (efs,) = [r for r in result.of_type("aws:iam/rolePolicy:RolePolicy")
+              if "aws-efs-csi-driver" in r.name]
+    doc = efs.inputs["policy"]
+    doc = json.loads(doc) if isinstance(doc, str) else doc
+    actions = {a for st in doc["Statement"] for a in st["Action"]}
+    assert actions and all(a.split(":")[1].startswith("Describe") for a in actions)

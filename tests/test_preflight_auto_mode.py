@@ -39,7 +39,7 @@ def test_check_passes_on_the_auto_mode_base_and_two_derived_variants_with_the_fe
     assert f"auto mode fee p4d ${2 * P4D * FEE:.2f}" in out
     assert f"auto mode fee cpu ${2 * M7I * FEE:.2f}" in out
     assert "unverified prices: EKS Auto Mode fee" in out
-    assert "EFA on Auto Mode comes without a cluster placement group" in out
+    assert "the dynamic GPU pools get a cluster placement group" in out
     assert "built-in system / general-purpose NodePools" in out   # said, not priced
 
 

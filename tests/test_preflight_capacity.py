@@ -36,6 +36,14 @@ def test_a_quota_below_the_demand_is_a_warning_with_the_numbers() -> None:
     assert quota_notes(cluster, "us-east-1", {"L-417A185B": 384}) == []
 
 
+def test_vcpus_already_in_use_count_against_the_quota() -> None:
+    cluster = load_stack("base-b200").cluster
+    (note,) = quota_notes(cluster, "us-east-1", {"L-417A185B": 400}, {"L-417A185B": 96})
+    assert "need 384 vCPUs" in note and "96 are in use" in note and "is 400" in note
+    assert "--desired-value 480" in note
+    assert quota_notes(cluster, "us-east-1", {"L-417A185B": 480}, {"L-417A185B": 96}) == []
+
+
 def test_a_type_not_offered_in_the_pinned_zone_is_refused() -> None:
     stack = load_stack("base-b200")
     (problem,) = offering_problems(stack, {"p6-b200.48xlarge": ["us-east-1b", "us-east-1d"]})

@@ -1,4 +1,5 @@
-"""`python -m workloads run <stack>` (and `plan`, `bench`): the load phase's one CLI."""
+"""`python -m workloads run <stack>` (and `plan`, `account`, `campaign`, `bench`): the load
+phase's one CLI."""
 
 from __future__ import annotations
 
@@ -109,6 +110,32 @@ def show_plan(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<
                   f"{s.eta_s:.0f}")
     Console().print(t)
     Console().print(f"total ETA ~{sum(s.eta_s for s in steps) / 60:.1f} min (plus start-up)")
+
+
+@app.command()
+def account(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.yaml)."),
+            stacks_dir: Path = _STACKS_DIR) -> None:
+    """Ask the AWS account (boto3's credentials) what `pulumi up` of this stack would meet:
+    its types offered in the pinned zones (else refused, exit 2), zone IDs EKS refuses, vCPU
+    and VPC / internet gateway / Elastic IP quotas (warnings with needed, in use and quota).
+    A variant is asked with its base. Without credentials it says so and exits 0."""
+    from stacks.config.loader import load_stack
+    from workloads.targets.aws.account_facts import campaign_stacks, check_account
+
+    try:
+        cfg = load_stack(stack, stacks_dir)
+        base = (load_stack(cfg.cluster.attach_to, stacks_dir)
+                if cfg.cluster.attach_to is not None else cfg)
+    except StackError as exc:
+        stack_error(exc)
+    if cfg.target != "aws":
+        fail(f"{stack} is not an aws stack: there is no account to ask")
+    problems, notes = check_account(campaign_stacks(base, [cfg] if cfg is not base else []))
+    for note in notes:
+        console.print(note, markup=False)
+    for p in problems:
+        console.print(f"{stack}: {p}", markup=False)
+    raise typer.Exit(2 if problems else 0)
 
 
 @app.command()

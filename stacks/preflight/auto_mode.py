@@ -23,11 +23,18 @@ whose version AWS does not publish; the EKS pages are the authority where they s
   device plugin", AWS in awsdocs/amazon-eks-user-guide#914; "the EFA device plugin is already
   included in Auto Mode AMIs", aws/eks-charts#1359, 2026-08-17; the chart itself refuses Auto
   Mode nodes, aws/eks-charts#1358). Nothing of ours may install a second one.
-- EFA: "When using EKS Auto Mode or Karpenter for dynamic provisioning, instances created for
-  pods requesting vpc.amazonaws.com/efa have all their interfaces configured as interface type
-  EFA. Static capacity provisioning in EKS Auto Mode and Karpenter currently does not support
-  per-device EFA configuration. EKS Auto Mode and Karpenter currently do not support placement
-  groups." (EKS user guide, "Manage EFA devices on Amazon EKS", device-management-efa).
+- EFA (EKS user guide, "Manage EFA devices on Amazon EKS", awsdocs/amazon-eks-user-guide
+  latest/ug/ml/device-management-efa.adoc @43d79bdb; the older text this project first quoted,
+  "EKS Auto Mode and Karpenter currently do not support placement groups", is gone, aws.md M1):
+  "You can customize the per-device EFA configuration and use placement groups with EKS Auto
+  Mode ... you pass configuration for each network interface through the NodeClass under
+  advancedNetworking.networkInterfaces"; "This feature can be used with static capacity node
+  pools". The project gives a dynamic EFA pool a cluster placement group
+  (components/auto_mode_specs.wants_placement_group) and lets Auto Mode configure the
+  interfaces of nodes whose pods ask for vpc.amazonaws.com/efa. It does not build
+  networkInterfaces: with them "EKS Auto Mode does not attach additional IPs, prefixes, or ENIs
+  after instance launch", so the pod IP budget would have to be sized by hand, untested here;
+  a static pool, which has EFA only through networkInterfaces, stays refused for LIBFABRIC.
 - Capacity reservations: NodeClass spec.capacityReservationSelectorTerms ({id} or {tags,
   owner}) selects ODCRs and Capacity Blocks for ML; their nodes are karpenter.sh/capacity-type
   "reserved"; once any NodeClass selects reservations, Auto Mode stops using open ODCRs for
@@ -44,8 +51,8 @@ from stacks.config.errors import Problem
 from stacks.config.schema import ComputeMode, NodeGroup, Provisioning, StackConfig, TransferBackend
 
 EFA_SOURCE = ("EKS user guide, 'Manage EFA devices on Amazon EKS' (device-management-efa): "
-              "static capacity provisioning in EKS Auto Mode does not support EFA; Auto Mode "
-              "does not support placement groups")
+              "a static pool has EFA only through the NodeClass's "
+              "advancedNetworking.networkInterfaces, which this project does not build")
 INSTANCES_SOURCE = ("EKS user guide automode-learn-instances.adoc 'Supported instance "
                     "reference' and auto-odcr.adoc")
 # Instance families AWS's Auto Mode pages name (sources above); the catalogue's are all here.
@@ -133,7 +140,8 @@ def auto_mode_notes(stack: StackConfig, base: StackConfig | None) -> list[str]:
     notes = ["EKS Auto Mode chooses the node AMI and its NVIDIA driver (not pinned here); the "
              "run's attestation checks the driver the GPUs report against the image's CUDA"]
     if stack.serving is not None and stack.serving.transfer == TransferBackend.NIXL_LIBFABRIC:
-        notes.append("EFA on Auto Mode comes without a cluster placement group (EKS user guide, "
-                     "device-management-efa): KV transfer times are not comparable with a "
+        notes.append("EFA on Auto Mode: the dynamic GPU pools get a cluster placement group as "
+                     "node groups do, but Auto Mode, not the launch template, lays out the EFA "
+                     "interfaces (all of type EFA): KV transfer times may differ from a "
                      "node-group base's")
     return notes

@@ -53,17 +53,21 @@ def vcpu_demand(cluster: ClusterConfig) -> dict[Quota, int]:
     return dict(out)
 
 
-def quota_notes(cluster: ClusterConfig, region: str, quotas: Mapping[str, float]) -> list[str]:
-    """A warning per vCPU quota (by code in `quotas`) the cluster's nodes would exceed."""
+def quota_notes(cluster: ClusterConfig, region: str, quotas: Mapping[str, float],
+                usage: Mapping[str, int] | None = None) -> list[str]:
+    """A warning per vCPU quota (by code in `quotas`) the cluster's nodes, on top of the vCPUs
+    already in use under it (`usage` by code, from the account), would exceed."""
     out = []
     for quota, need in sorted(vcpu_demand(cluster).items(), key=lambda kv: kv[0].code):
         have = quotas.get(quota.code)
-        if have is not None and need > have:
-            out.append(f"WARNING: the node groups run {need} vCPUs under '{quota.name}' "
-                       f"({quota.code}) and the account's quota in {region} is {have:g}: EC2 "
-                       "would refuse the launches (VcpuLimitExceeded) -> request an increase "
-                       f"(aws service-quotas request-service-quota-increase --service-code "
-                       f"{quota.service} --quota-code {quota.code} --desired-value {need})")
+        used = (usage or {}).get(quota.code, 0)
+        if have is not None and need + used > have:
+            out.append(f"WARNING: the node groups need {need} vCPUs under '{quota.name}' "
+                       f"({quota.code}), {used} are in use there already, and the account's "
+                       f"quota in {region} is {have:g}: EC2 would refuse the launches "
+                       "(VcpuLimitExceeded) -> request an increase (aws service-quotas "
+                       f"request-service-quota-increase --service-code {quota.service} "
+                       f"--quota-code {quota.code} --desired-value {need + used})")
     return out
 
 

@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -204,8 +204,26 @@ def print_plan(plan: dict, console: Console) -> None:
     console.print(t)
 
 
+def check_account(plan: dict, reports: dict, opts: CampaignOptions, console: Console,
+                  session: Any = None) -> None:
+    """aws.md R3/R7 before the first `pulumi up`: the account's offerings (a type not offered
+    in a pinned zone refuses the campaign), quotas and zone IDs (warnings with the numbers);
+    without credentials one note says they were not checked."""
+    from workloads.targets.aws.account_facts import campaign_stacks
+    from workloads.targets.aws.account_facts import check_account as ask
+
+    base = load_stack(plan["base"], opts.stacks_dir)
+    variants = [reports[s["name"]].stack for s in plan["slots"] if s["name"] in reports]
+    problems, notes = ask(campaign_stacks(base, variants), session)
+    for note in notes:
+        console.print(note, markup=False)
+    if problems:
+        raise CampaignRefused("\n".join(map(str, problems)))
+
+
 def run_campaign(opts: CampaignOptions, console: Console | None = None,
-                 stacks: PulumiStacks | None = None, clock=None) -> CampaignResult:
+                 stacks: PulumiStacks | None = None, clock=None,
+                 aws_session: Any = None) -> CampaignResult:
     console = console or Console(stderr=True)
     local = opts.base == LOCAL
     plan, reports = plan_local(opts) if local else plan_aws(opts)
@@ -217,6 +235,10 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
         problems = stacks.check_ready()
         if problems:
             raise CampaignRefused("\n".join(problems))
+        check_account(plan, reports, opts, console, aws_session)
+    elif not local and aws_session is not None:
+        # a caller with its own stacks (a fake workspace) asks only the account it passes
+        check_account(plan, reports, opts, console, aws_session)
     run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = Path(opts.runs_dir).resolve() / "campaigns" / plan["base"] / run_id / "campaign.json"
     state = CampaignState.open(path, plan)

@@ -214,6 +214,9 @@ def loadgen_resources(cpu: int, memory: str) -> dict[str, Any]:
     return {"requests": {"cpu": str(cpu), "memory": memory}, "limits": {"memory": memory}}
 
 
+AIPERF_CONTAINER = "aiperf"   # the step record reads its exit code and image digest
+
+
 def loadgen_job(*, name: str, namespace: str, labels: dict[str, str], step_id: str,
                 image: str, aiperf_args: list[str], artifact_dir: str, placement: Placement,
                 cpu: int, deadline_s: float, dataset_configmap: str | None) -> dict[str, Any]:
@@ -234,7 +237,7 @@ def loadgen_job(*, name: str, namespace: str, labels: dict[str, str], step_id: s
         mounts.append({"name": "dataset", "mountPath": INPUTS_MOUNT, "readOnly": True})
         volumes.append({"name": "dataset", "configMap": {"name": dataset_configmap}})
     container = {
-        "name": "aiperf", "image": image, "imagePullPolicy": "IfNotPresent",
+        "name": AIPERF_CONTAINER, "image": image, "imagePullPolicy": "IfNotPresent",
         "command": k8s_scripts.python(k8s_scripts.CLIENT_WRAPPER, artifact_dir, "--",
                                       "aiperf", *aiperf_args),
         "workingDir": "/tmp", "env": _env(),

@@ -151,7 +151,8 @@ class JobExecutor:
             raise
         wall = self.clock.now() - t0
         loadgen.update(pod=pod and pod["metadata"]["name"],
-                       node=pod and pod.get("spec", {}).get("nodeName"))
+                       node=pod and pod.get("spec", {}).get("nodeName"),
+                       image_id=image_id(pod))
         failure = self._collect(name, pod, artifacts, work, failure)
         self.delete(name)
         prom = self._prometheus(work)
@@ -254,9 +255,20 @@ class JobExecutor:
                     raise
 
 
+def image_id(pod: dict | None) -> str | None:
+    """The digest the load generator's container really ran (`status.containerStatuses[].
+    imageID`, `<repo>@sha256:...`: the tag `nvcr.io/nvidia/aiperf:<version>` is mutable and
+    pulled IfNotPresent; runner.md M5), or None where the cluster reported none (a pod that
+    never started; the kubelet leaves it empty until the container runs)."""
+    for status in (pod or {}).get("status", {}).get("containerStatuses") or []:
+        if status.get("name") == k8s_jobs.AIPERF_CONTAINER and status.get("imageID"):
+            return str(status["imageID"])
+    return None
+
+
 def _exit_code(pod: dict | None) -> int | None:
     for status in (pod or {}).get("status", {}).get("containerStatuses") or []:
-        if status.get("name") == "aiperf":
+        if status.get("name") == k8s_jobs.AIPERF_CONTAINER:
             term = (status.get("state") or {}).get("terminated") or {}
             return term.get("exitCode")
     return None
