@@ -163,9 +163,44 @@ def _quoted(token: str, message: str) -> bool:
     return re.search(rf"(^|[\s'\"\[,(=]){re.escape(token)}($|[\s'\"\],:)=])", message) is not None
 
 
+# How vLLM 0.31.0's engine-config checks name a setting in words, not as a flag, and the flag
+# that sets it (vllm/config/model.py verify_with_parallel_config: "must be divisible by tensor
+# parallel size"; _get_and_verify_max_len: "User-specified max_model_len (N) is greater than
+# the derived max_model_len"; the other fields' own names in vllm/config/*.py).
+ENGINE_CONFIG_SETTINGS = (
+    (re.compile(r"tensor[ _]parallel[ _]size", re.I), "--tensor-parallel-size"),
+    (re.compile(r"pipeline[ _]parallel[ _]size", re.I), "--pipeline-parallel-size"),
+    (re.compile(r"data[ _]parallel[ _]size", re.I), "--data-parallel-size"),
+    (re.compile(r"max_model_len", re.I), "--max-model-len"),
+    (re.compile(r"kv[ _]cache[ _]dtype", re.I), "--kv-cache-dtype"),
+    (re.compile(r"max_num_batched_tokens", re.I), "--max-num-batched-tokens"),
+    (re.compile(r"max_num_seqs", re.I), "--max-num-seqs"),
+    (re.compile(r"gpu_memory_utilization", re.I), "--gpu-memory-utilization"),
+    (re.compile(r"block[ _]size", re.I), "--block-size"),
+)
+
+
+def engine_config_flags(message: str) -> list[str]:
+    """The flags an engine-config message names in words, in the order of ENGINE_CONFIG_SETTINGS."""
+    return [flag for pattern, flag in ENGINE_CONFIG_SETTINGS if pattern.search(message)]
+
+
 def blame(message: str, args: tuple[Arg, ...], where: str) -> list[str]:
     """The stack fields of the tokens the parser's message names (flags, or an extraArgs entry
-    such as garbage or an empty string); `where` when it names none (an engine-config error)."""
+    such as garbage or an empty string), or of the setting an engine-config message names in
+    words (the last occurrence of its flag: the one the engine used); `where` when it names
+    none."""
+    fields = _named_tokens(message, args)
+    if not fields:
+        for flag in engine_config_flags(message):
+            last = next((a.field for a in reversed(args)
+                         if a.token.split("=", 1)[0] == flag), None)
+            if last is not None and last not in fields:
+                fields.append(last)
+    return fields or [where]
+
+
+def _named_tokens(message: str, args: tuple[Arg, ...]) -> list[str]:
     fields: list[str] = []
     unrecognized = "unrecognized arguments" in message or "Unknown arguments" in message
     flag = re.search(r"argument (--[\w-]+)", message)
@@ -182,7 +217,7 @@ def blame(message: str, args: tuple[Arg, ...], where: str) -> list[str]:
             fields.append(a.field)
         if hit and flag is not None:
             break  # argparse judges the last occurrence of a flag
-    return list(reversed(fields)) or [where]
+    return list(reversed(fields))
 
 
 def _judge(line: CommandLine, result: dict, stack: StackConfig, out: EngineParse) -> None:
