@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import compare, html, markdown, plots, summary, tables, tables_requests
+from reports import (
+    compare,
+    html,
+    markdown,
+    plots,
+    predicted_vs_measured,
+    summary,
+    tables,
+    tables_requests,
+)
 from reports.ablation import ablation_check
 from reports.cost_efficiency import cost_efficiency
 from reports.flags import judge_steps
@@ -123,6 +132,9 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
     t["routing"] = routing_table(pd.concat([r.workers for r in runs], ignore_index=True),
                                  steps)
+    # measured over predicted per step, from each run's own predictions (its manifest)
+    t["predicted_vs_measured"] = predicted_vs_measured.table(
+        steps, {r.record.stack: r.record.extra.get("predictions") or {} for r in runs})
     name = name or default_name(runs, with_compare)
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports import predicted_vs_measured as pvm
 from reports.ablation import MIN_HIT_DELTA, ROUTED_WORKLOADS
 from reports.flags import left_out
 from reports.goodput import Slo
@@ -279,8 +280,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
            "\nEvery figure below comes from the run records listed at the end; CSVs with the "
            "same tables sit beside this file.\n", "## Stacks\n",
            md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
-                                   "what the timings are": "local mocker (rehearsal)"
-                                   if i.rehearsal else "GPU cluster",
+                                   "what the timings are": _timings(i, records),
                                    "topology": i.topology, "router": i.router,
                                    "workers": i.workers, "GPUs": i.gpus,
                                    "instance types": i.gpu_types} for i in infos.values()])),
@@ -306,6 +306,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"\n{note}\n")
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
+    out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records))
     rehearsal = any(i.rehearsal for i in infos.values())
     out.append("\n## Hypotheses" + (" — REHEARSAL figures (local mocker timings)"
                                      if rehearsal else "") + "\n")
@@ -313,6 +314,41 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
         out.append(f"\n### {h.title}\n{h.question}\n\n")
         out += [f"- {f}\n" for f in h.findings]
     out += ["\n## Run records used\n", _records(records, infos)]
+    return "".join(out)
+
+
+def _timings(info: StackInfo, records: list[RunRecord]) -> str:
+    """The timings the stack's figures stand on, as its last run recorded them."""
+    mine = [r for r in records if r.stack == info.name]
+    if not mine:
+        return "local mocker (rehearsal)" if info.rehearsal else pvm.MEASURED_LABEL
+    return pvm.timing_label(mine[-1].extra, info.target)
+
+
+def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord]) -> str:
+    """Per step, measured / predicted (PREDICTED by AIConfigurator, from the run's record),
+    a ratio outside its band marked `!`, and the known causes of each larger TTFT gap."""
+    out = ["\n## Predicted vs measured\n"]
+    if compared is None or compared.empty:
+        why = sorted({str((r.extra.get("predictions") or {}).get("not_predicted"))
+                      for r in records if (r.extra.get("predictions") or {}).get("not_predicted")})
+        return "".join(out + ["No step of these runs has a prediction" +
+                              (f" ({'; '.join(why)})" if why else
+                               " (their records predate predictions)") + ".\n"])
+    rows = []
+    for _, r in compared.iterrows():
+        row = {"stack": r["stack"], "step": r["step"]}
+        for col in pvm.BANDS:
+            ratio, ok = r[f"{col}_ratio"], r[f"{col}_in_band"]
+            name = col.removesuffix("_ms")
+            row[f"{name} measured"] = r[f"{col}_measured"]
+            row[f"{name} PREDICTED"] = r[f"{col}_predicted"]
+            row[f"{name} ratio"] = "n/a" if ratio is None or pd.isna(ratio) else \
+                f"{ratio:.2f}" + ("" if ok else " !")
+        rows.append(row)
+    out += [pvm.band_note() + "\n\n", md_table(pd.DataFrame(rows))]
+    stalls = {r.stack: pvm.first_data_stall_ms(r.extra) for r in records}
+    out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls)]
     return "".join(out)
 
 

@@ -129,3 +129,34 @@ def test_bench_splits_the_ttft_gap_into_the_stall_and_the_rest():
     assert cols["ttft_ratio_no_stall"] == pytest.approx(39 / 38)
     missing = stall_columns(ttft_client=50.0, ttft_engine=38.0, ttft_quickack=None)
     assert missing["stall_ms"] is None and missing["ttft_ratio_no_stall"] is None
+
+
+_PRED = {"database": {"aiconfigurator": "0.12.0", "backend": "vllm",
+                      "backend_versions": {"a100_sxm_40gb": "0.14.0"}},
+         "steps": {"concurrency_sweep/c64": {"itl_ms": 13.89, "ttft_ms": 111.9}}}
+
+
+def test_a_steps_predicted_itl_sizes_its_grace_before_the_assumed_one(tmp_path):
+    """With a prediction for the step (and for each of its repeats), the grace period is sized
+    from it and the record says so; a step the prediction lacks keeps cost.assumedItlMs."""
+    ctx = _ctx(tmp_path, 60.0)
+    ctx.predictions = _PRED
+    for sid in ("concurrency_sweep/c64", "concurrency_sweep/c64/r2"):
+        step = Step(id=sid, workload="concurrency_sweep", name="c64", repeat=1,
+                    concurrency=64, seed=1, rows=lambda: [], duration_s=120.0)
+        got = step_grace(step, _rows(4, 512), ctx)
+        assert got["itl_ms"] == 13.89 and got["grace_period_s"] == 30.0
+        assert got["itl_source"] == "predicted (AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0)"
+    other = Step(id="multi_turn/conv8", workload="multi_turn", name="conv8", repeat=1,
+                 concurrency=8, seed=1, rows=lambda: [], duration_s=120.0)
+    assert step_grace(other, _rows(4, 512), ctx)["itl_ms"] == 60.0
+
+
+def test_the_choice_of_itl_source():
+    from workloads.predictions import ASSUMED_SOURCE, expected_itl
+    assert expected_itl(None, "concurrency_sweep/c64", 25.0) == (25.0, ASSUMED_SOURCE)
+    assert expected_itl({"not_predicted": "x", "steps": {}}, "concurrency_sweep/c64",
+                        25.0) == (25.0, ASSUMED_SOURCE)
+    assert expected_itl(_PRED, "concurrency_sweep/c64", 25.0)[0] == 13.89
+    # a step whose last part merely starts with r is not a repeat
+    assert expected_itl(_PRED, "concurrency_sweep/c64/rx", 25.0) == (25.0, ASSUMED_SOURCE)

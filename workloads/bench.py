@@ -29,6 +29,7 @@ from rich.table import Table
 from stacks.catalog import metrics
 from stacks.config.loader import stack_file
 from stacks.preflight.run import require_valid
+from workloads import predictions
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.grace import MIN_GRACE_S
 from workloads.model_folder import build_model_folder
@@ -130,6 +131,16 @@ def stall_columns(ttft_client: float | None, ttft_engine: float | None,
             "ttft_ratio_no_stall": _ratio(ttft_quickack, ttft_engine)}
 
 
+def predicted_columns(pred: dict | None, step_id: str, ttft_client: float | None,
+                      itl_client: float | None) -> dict:
+    """AIConfigurator's predicted TTFT / ITL for the step (the run manifest's `predictions`,
+    workloads/predictions.py) and the client's measured / predicted; None without one."""
+    row = predictions.predicted_step(pred, step_id) or {}
+    ttft_p, itl_p = row.get("ttft_ms"), row.get("itl_ms")
+    return {"ttft_predicted_ms": ttft_p, "ttft_vs_predicted": _ratio(ttft_client, ttft_p),
+            "itl_predicted_ms": itl_p, "itl_vs_predicted": _ratio(itl_client, itl_p)}
+
+
 def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
                    quickack: dict | None = None) -> list[dict]:
     rows = []
@@ -150,6 +161,7 @@ def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
             **stall_columns(ttft_c, ttft_e, ttft_q),
             "itl_client_ms": itl_c, "itl_engine_ms": itl_e,
             "itl_ratio": itl_c / itl_e if itl_c and itl_e else None,
+            **predicted_columns(manifest.get("predictions"), step_id, ttft_c, itl_c),
             "aiperf_cpu_cores": step["client"]["cpu"]["mean_cores"],
             "achieved_c": step["client"]["achieved_concurrency"],
             "client_bound": step["client"]["client_bound"],
@@ -167,6 +179,10 @@ COLUMNS = [("c", "c", "{}"), ("requests", "req", "{}"),
            ("ttft_ratio_no_stall", "ratio w/o stall", "{:.3f}"),
            ("itl_client_ms", "ITL client ms", "{:.2f}"),
            ("itl_engine_ms", "ITL engine ms", "{:.2f}"), ("itl_ratio", "ratio", "{:.3f}"),
+           ("ttft_predicted_ms", "TTFT PREDICTED ms", "{:.1f}"),
+           ("ttft_vs_predicted", "TTFT meas/pred", "{:.3f}"),
+           ("itl_predicted_ms", "ITL PREDICTED ms", "{:.2f}"),
+           ("itl_vs_predicted", "ITL meas/pred", "{:.3f}"),
            ("aiperf_cpu_cores", "AIPerf CPU cores", "{:.2f}"),
            ("achieved_c", "achieved c", "{:.1f}"), ("client_bound", "client-bound", "{}"),
            ("bare_s", "bare AIPerf s", "{:.1f}"), ("runner_s", "runner step s", "{:.1f}"),

@@ -27,7 +27,7 @@ from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.preflight.run import effective_cluster, require_valid
 from stacks.sizing.estimate import instance_price
-from workloads import smoke, step_exec
+from workloads import predictions, smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
 from workloads.model_folder import build_model_folder
 from workloads.progress import StepProgress
@@ -127,6 +127,13 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     # The instance prices the run is planned with: a report prices it from these when the
     # catalogue no longer knows a type (reports/stackinfo.py, reports/accounting/aws_cli.py).
     manifest.data.setdefault("prices", planned_prices(stack, opts.stacks_dir))
+    # What AIConfigurator expects of every step, kept at run start: a report compares measured
+    # with predicted from the record alone (reports/predicted_vs_measured.py), and a step's
+    # grace period is sized from its predicted ITL (workloads/predictions.py).
+    if "predictions" not in manifest.data:
+        base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
+            if stack.cluster.attach_to is not None else None
+        manifest.data["predictions"] = predictions.record(stack, opts.scale, base)
     if manifest.data["repeats"] != repeats:
         raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "
                          f"resume with --repeat {manifest.data['repeats']} or use a new --run-id")
@@ -231,7 +238,9 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
         tokenizer=stack.model.id,
         error_rate_threshold=stack.workloads.error_rate_threshold,
         request_timeout_s=stack.workloads.request_timeout_s,
-        expected_itl_ms=stack.cost.assumed_itl_ms, expected_itl_source="cost.assumedItlMs",
+        expected_itl_ms=stack.cost.assumed_itl_ms,
+        expected_itl_source=predictions.ASSUMED_SOURCE,
+        predictions=manifest.data.get("predictions"),
         tokenizer_revision=stack.model.revision,
         tokenizer_trust_remote_code=stack.model.trust_remote_code)
     # a bar in a terminal; in a log or CI one line per step start and end (k/N, elapsed, ETA)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workloads import grace, request_trace, results
+from workloads import grace, predictions, request_trace, results
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.attest.checks import AttestationRefused
 from workloads.datasets import DatasetFile, block_reuse, fit_context, jsonl_bytes, write_jsonl
@@ -121,6 +121,9 @@ class StepContext:
     # cost.assumedItlMs, or a prediction where one exists; and where that figure came from.
     expected_itl_ms: float = 25.0
     expected_itl_source: str = "default"
+    # the run's predictions (manifest `predictions`, workloads/predictions.py): a step's own
+    # predicted ITL, where there is one, is used before expected_itl_ms
+    predictions: dict | None = None
 
 
 def attest(target: Any, manifest, when: str) -> str:
@@ -259,10 +262,13 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
 
 def step_grace(step: Step, rows: list[dict], ctx: StepContext) -> dict:
     """The step's grace period and what it was sized from (recorded with the step)."""
-    expected = grace.expected_request_s(rows, ctx.expected_itl_ms)
+    itl_ms, source = predictions.expected_itl(ctx.predictions, step.id, ctx.expected_itl_ms)
+    if source == predictions.ASSUMED_SOURCE:
+        source = ctx.expected_itl_source
+    expected = grace.expected_request_s(rows, itl_ms)
     return {"grace_period_s": grace.grace_period_s(expected),
             "expected_longest_request_s": round(expected, 3),
-            "itl_ms": ctx.expected_itl_ms, "itl_source": ctx.expected_itl_source}
+            "itl_ms": itl_ms, "itl_source": source}
 
 
 def judge(work: Path, rows: list[dict], step: Step, ex: Execution,

@@ -5,7 +5,9 @@ events over ZMQ through a broker bound to 127.0.0.1 (see zmq_broker.py for why).
 is a free loopback port, every process runs in its own process group and is stopped by PID.
 The mockers imitate the stack's workers: their KV blocks come from pre-flight's KV capacity
 for the real GPU (or serving.mocker.numGpuBlocks), disaggregated stacks get prefill and
-decode mockers, and the frontend routes with the stack's router mode.
+decode mockers, and the frontend routes with the stack's router mode. Their timings come from
+a table built from AIConfigurator's database for the GPU and TP the stack imitates, or the
+mocker's generic timings when there is none (mocker_timings.py; describe() records which).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from workloads.attest.checks import Attestation, evaluate
 from workloads.attest.parse import expected
 from workloads.model_folder import ModelFolder
 from workloads.targets.base import Endpoints, TargetError
+from workloads.targets.mocker_timings import MockerTimings, resolve
 from workloads.targets.processes import ManagedProcess, free_port, start_process, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +97,8 @@ def frontend_argv(python: Path, stack: StackConfig, port: int) -> list[str]:
     return argv
 
 
-def mocker_argv(python: Path, stack: StackConfig, spec: WorkerSpec, model_path: Path) -> list[str]:
+def mocker_argv(python: Path, stack: StackConfig, spec: WorkerSpec, model_path: Path,
+                timings: MockerTimings | None = None) -> list[str]:
     serving = _serving(stack)
     group = serving.workers[spec.group]
     argv = [str(python), "-m", "dynamo.mocker", "--model-path", str(model_path),
@@ -105,6 +109,11 @@ def mocker_argv(python: Path, stack: StackConfig, spec: WorkerSpec, model_path: 
             "--max-model-len", str(group.max_model_len)]
     if spec.role != Role.WORKER:
         argv += ["--disaggregation-mode", spec.role.value]
+    table = timings.table_for(spec.role.value) if timings else None
+    if table is not None:
+        # the step timings only: KV capacity stays --num-gpu-blocks-override's (Dynamo 1.6.1
+        # lib/mocker/src/common/perf_model.rs PerfModel::from_npz reads the five timing arrays)
+        argv += ["--planner-profile-data", str(table)]
     if not serving.prefix_caching:
         argv.append("--no-enable-prefix-caching")
     return argv
@@ -145,7 +154,7 @@ class LocalTarget:
     kind = "local"
 
     def __init__(self, stack: StackConfig, workdir: Path, *, model: ModelFolder,
-                 kv_capacity_tokens: list[int]):
+                 kv_capacity_tokens: list[int], timings: MockerTimings | None = None):
         if stack.serving is None:
             raise TargetError(f"stack '{stack.name}' serves nothing (no serving block)")
         self.stack = stack
@@ -155,6 +164,8 @@ class LocalTarget:
         if not self.python.exists():
             raise TargetError(f"engine interpreter {self.python} is missing: run `make engine`")
         self.specs = worker_specs(stack, mocker_blocks(stack, kv_capacity_tokens))
+        # built (or read from the cache) here, before anything starts: argvs compare with it
+        self._timings = {stack.name: timings or resolve(stack)}
         self.http_port = 0
         self.system_ports: dict[str, int] = {}
         self.broker: ManagedProcess | None = None
@@ -196,7 +207,8 @@ class LocalTarget:
         """Every mocker's command line for `stack` (default this target's): what a campaign
         compares byte for byte before it keeps the running mockers for another stack."""
         stack = stack or self.stack
-        return [mocker_argv(self.python, stack, spec, self.model.snapshot)
+        return [mocker_argv(self.python, stack, spec, self.model.snapshot,
+                            self.timings(stack))
                 for spec in worker_specs(stack, [s.blocks for s in self.specs])]
 
     def swap_frontend(self, stack: StackConfig) -> dict:
@@ -217,6 +229,13 @@ class LocalTarget:
                 "frontend": {"stopped_pid": old.pid, "started_pid": self.frontend.pid,
                              "router": _serving(stack).router.value},
                 "swap_s": round(time.monotonic() - t0, 3)}
+
+    def timings(self, stack: StackConfig | None = None) -> MockerTimings:
+        """The timings `stack`'s mockers run on (default this target's), resolved once."""
+        stack = stack or self.stack
+        if stack.name not in self._timings:
+            self._timings[stack.name] = resolve(stack)
+        return self._timings[stack.name]
 
     def _start_frontend(self, name: str) -> ManagedProcess:
         """The current stack's frontend on a new port, writing the frontend's own record of
@@ -282,6 +301,7 @@ class LocalTarget:
                          "system_port": self.system_ports.get(s.name)} for s in self.specs],
             "processes": [{**p.describe(), "alive": p.alive()} for p in self.started],
             "port_restarts": self.port_restarts,
+            "timings": self.timings().record,
         }
 
     # --- internals ---------------------------------------------------------------------------
@@ -311,7 +331,7 @@ class LocalTarget:
 
     def _start_worker(self, spec: WorkerSpec) -> None:
         env = {**self.env, "DYN_SYSTEM_PORT": str(self.system_ports[spec.name])}
-        argv = mocker_argv(self.python, self.stack, spec, self.model.snapshot)
+        argv = mocker_argv(self.python, self.stack, spec, self.model.snapshot, self.timings())
         self.workers[spec.name] = self._start(spec.name, argv, env)
 
     def _restart_port_losers(self, since: int) -> None:

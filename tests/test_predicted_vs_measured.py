@@ -1,0 +1,61 @@
+"""Predicted vs measured in a report (pure): ratios, bands, timing labels, TTFT causes."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from reports import predicted_vs_measured as pvm
+
+PRED = {"steps": {"concurrency_sweep/c1": {"ttft_ms": 66.8, "itl_ms": 3.97,
+                                           "output_tok_s": 244.0},
+                  "concurrency_sweep/c16": {"ttft_ms": 93.4, "itl_ms": 7.59,
+                                            "output_tok_s": 2059.0}}}
+
+
+def _steps() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"stack": "local-agg", "step": "concurrency_sweep/c1", "ttft_p50_ms": 52.3,
+         "itl_p50_ms": 3.86, "output_tok_s": 229.0},
+        {"stack": "local-agg", "step": "concurrency_sweep/c16/r2", "ttft_p50_ms": 98.3,
+         "itl_p50_ms": 8.50, "output_tok_s": 1742.0},
+        {"stack": "local-agg", "step": "multi_turn/conv8", "ttft_p50_ms": 1.0,
+         "itl_p50_ms": 1.0, "output_tok_s": 1.0}])
+
+
+def test_each_step_is_measured_over_its_prediction_and_flagged_outside_its_band():
+    t = pvm.table(_steps(), {"local-agg": PRED}).set_index("step")
+    assert list(t.index) == ["concurrency_sweep/c1", "concurrency_sweep/c16/r2"]  # no pred: out
+    c1, c16 = t.loc["concurrency_sweep/c1"], t.loc["concurrency_sweep/c16/r2"]
+    assert c1["itl_p50_ms_ratio"] == round(3.86 / 3.97, 3) and c1["itl_p50_ms_in_band"]
+    assert c1["ttft_p50_ms_ratio"] == round(52.3 / 66.8, 3) and c1["ttft_p50_ms_in_band"]
+    assert not c16["itl_p50_ms_in_band"]          # 1.12x: outside ITL's ±10 %
+    assert not c16["output_tok_s_in_band"]        # 0.85x: outside throughput's ±15 %
+    assert c16["ttft_p50_ms_in_band"]             # 1.05x
+
+
+def test_the_bands_are_the_stated_ones_and_their_edges_are_in():
+    assert pvm.BANDS == {"ttft_p50_ms": 0.25, "itl_p50_ms": 0.10, "output_tok_s": 0.15}
+    assert pvm.in_band(1.10, 0.10) and pvm.in_band(0.90, 0.10)
+    assert not pvm.in_band(1.1001, 0.10) and pvm.in_band(None, 0.1) is None
+
+
+def test_figures_are_labelled_by_the_timings_they_stand_on():
+    label = "SIMULATED (mocker, timings from AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0, "\
+            "table sha256 7bec7f1d1f0c)"
+    extra = {"attempts": [{"target": {"timings": {"label": label}}}]}
+    assert pvm.timing_label(extra, "local") == label
+    assert pvm.timing_label(extra, "aws") == "MEASURED"
+    assert pvm.timing_label({"attempts": [{}]}, "local") == pvm.UNRECORDED_LABEL
+
+
+def test_a_larger_ttft_gap_names_its_causes_with_the_measured_stall_only():
+    steps = _steps()
+    steps.loc[0, "ttft_p50_ms"] = 30.0                # 0.45x: outside ±25 %
+    t = pvm.table(steps, {"local-agg": PRED})
+    extra = {"attestations": [{"checks": [{"name": "first_data",
+                                           "evidence": {"stall_ms": 28.983}}]}]}
+    (line,) = pvm.ttft_causes(t, {"local-agg": pvm.first_data_stall_ms(extra)})
+    assert "concurrency_sweep/c1" in line and "29.0 ms" in line and "mixes a prefill" in line
+    (unmeasured,) = pvm.ttft_causes(t, {"local-agg": None})
+    assert "first-data" not in unmeasured and "does not measure its size" in unmeasured
+    assert pvm.ttft_causes(pvm.table(_steps(), {"local-agg": PRED}), {}) == []
