@@ -42,6 +42,7 @@ from stacks.preflight.capacity_checks import on_demand_capacity_notes
 from stacks.preflight.checkpoint_checks import check_model_cache
 from stacks.preflight.deploy_checks import DeployFacts, deploy_problems
 from stacks.preflight.efa_image import libfabric_image_notes
+from stacks.preflight.offload_notes import disagg_native_offload_notes
 from stacks.preflight.engine_flags import check_engine_flags
 from stacks.preflight.k8s_checks import check_names
 from stacks.preflight.node_driver import check_node_driver
@@ -191,6 +192,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         check_trace_replay(stack, out)
         report.notes += lockstep_notes(stack)
         report.notes += libfabric_image_notes(stack)
+        report.notes += disagg_native_offload_notes(stack)
         check_recipe(stack, base, cluster, out)
     check_node_driver(stack, base, out)
     check_auto_mode(stack, base, out)
