@@ -42,10 +42,10 @@ from stacks.preflight.capacity_checks import on_demand_capacity_notes
 from stacks.preflight.checkpoint_checks import check_model_cache
 from stacks.preflight.deploy_checks import DeployFacts, deploy_problems
 from stacks.preflight.efa_image import libfabric_image_notes
-from stacks.preflight.offload_notes import disagg_native_offload_notes
 from stacks.preflight.engine_flags import check_engine_flags
 from stacks.preflight.k8s_checks import check_names
 from stacks.preflight.node_driver import check_node_driver
+from stacks.preflight.offload_notes import disagg_native_offload_notes
 from stacks.preflight.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.preflight.serving_checks import check_serving
 from stacks.preflight.trace_checks import check_trace_replay
