@@ -201,7 +201,9 @@ def test_k_exaone_moe_pin_mtp_frontend_image_memory_and_budget() -> None:
     assert (flag(c["args"], "--dyn-reasoning-parser"),
             flag(c["args"], "--dyn-tool-call-parser")) == ("qwen3", "qwen3_coder")
     fe = main(components(graph)["frontend"])
-    assert fe["image"] == "nvcr.io/nvidia/ai-dynamo/dynamo-frontend:1.4.1"
+    # digest-pinned as the recipe (deploy-ib.yaml@0500a98a; dynamo.md F9)
+    assert fe["image"] == ("nvcr.io/nvidia/ai-dynamo/dynamo-frontend:1.4.1@sha256:"
+                           "7a54b0d601b7b2c50d41c6e683ddc8b6d2b4fa2b17262db1fa2e84ab7ebaf7e2")
     assert c["resources"]["requests"]["memory"] == "200Gi"
     assert c["resources"]["limits"]["memory"] == "480Gi"
     assert c["startupProbe"]["failureThreshold"] == 120
@@ -355,3 +357,13 @@ def test_frontend_requests_the_recipes_cpu_and_memory(name: str, cpu: str, memor
     from components.graph import FRONTEND_COMPONENT
     requests = main(components(graph_of(name))[FRONTEND_COMPONENT])["resources"]["requests"]
     assert requests == {"cpu": cpu, "memory": memory}
+
+
+@pytest.mark.parametrize("name", ["agg-b200-kexaone", "baseline-b200-kexaone",
+                                  "disagg-b200-kexaone", "agg-b200-solar2"])
+def test_recipe_images_are_pinned_by_digest_where_the_recipe_pins_one(name: str) -> None:
+    """K-EXAONE's recipe (deploy-ib.yaml@0500a98a) and Solar's pin runtime and frontend by
+    digest; a tag alone may be re-pushed under the compile-cache key (dynamo.md F9)."""
+    for comp in graph_of(name)["spec"]["components"]:
+        for c in comp["podTemplate"]["spec"]["containers"]:
+            assert "@sha256:" in c["image"], (comp["name"], c["image"])
