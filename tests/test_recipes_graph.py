@@ -201,7 +201,9 @@ def test_k_exaone_moe_pin_mtp_frontend_image_memory_and_budget() -> None:
     assert (flag(c["args"], "--dyn-reasoning-parser"),
             flag(c["args"], "--dyn-tool-call-parser")) == ("qwen3", "qwen3_coder")
     fe = main(components(graph)["frontend"])
-    assert fe["image"] == "nvcr.io/nvidia/ai-dynamo/dynamo-frontend:1.4.1"
+    # digest-pinned as the recipe (deploy-ib.yaml@0500a98a; dynamo.md F9)
+    assert fe["image"] == ("nvcr.io/nvidia/ai-dynamo/dynamo-frontend:1.4.1@sha256:"
+                           "7a54b0d601b7b2c50d41c6e683ddc8b6d2b4fa2b17262db1fa2e84ab7ebaf7e2")
     assert c["resources"]["requests"]["memory"] == "200Gi"
     assert c["resources"]["limits"]["memory"] == "480Gi"
     assert c["startupProbe"]["failureThreshold"] == 120
@@ -343,3 +345,25 @@ def test_recipe_workers_give_the_startup_probe_the_recipes_20_s(name: str) -> No
     # ai-dynamo/dynamo recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 (dynamo.md F10)
     for comp in workers(graph_of(name)):
         assert main(comp)["startupProbe"]["timeoutSeconds"] >= 20
+
+
+# ai-dynamo/dynamo recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 (cpu 4, 16Gi) and
+# recipes/k-exaone-2.0/vllm/disagg-b200-chat/deploy-ib.yaml@0500a98a (cpu 8, 16Gi) (dynamo.md F6)
+@pytest.mark.parametrize("name, cpu, memory", [
+    ("agg-b200-axk2", "4", "16Gi"), ("disagg-b200-axk2", "4", "16Gi"),
+    ("agg-b200-kexaone", "8", "16Gi"), ("baseline-b200-kexaone", "8", "16Gi"),
+    ("disagg-b200-kexaone", "8", "16Gi"), ("agg-a100", "2", "4Gi")])
+def test_frontend_requests_the_recipes_cpu_and_memory(name: str, cpu: str, memory: str) -> None:
+    from components.graph import FRONTEND_COMPONENT
+    requests = main(components(graph_of(name))[FRONTEND_COMPONENT])["resources"]["requests"]
+    assert requests == {"cpu": cpu, "memory": memory}
+
+
+@pytest.mark.parametrize("name", ["agg-b200-kexaone", "baseline-b200-kexaone",
+                                  "disagg-b200-kexaone", "agg-b200-solar2"])
+def test_recipe_images_are_pinned_by_digest_where_the_recipe_pins_one(name: str) -> None:
+    """K-EXAONE's recipe (deploy-ib.yaml@0500a98a) and Solar's pin runtime and frontend by
+    digest; a tag alone may be re-pushed under the compile-cache key (dynamo.md F9)."""
+    for comp in graph_of(name)["spec"]["components"]:
+        for c in comp["podTemplate"]["spec"]["containers"]:
+            assert "@sha256:" in c["image"], (comp["name"], c["image"])

@@ -189,6 +189,12 @@ class FrontendConfig(Schema):
     image: str | None = None
     # Recipe frontend flags without a typed setting (router tuning, chat template kwargs).
     extra_args: list[CommandArg] = []
+    # The frontend pod's requests. The defaults suit the Qwen stacks' Rust preprocessor; a recipe
+    # stack sets its recipe's (the vLLM chat processor and 8K-1M-token prompts are frontend CPU
+    # and memory: Solar's recipe asks 16 CPU / 128Gi, dynamo.md F6). Pre-flight packs the
+    # frontend on its nodeGroup with the workers (stacks/preflight/pods.py).
+    cpu: Annotated[StrictInt, Field(ge=1, le=64)] = 2
+    memory_gib: Annotated[StrictInt, Field(ge=1, le=512)] = 4
 
     @field_validator("image")
     @classmethod

@@ -45,6 +45,7 @@ from stacks.preflight.efa_image import libfabric_image_notes
 from stacks.preflight.engine_flags import check_engine_flags
 from stacks.preflight.k8s_checks import check_names
 from stacks.preflight.node_driver import check_node_driver
+from stacks.preflight.offload_notes import disagg_native_offload_notes
 from stacks.preflight.recipe_checks import check_cluster_rdma, check_recipe
 from stacks.preflight.serving_checks import check_serving
 from stacks.preflight.trace_checks import check_trace_replay
@@ -191,6 +192,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         check_trace_replay(stack, out)
         report.notes += lockstep_notes(stack)
         report.notes += libfabric_image_notes(stack)
+        report.notes += disagg_native_offload_notes(stack)
         check_recipe(stack, base, cluster, out)
     check_node_driver(stack, base, out)
     check_auto_mode(stack, base, out)
