@@ -52,12 +52,14 @@ from stacks.conventions.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LAB
 )
 from stacks.conventions.worker_identity import compile_cache_dir, compile_cache_env
 from stacks.engine_argv.argv import frontend_argv, tokens, worker_argv
+from stacks.preflight.host_staging import host_staging_gib
 from stacks.preflight.pods import (  # noqa: F401 - WORKER_BASE_MEMORY_GIB re-exported
     WORKER_BASE_MEMORY_GIB,
     WORKER_SHM_GIB,
     pod_cpus,
     pod_memory_gib,
 )
+from stacks.preflight.worker_checks import draft_weights_bytes
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
@@ -202,8 +204,12 @@ class _Worker:
                 *recipe_specs.speculative_env(self.serving, self.graph)]
 
     def memory_gib(self) -> int:
-        # the same request pre-flight packs onto the nodes (stacks.preflight.pods)
-        return pod_memory_gib(self.serving, self.w)
+        # the same request pre-flight packs onto the nodes (stacks.preflight.pods), NIXL's
+        # host staging buffers included (stacks.preflight.host_staging)
+        staging = 0.0 if self.instance is None else host_staging_gib(
+            self.stack, self.w, self.instance, rdma=self.rdma,
+            draft_weights_bytes=draft_weights_bytes(self.serving))
+        return pod_memory_gib(self.serving, self.w, staging)
 
     def kvbm_disk(self) -> str | None:
         """The size of KVBM's disk tier (an emptyDir), when this worker has one."""

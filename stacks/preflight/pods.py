@@ -52,12 +52,15 @@ def pod_disk_cache_gib(serving: ServingConfig, w: WorkerGroup) -> float:
     return serving.kv_offload.disk_gb
 
 
-def pod_memory_gib(serving: ServingConfig, w: WorkerGroup) -> int:
-    """The memory request of one worker pod: the stack's own, or the estimate above."""
+def pod_memory_gib(serving: ServingConfig, w: WorkerGroup,
+                   host_staging_gib: float = 0.0) -> int:
+    """The memory request of one worker pod: the stack's own, or the estimate above plus
+    NIXL's host staging buffers (stacks.preflight.host_staging; pre-flight refuses a stack's
+    own request below them)."""
     if w.host_memory_gib is not None:
         return w.host_memory_gib
     need = (WORKER_BASE_MEMORY_GIB + WORKER_MEMORY_GIB_PER_GPU * w.gpus_per_pod
-            + WORKER_SHM_GIB + pod_cpu_cache_gib(serving, w))
+            + WORKER_SHM_GIB + pod_cpu_cache_gib(serving, w) + host_staging_gib)
     return math.ceil(need)
 
 
@@ -86,10 +89,12 @@ class _Pod:
     whole_nodes: int   # > 0: a multinode replica's share, on that many empty nodes
 
 
-def _pods(serving: ServingConfig, workers: list[tuple[int, WorkerGroup]]) -> list[_Pod]:
+def _pods(serving: ServingConfig, workers: list[tuple[int, WorkerGroup]],
+          staging: dict[int, float]) -> list[_Pod]:
     pods = []
     for i, w in workers:
-        pod = _Pod(i, w.gpus_per_pod, pod_memory_gib(serving, w), pod_cpu_cache_gib(serving, w),
+        pod = _Pod(i, w.gpus_per_pod, pod_memory_gib(serving, w, staging.get(i, 0.0)),
+                   pod_cpu_cache_gib(serving, w),
                    pod_disk_cache_gib(serving, w), pod_cpus(w),
                    w.node_count if w.node_count > 1 else 0)
         pods += [pod] * w.replicas
@@ -139,11 +144,12 @@ def _place(pods: list[_Pod], nodes: list[_Node], full_gpus: int) -> tuple[_Pod, 
 
 
 def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
-             inst: InstanceType, workers: list[tuple[int, WorkerGroup]]) -> Problem:
+             inst: InstanceType, workers: list[tuple[int, WorkerGroup]],
+             staging: dict[int, float]) -> Problem:
     f = f"{P}serving.workers[{pod.worker}]"
     on = f"{group.count} x {inst.name} of node group '{group.name}'"
-    pods = "; ".join(f"worker {i} ({x.role.value}): {x.replicas} pod(s) x "
-                     f"{x.gpus_per_pod} GPU, {pod_memory_gib(serving, x)} GiB, "
+    pods = "; ".join(f"worker {i} ({x.role.value}): {x.replicas} pod(s) x {x.gpus_per_pod} GPU, "
+                     f"{pod_memory_gib(serving, x, staging.get(i, 0.0))} GiB, "
                      f"{pod_cpu_cache_gib(serving, x):g} GiB CPU cache" for i, x in workers)
     if why == "gpus":
         asked = sum(x.replicas * (x.node_count * inst.gpus_per_node if x.node_count > 1
@@ -176,9 +182,11 @@ def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
                    "lower hostMemoryGib / cpuGb, or spread the workers over more nodes")
 
 
-def check_node_packing(serving: ServingConfig, cluster: ClusterConfig,
-                       out: list[Problem]) -> None:
-    """Every worker pod, all roles together, on the nodes of its group."""
+def check_node_packing(serving: ServingConfig, cluster: ClusterConfig, out: list[Problem],
+                       staging: dict[int, float] | None = None) -> None:
+    """Every worker pod, all roles together, on the nodes of its group. `staging`: worker index
+    -> GiB of NIXL host staging per pod (stacks.preflight.host_staging)."""
+    staging = staging or {}
     for group in cluster.node_groups:
         inst = INSTANCE_TYPES.get(group.instance_type)
         if inst is None or inst.gpu is None:
@@ -191,6 +199,6 @@ def check_node_packing(serving: ServingConfig, cluster: ClusterConfig,
         nodes = [_Node(inst.gpus_per_node, ALLOCATABLE_SHARE * inst.memory_gib,
                        HOST_SHARE * inst.memory_gib, HOST_SHARE * group.disk_gib,
                        ALLOCATABLE_SHARE * inst.vcpus) for _ in range(group.count)]
-        failed = _place(_pods(serving, workers), nodes, inst.gpus_per_node)
+        failed = _place(_pods(serving, workers, staging), nodes, inst.gpus_per_node)
         if failed is not None:
-            out.append(_problem(serving, *failed, group, inst, workers))
+            out.append(_problem(serving, *failed, group, inst, workers, staging))

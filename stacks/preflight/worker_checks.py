@@ -23,6 +23,7 @@ from stacks.config.schema import (
     TransferBackend,
     WorkerGroup,
 )
+from stacks.preflight.host_staging import staging_by_worker
 from stacks.preflight.pods import check_node_packing
 from stacks.sizing.memory import WorkerMemory, worker_memory
 
@@ -164,5 +165,6 @@ def check_workers(stack: StackConfig, cluster: ClusterConfig,
                                f"with GPUDirect RDMA, which nothing confirms on {inst.name} "
                                f"(worker {i}; stacks/catalog/gpudirect.py)", "use nixl-ucx "
                                "(TCP, KV staged through host memory) or a type listed there"))
-    check_node_packing(serving, cluster, out)
+    check_node_packing(serving, cluster, out,
+                       staging_by_worker(stack, cluster, draft_weights_bytes(serving), out))
     return table
