@@ -112,6 +112,11 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
     # model cache to register the model card", ai-dynamo/dynamo recipes/qwen3-32b/vllm/
     # cloud-providers/disagg-1p1d-aws-efa/deploy.yaml); offline, like the workers.
     modules_volumes, modules_mounts = recipe_specs.remote_code_volumes(stack)
+    scratch = serving.frontend.scratch
+    scratch_volumes, scratch_mounts = recipe_specs.scratch_volumes(scratch)
+    requests = {"cpu": str(serving.frontend.cpu), "memory": f"{serving.frontend.memory_gib}Gi"}
+    if scratch.ephemeral_storage_gib:
+        requests["ephemeral-storage"] = f"{scratch.ephemeral_storage_gib}Gi"
     pod: dict[str, Any] = {
         "containers": [{
             "name": "main",
@@ -123,15 +128,18 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1",
                          **recipe_specs.remote_code_env(stack),
                          **frontend_trace.request_trace_env(frontend_trace.REQUEST_TRACE_POD_PATH)}),
-            "resources": {"requests": {"cpu": str(serving.frontend.cpu),
-                                       "memory": f"{serving.frontend.memory_gib}Gi"}},
+            "resources": {"requests": requests},
             "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT,
-                              "readOnly": True}, *modules_mounts],
+                              "readOnly": True}, *modules_mounts, *scratch_mounts],
         }],
-        "volumes": [_model_cache_volume(), *modules_volumes],
+        "volumes": [_model_cache_volume(), *modules_volumes, *scratch_volumes],
     }
     if serving.frontend.node_group:
         pod["nodeSelector"] = {NODE_GROUP_LABEL: serving.frontend.node_group}
+        # a GPU group's nodes are tainted; the Solar recipe's frontends tolerate it and share
+        # the GPU nodes (recipes/solar-open2-250b/vllm/*/deploy.yaml@099afba4), and on a CPU
+        # group the toleration changes nothing
+        pod["tolerations"] = _gpu_tolerations()
     return _component(serving, FRONTEND_COMPONENT, "frontend", serving.frontend.replicas,
                       {"metadata": {"labels": labels}, "spec": pod})
 
@@ -239,7 +247,12 @@ class _Worker:
         for name, count in recipe_specs.rdma_devices(self.serving, self.w).items():
             requests[name] = limits[name] = count
         disk = self.kvbm_disk()
-        if disk:
+        if self.w.scratch.ephemeral_storage_gib:
+            # the recipe's scratch request plus any KVBM disk tier, both on the root volume
+            gib = recipe_specs.ephemeral_storage_gib(
+                self.w.scratch, self.serving.kv_offload.disk_gb if disk else 0.0)
+            requests["ephemeral-storage"] = f"{math.ceil(gib)}Gi"
+        elif disk:
             requests["ephemeral-storage"] = disk
         return {"requests": requests, "limits": limits}
 
@@ -271,7 +284,10 @@ class _Worker:
         }
         modules_volumes, modules_mounts = recipe_specs.remote_code_volumes(self.stack)
         container["volumeMounts"] += modules_mounts
-        volumes: list[dict[str, Any]] = [_model_cache_volume(), *modules_volumes]
+        scratch_volumes, scratch_mounts = recipe_specs.scratch_volumes(self.w.scratch)
+        container["volumeMounts"] += scratch_mounts
+        volumes: list[dict[str, Any]] = [_model_cache_volume(), *modules_volumes,
+                                         *scratch_volumes]
         if self.kvbm_disk():
             volumes.append({"name": "kvbm-disk", "emptyDir": {"sizeLimit": self.kvbm_disk()}})
             container["volumeMounts"].append({"name": "kvbm-disk",

@@ -18,7 +18,7 @@ from stacks.config.recipe_config import (
     SPEC_CONFIG_SYNTHETIC_KEY,
     SpeculativeDecoding,
 )
-from stacks.config.schema import Role, ServingConfig, StackConfig, WorkerGroup
+from stacks.config.schema import Role, ScratchSpace, ServingConfig, StackConfig, WorkerGroup
 from stacks.engine_argv.recipe import (  # noqa: F401 - re-exported: the flags live with the argv
     SPEC_ENV,
     frontend_recipe_args,
@@ -49,6 +49,11 @@ RDMA_CAPABILITIES = ["IPC_LOCK", "SYS_RESOURCE"]
 # its own writable module cache.
 REMOTE_CODE_VOLUME = "hf-modules"
 REMOTE_CODE_DIR = "/hf-modules"
+# The recipes' pod-local /tmp (`runtime-tmp`: e.g. recipes/solar-open2-250b/vllm/
+# agg-b200-chat/deploy.yaml@099afba4, workers `sizeLimit: 100Gi`, frontend `20Gi`;
+# recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 `emptyDir: {}`).
+SCRATCH_VOLUME = "runtime-tmp"
+SCRATCH_DIR = "/tmp"
 
 
 def _json(obj: dict[str, Any]) -> str:
@@ -127,6 +132,23 @@ def remote_code_volumes(stack: StackConfig) -> tuple[list[dict[str, Any]],
         return [], []
     return ([{"name": REMOTE_CODE_VOLUME, "emptyDir": {}}],
             [{"name": REMOTE_CODE_VOLUME, "mountPath": REMOTE_CODE_DIR}])
+
+
+def scratch_volumes(scratch: ScratchSpace) -> tuple[list[dict[str, Any]],
+                                                   list[dict[str, Any]]]:
+    """(volumes, volumeMounts) of a pod's /tmp emptyDir, or none."""
+    if not scratch.tmp_dir:
+        return [], []
+    size = ({"sizeLimit": f"{scratch.tmp_size_limit_gib}Gi"}
+            if scratch.tmp_size_limit_gib is not None else {})
+    return ([{"name": SCRATCH_VOLUME, "emptyDir": size}],
+            [{"name": SCRATCH_VOLUME, "mountPath": SCRATCH_DIR}])
+
+
+def ephemeral_storage_gib(scratch: ScratchSpace, kvbm_disk_gib: float = 0.0) -> float:
+    """The pod's ephemeral-storage request in GiB: its scratch plus a KVBM disk tier (an emptyDir
+    on the same root volume)."""
+    return (scratch.ephemeral_storage_gib or 0) + kvbm_disk_gib
 
 
 def checkpoints_to_download(stack: StackConfig) -> list[tuple[str, str | None]]:

@@ -68,6 +68,19 @@ def test_loadgen_job_is_valid_and_placed_on_the_cpu_group_in_the_frontend_zone()
     assert mounts["/models"]["readOnly"] and "/inputs" in mounts and "/results" in mounts
 
 
+def test_the_load_generator_avoids_every_frontends_node():
+    # dynamo.md F6: AIPerf's bursts beside a frontend would put frontend CPU queueing into TTFT;
+    # the operator labels frontend pods nvidia.com/dynamo-component-type=frontend, and other
+    # variants' frontends live in other namespaces (namespaceSelector {} = all of them)
+    pod = _job()["spec"]["template"]["spec"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    t = term["podAffinityTerm"]
+    assert t["labelSelector"] == {"matchLabels": {"nvidia.com/dynamo-component-type": "frontend"}}
+    assert t["namespaceSelector"] == {} and t["topologyKey"] == "kubernetes.io/hostname"
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"][
+        "podAntiAffinity"]                         # preferred: one CPU node still runs steps
+
+
 def test_aiperf_in_cluster_discovery_is_off_by_design(monkeypatch):
     """AIPerf 0.13.0 would add every metrics-enabled pod of its namespace (the other graph's
     too, side by side) to its server metrics (issue 28, runner.md M4). Its own gate, fed the

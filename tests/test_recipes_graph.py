@@ -347,16 +347,19 @@ def test_recipe_workers_give_the_startup_probe_the_recipes_20_s(name: str) -> No
         assert main(comp)["startupProbe"]["timeoutSeconds"] >= 20
 
 
-# ai-dynamo/dynamo recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 (cpu 4, 16Gi) and
-# recipes/k-exaone-2.0/vllm/disagg-b200-chat/deploy-ib.yaml@0500a98a (cpu 8, 16Gi) (dynamo.md F6)
+# ai-dynamo/dynamo recipes/ax-k2/vllm/agg-b200-chat/deploy.yaml@146bf3f1 (cpu 4, 16Gi),
+# recipes/k-exaone-2.0/vllm/disagg-b200-chat/deploy-ib.yaml@0500a98a (cpu 8, 16Gi) and
+# recipes/solar-open2-250b/vllm/*/deploy.yaml@099afba4 (cpu 16, 128Gi) (dynamo.md F6)
 @pytest.mark.parametrize("name, cpu, memory", [
     ("agg-b200-axk2", "4", "16Gi"), ("disagg-b200-axk2", "4", "16Gi"),
     ("agg-b200-kexaone", "8", "16Gi"), ("baseline-b200-kexaone", "8", "16Gi"),
-    ("disagg-b200-kexaone", "8", "16Gi"), ("agg-a100", "2", "4Gi")])
+    ("disagg-b200-kexaone", "8", "16Gi"), ("agg-a100", "2", "4Gi"),
+    ("agg-b200-solar2", "16", "128Gi"), ("disagg-b200-solar2", "16", "128Gi"),
+    ("baseline-b200-solar2", "16", "128Gi")])
 def test_frontend_requests_the_recipes_cpu_and_memory(name: str, cpu: str, memory: str) -> None:
     from components.graph import FRONTEND_COMPONENT
     requests = main(components(graph_of(name))[FRONTEND_COMPONENT])["resources"]["requests"]
-    assert requests == {"cpu": cpu, "memory": memory}
+    assert (requests["cpu"], requests["memory"]) == (cpu, memory)
 
 
 @pytest.mark.parametrize("name", ["agg-b200-kexaone", "baseline-b200-kexaone",

@@ -121,6 +121,24 @@ class KvOffload(Schema):
 CommandArg = Annotated[str, Field(pattern=r"\S")]
 
 
+class ScratchSpace(Schema):
+    """Pod-local scratch as the B200 recipes give their pods (dynamo.md F10): /tmp on an emptyDir
+    (vLLM's inductor, Triton and FlashInfer temp files land there, not in the container's
+    writable layer) and the ephemeral storage the pod requests, so the scheduler places it where
+    the root volume has room. Unset: neither (the Qwen stacks' defaults)."""
+
+    tmp_dir: StrictBool = False
+    tmp_size_limit_gib: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
+    ephemeral_storage_gib: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
+
+    @model_validator(mode="after")
+    def _limit_needs_the_dir(self) -> ScratchSpace:
+        if self.tmp_size_limit_gib is not None and not self.tmp_dir:
+            raise field_error("tmpSizeLimitGib", message="a /tmp size limit needs the /tmp "
+                              "emptyDir: set tmpDir: true, or remove tmpSizeLimitGib")
+        return self
+
+
 class WorkerGroup(Schema):
     role: Role
     replicas: Annotated[StrictInt, Field(ge=1, le=64)] = 1
@@ -137,6 +155,7 @@ class WorkerGroup(Schema):
     host_memory_gib: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
     host_memory_limit_gib: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
     shared_memory_gib: Annotated[StrictInt | None, Field(ge=1, le=1024)] = None
+    scratch: ScratchSpace = ScratchSpace()
 
     @model_validator(mode="after")
     def _limit_above_request(self) -> WorkerGroup:
@@ -195,6 +214,7 @@ class FrontendConfig(Schema):
     # frontend on its nodeGroup with the workers (stacks/preflight/pods.py).
     cpu: Annotated[StrictInt, Field(ge=1, le=64)] = 2
     memory_gib: Annotated[StrictInt, Field(ge=1, le=512)] = 4
+    scratch: ScratchSpace = ScratchSpace()
 
     @field_validator("image")
     @classmethod

@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 
 from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
 from stacks.config.errors import Problem
-from stacks.config.schema import ClusterConfig, NodeGroup, ServingConfig, WorkerGroup
+from stacks.config.schema import (
+    ClusterConfig,
+    ComputeMode,
+    NodeGroup,
+    ScratchSpace,
+    ServingConfig,
+    WorkerGroup,
+)
 from stacks.config.stack_file import PROJECT
 from stacks.engine_argv.kv import (  # noqa: F401 - re-exported: the offload rule decides flags
     NATIVE_OFFLOAD_SINCE,
@@ -78,9 +85,12 @@ class _Node:
     pods: list[str] = field(default_factory=list)
 
 
+FRONTEND = -1   # the _Pod.worker of a frontend pod
+
+
 @dataclass(frozen=True)
 class _Pod:
-    worker: int
+    worker: int        # index in serving.workers, or FRONTEND
     gpus: int
     memory: int
     cache: float
@@ -89,13 +99,24 @@ class _Pod:
     whole_nodes: int   # > 0: a multinode replica's share, on that many empty nodes
 
 
+def pod_scratch_gib(scratch: ScratchSpace) -> float:
+    """The ephemeral storage a pod's scratch asks of its node's root volume."""
+    return float(scratch.ephemeral_storage_gib or 0)
+
+
+def _frontend_pods(serving: ServingConfig) -> list[_Pod]:
+    fe = serving.frontend
+    return [_Pod(FRONTEND, 0, fe.memory_gib, 0.0, pod_scratch_gib(fe.scratch), fe.cpu, 0)
+            ] * fe.replicas
+
+
 def _pods(serving: ServingConfig, workers: list[tuple[int, WorkerGroup]],
-          staging: dict[int, float]) -> list[_Pod]:
-    pods = []
+          staging: dict[int, float], with_frontend: bool) -> list[_Pod]:
+    pods = _frontend_pods(serving) if with_frontend else []
     for i, w in workers:
         pod = _Pod(i, w.gpus_per_pod, pod_memory_gib(serving, w, staging.get(i, 0.0)),
                    pod_cpu_cache_gib(serving, w),
-                   pod_disk_cache_gib(serving, w), pod_cpus(w),
+                   pod_disk_cache_gib(serving, w) + pod_scratch_gib(w.scratch), pod_cpus(w),
                    w.node_count if w.node_count > 1 else 0)
         pods += [pod] * w.replicas
     return sorted(pods, key=lambda p: (-p.whole_nodes, -p.gpus, -p.memory))
@@ -148,6 +169,8 @@ def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
              staging: dict[int, float]) -> Problem:
     f = f"{P}serving.workers[{pod.worker}]"
     on = f"{group.count} x {inst.name} of node group '{group.name}'"
+    if pod.worker == FRONTEND:
+        return _frontend_problem(serving, why, f"beside the workers on {on}", inst, group)
     pods = "; ".join(f"worker {i} ({x.role.value}): {x.replicas} pod(s) x {x.gpus_per_pod} GPU, "
                      f"{pod_memory_gib(serving, x, staging.get(i, 0.0))} GiB, "
                      f"{pod_cpu_cache_gib(serving, x):g} GiB CPU cache" for i, x in workers)
@@ -162,6 +185,11 @@ def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
                        f"together do not fit: {on} hold {HOST_SHARE:.0%} of "
                        f"{inst.memory_gib} GiB each for CPU cache ({pods})",
                        "lower cpuGb, or spread the workers over more nodes")
+    if why == "disk" and pod_scratch_gib(serving.workers[pod.worker].scratch):
+        return Problem(f"{f}.scratch.ephemeralStorageGib", f"the pods' ephemeral storage "
+                       f"(scratch and any disk KV cache) does not fit {HOST_SHARE:.0%} of "
+                       f"diskGib {group.disk_gib} GiB per node ({on})",
+                       "lower ephemeralStorageGib or raise the group's diskGib")
     if why == "disk":
         return Problem(f"{P}serving.kvOffload.diskGb", f"the disk KV caches of the pods placed "
                        f"together do not fit {HOST_SHARE:.0%} of diskGib {group.disk_gib} GiB "
@@ -184,7 +212,8 @@ def _problem(serving: ServingConfig, pod: _Pod, why: str, group: NodeGroup,
 
 def check_node_packing(serving: ServingConfig, cluster: ClusterConfig, out: list[Problem],
                        staging: dict[int, float] | None = None) -> None:
-    """Every worker pod, all roles together, on the nodes of its group. `staging`: worker index
+    """Every worker pod, all roles together, on the nodes of its group, with the frontend where
+    it runs there; a frontend on the CPU nodes must fit one of them. `staging`: worker index
     -> GiB of NIXL host staging per pod (stacks.preflight.host_staging)."""
     staging = staging or {}
     for group in cluster.node_groups:
@@ -194,11 +223,54 @@ def check_node_packing(serving: ServingConfig, cluster: ClusterConfig, out: list
         # a TP group larger than its nodes is reported by the TP check already
         workers = [(i, w) for i, w in enumerate(serving.workers) if w.node_group == group.name
                    and w.tensor_parallel_size <= inst.gpus_per_node * w.node_count]
-        if not workers:
+        # a frontend placed on a GPU group shares its nodes with the workers (Solar's recipe)
+        with_frontend = serving.frontend.node_group == group.name
+        if not workers and not with_frontend:
             continue
         nodes = [_Node(inst.gpus_per_node, ALLOCATABLE_SHARE * inst.memory_gib,
                        HOST_SHARE * inst.memory_gib, HOST_SHARE * group.disk_gib,
                        ALLOCATABLE_SHARE * inst.vcpus) for _ in range(group.count)]
-        failed = _place(_pods(serving, workers, staging), nodes, inst.gpus_per_node)
+        failed = _place(_pods(serving, workers, staging, with_frontend), nodes,
+                        inst.gpus_per_node)
         if failed is not None:
             out.append(_problem(serving, *failed, group, inst, workers, staging))
+    check_frontend_on_cpu_nodes(serving, cluster, out)
+
+
+def _frontend_problem(serving: ServingConfig, why: str, where: str, inst: InstanceType,
+                      group: NodeGroup) -> Problem:
+    fe = serving.frontend
+    field, asked, room = {
+        "memory": ("memoryGib", f"{fe.memory_gib} GiB", f"{ALLOCATABLE_SHARE:.0%} of "
+                   f"{inst.memory_gib} GiB"),
+        "cpus": ("cpu", f"{fe.cpu} CPUs", f"{ALLOCATABLE_SHARE:.0%} of {inst.vcpus} vCPUs"),
+        "disk": ("scratch.ephemeralStorageGib", f"{pod_scratch_gib(fe.scratch):g} GiB of "
+                 "ephemeral storage", f"{HOST_SHARE:.0%} of diskGib {group.disk_gib} GiB"),
+    }[why]
+    return Problem(f"{P}serving.frontend.{field}", f"the frontend pod asks {asked}, which does "
+                   f"not fit {where} ({room} per node)", f"lower serving.frontend.{field}, or "
+                   "set serving.frontend.nodeGroup to a group whose nodes hold it (the Solar "
+                   "recipe's frontends run on the GPU nodes)")
+
+
+def check_frontend_on_cpu_nodes(serving: ServingConfig, cluster: ClusterConfig,
+                                out: list[Problem]) -> None:
+    """A frontend without a GPU group (its own CPU group, or any CPU group: it tolerates no GPU
+    taint) must fit one such node. Auto Mode sizes its nodes to the pods: nothing to check."""
+    if cluster.compute_mode == ComputeMode.AUTO:
+        return
+    named = cluster.group(serving.frontend.node_group) if serving.frontend.node_group else None
+    groups = [named] if named else cluster.node_groups
+    cpu = [(g, INSTANCE_TYPES[g.instance_type]) for g in groups
+           if g.instance_type in INSTANCE_TYPES and INSTANCE_TYPES[g.instance_type].gpu is None]
+    if not cpu:
+        return   # on a GPU group: packed with the workers (check_node_packing)
+    pod = _frontend_pods(serving)[0]
+    reasons = [(g, i, _shortfall(_Node(0, ALLOCATABLE_SHARE * i.memory_gib, 0.0,
+                                       HOST_SHARE * g.disk_gib, ALLOCATABLE_SHARE * i.vcpus),
+                                 pod)) for g, i in cpu]
+    if all(why is not None for _, _, why in reasons):
+        group, inst, why = max(reasons, key=lambda r: (r[1].memory_gib, r[1].vcpus))
+        assert why is not None
+        out.append(_frontend_problem(serving, why, f"a {inst.name} of node group "
+                                     f"'{group.name}'", inst, group))

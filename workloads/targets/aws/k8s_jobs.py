@@ -153,6 +153,25 @@ def node_affinity(placement: Placement) -> dict[str, Any]:
         "nodeSelectorTerms": [{"matchExpressions": exprs}]}}}
 
 
+# The Dynamo operator labels every component pod with its type: consts
+# `KubeLabelDynamoComponentType = "nvidia.com/dynamo-component-type"`, set in the DCD workload
+# renderer's pod labels (`podLabels[commonconsts.KubeLabelDynamoComponentType] =
+# componentType`; ai-dynamo/dynamo deploy/operator, the 1.x operator the platform chart runs).
+FRONTEND_POD_SELECTOR = {"nvidia.com/dynamo-component-type": "frontend"}
+
+
+def frontend_anti_affinity() -> dict[str, Any]:
+    """Preferred: not on a node that runs a frontend (any graph's: side-by-side variants live
+    in other namespaces). The load generator's bursts would otherwise take the CPU the frontend's
+    tokenizer and chat processor need, and TTFT would include that queueing (dynamo.md F6).
+    Preferred, not required: a cluster with one CPU node still runs its steps."""
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "podAffinityTerm": {"labelSelector": {"matchLabels": dict(FRONTEND_POD_SELECTOR)},
+                            "namespaceSelector": {},
+                            "topologyKey": "kubernetes.io/hostname"}}]}}
+
+
 def _security() -> tuple[dict[str, Any], dict[str, Any]]:
     """(pod, container) security contexts: AIPerf's own hardened baseline."""
     pod = {"runAsNonRoot": True, "runAsUser": _RUN_USER, "runAsGroup": _RUN_USER,
@@ -258,7 +277,8 @@ def loadgen_job(*, name: str, namespace: str, labels: dict[str, str], step_id: s
                 "spec": {"restartPolicy": "Never",
                          "serviceAccountName": LOADGEN_SERVICE_ACCOUNT,
                          "automountServiceAccountToken": False,
-                         "affinity": node_affinity(placement),
+                         "affinity": {**node_affinity(placement),
+                                      **frontend_anti_affinity()},
                          "securityContext": pod_sc,
                          "terminationGracePeriodSeconds": 30,
                          "containers": [container], "volumes": volumes}},
