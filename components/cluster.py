@@ -32,7 +32,12 @@ from stacks.preflight.aws_checks import eks_cluster_name
 # Managed policies of a managed node group's instance role (EKS user guide,
 # create-node-role.adoc: AmazonEKSWorkerNodePolicy, and for ECR "such as provided by the
 # AmazonEC2ContainerRegistryPullOnly policy", which ReadOnly exceeds; the VPC CNI's policy
-# stays here because the vpc-cni add-on pulumi-eks installs has no role of its own).
+# stays here because the vpc-cni add-on pulumi-eks installs has no role of its own). EKS allows
+# both places ("You can attach the policy to the Amazon EKS node IAM role, or to a separate IAM
+# role ... We recommend that you assign it to a separate role", EKS user guide cni-iam-role):
+# a separate role (pulumi-eks 4.4.0 VpcCniOptions.serviceAccountRoleArn, IRSA) would change how
+# every node's pod networking gets credentials at bootstrap, which no mock can check: kept on
+# the node role on purpose (aws.md M5).
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
                  "AmazonEC2ContainerRegistryPullOnly")
 
