@@ -223,7 +223,9 @@ class _Worker:
         """The size of KVBM's disk tier (an emptyDir), when this worker has one."""
         if "DYN_KVBM_DISK_CACHE_DIR" not in kv_config.kvbm_env(self.serving, self.w.role):
             return None
-        return f"{math.ceil(self.serving.kv_offload.disk_gb)}G"
+        # Gi, not G: the KVBM cache may count its GB in either unit, and an emptyDir that
+        # its cache outgrows gets the pod evicted; Gi is the larger, safe for both readings
+        return f"{math.ceil(self.serving.kv_offload.disk_gb)}Gi"
 
     def efa_devices(self) -> int:
         """EFA interfaces per pod: the node's interfaces shared by the pods on it."""

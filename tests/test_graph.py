@@ -220,8 +220,9 @@ def test_offload_before_dynamo_1_6_uses_kvbm():
     names = [c["kv_connector"] for c in transfer["kv_connector_extra_config"]["connectors"]]
     assert names == ["DynamoConnector", "NixlConnector"]
     disk = {v["name"]: v for v in comps["prefill-p4d"]["podTemplate"]["spec"]["volumes"]}
-    assert disk["kvbm-disk"]["emptyDir"]["sizeLimit"] == "500G"
-    assert prefill["resources"]["requests"]["ephemeral-storage"] == "500G"
+    # Gi: pods.py packs diskGb as GiB, and a cache counting GiB must not outgrow its emptyDir
+    assert disk["kvbm-disk"]["emptyDir"]["sizeLimit"] == "500Gi"
+    assert prefill["resources"]["requests"]["ephemeral-storage"] == "500Gi"
     assert not any(k.startswith("DYN_KVBM") for k in env_of(main(comps["decode-p4d"])))
 
 
