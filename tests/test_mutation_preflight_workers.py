@@ -220,3 +220,32 @@ def test_the_stack_files_campaign_keys_reach_their_checks():
     report = run_preflight(load_stack("base-a100"), facts=file_facts(file), on=CATALOGUE_DATE)
     assert [p.field for p in report.problems] == [F + "campaign.graphName", F + "campaign.nope",
                                                   F + "nodeGroupSizes"]
+
+
+# --- NIXL host staging (stacks.preflight.host_staging, dynamo.md F11) ---------------------------
+
+def _l40s_decode_cluster(p4d_nodes: int):
+    stack = load_stack("disagg-l40s-decode")
+    cluster = effective_cluster(stack, load_stack("base-a100"))
+    groups = [g.model_copy(update={"count": p4d_nodes}) if g.name == "p4d" else g
+              for g in cluster.node_groups]
+    return cluster.model_copy(update={"node_groups": groups})
+
+
+def test_the_worker_checks_pack_the_host_staging():
+    # two prefill pods with a 400 GiB CPU KV tier share one p4d (1152 GiB, 90 %: 1036.8) at
+    # 2 x 464 GiB; their ~71 GiB of host staging each (TP4 x ~17.8 GiB of KV pool on an
+    # A100 40 GB) no longer fit beside it
+    out, _ = worker_check("disagg-l40s-decode", _l40s_decode_cluster(1),
+                          serving__kvOffload={"kind": "cpu", "cpuGb": 400})
+    assert [p.field for p in out] == ["dynamo-bench:serving.kvOffload.cpuGb"]
+    assert "more memory than one p4d.24xlarge allows" in out[0].message
+    fits, _ = worker_check("disagg-l40s-decode", _l40s_decode_cluster(1),
+                           serving__kvOffload={"kind": "cpu", "cpuGb": 300})
+    assert fits == []
+
+
+def test_the_worker_checks_refuse_an_own_request_below_the_staging():
+    out, _ = worker_check("disagg-l40s-decode", _l40s_decode_cluster(2),
+                          serving__workers__1__hostMemoryGib=64)
+    assert [p.field for p in out] == ["dynamo-bench:serving.workers[1].hostMemoryGib"]
