@@ -59,11 +59,6 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
-def parsers_venv() -> Path:
-    """The newest release's environment (.venv-parsers); the others: ParserRelease.venv()."""
-    return NEWEST.venv()
-
-
 def cache_dir() -> Path:
     return Path(os.environ.get("DYNAMO_BENCH_PARSE_CACHE", ROOT / ".engine-parse-cache"))
 
