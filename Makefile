@@ -30,22 +30,30 @@ $(ENGINE_STAMP): requirements-engine.txt
 	$(ENGINE_VENV)/bin/pip install -q --no-deps ai-dynamo==1.6.1
 	touch $@
 
-# The engine's own parsers (Dynamo 1.6.1 / vLLM 0.31.0, CPU, parse-only) for pre-flight's
-# engine_parse step (stacks/preflight/engine_parse.py): every pinned wheel without its deps, then
-# ai-dynamo without its [vllm] extra (the GPU kernels); the traps are in requirements-parsers.txt.
-# About 3.7 GB; the install's time is printed.
-parsers: $(PARSERS_STAMP)
-$(PARSERS_STAMP): requirements-parsers.txt
-	rm -rf $(PARSERS_VENV)
-	$(PY) -m venv $(PARSERS_VENV)
-	@start=$$(date +%s); \
-	$(PARSERS_VENV)/bin/pip install -q --upgrade pip && \
-	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/pip install -qq --no-deps -r requirements-parsers.txt && \
-	$(PARSERS_VENV)/bin/pip install -qq --no-deps ai-dynamo==1.6.1 && \
-	$(PARSERS_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null; \
-	VLLM_TARGET_DEVICE=cpu $(PARSERS_VENV)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main" && \
-	echo "parser environment installed in $$(( $$(date +%s) - start )) s"
-	touch $@
+# The engine's own parsers for pre-flight's engine_parse step (stacks/preflight/engine_parse.py), one
+# CPU, parse-only environment per Dynamo release the stacks' images carry
+# (stacks/preflight/engine_releases.py): .venv-parsers (ai-dynamo 1.6.1 / vLLM 0.31.0),
+# .venv-parsers-1.5.0 (1.5.0 / vLLM 0.28.0), .venv-parsers-1.4.1 (1.4.1 / vLLM 0.26.0). Every pinned
+# wheel without its deps, then ai-dynamo without its [vllm] extra (the GPU kernels); the traps are in
+# requirements-parsers.txt. About 3.7 GB each; each install's time is printed.
+# $(call parser_env,<venv>,<requirements file>,<ai-dynamo release>)
+define parser_env
+$(1)/.installed: $(2)
+	rm -rf $(1)
+	$(PY) -m venv $(1)
+	@start=$$$$(date +%s); \
+	$(1)/bin/pip install -q --upgrade pip && \
+	VLLM_TARGET_DEVICE=cpu $(1)/bin/pip install -qq --no-deps -r $(2) && \
+	$(1)/bin/pip install -qq --no-deps ai-dynamo==$(3) && \
+	$(1)/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null; \
+	VLLM_TARGET_DEVICE=cpu $(1)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main, dynamo.mocker.args" && \
+	echo "parser environment $(1) (ai-dynamo $(3)) installed in $$$$(( $$$$(date +%s) - start )) s"
+	touch $$@
+endef
+PARSERS_OLDER := 1.5.0 1.4.1
+$(eval $(call parser_env,$(PARSERS_VENV),requirements-parsers.txt,1.6.1))
+$(foreach r,$(PARSERS_OLDER),$(eval $(call parser_env,$(PARSERS_VENV)-$(r),requirements-parsers-$(r).txt,$(r))))
+parsers: $(PARSERS_STAMP) $(foreach r,$(PARSERS_OLDER),$(PARSERS_VENV)-$(r)/.installed)
 
 # The performance predictor (NVIDIA AIConfigurator 0.12.0 and its measured GPU database) in its
 # own environment (requirements-predict.txt says why); `python -m stacks predict` runs it as a

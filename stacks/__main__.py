@@ -176,7 +176,7 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
             console.print(f"  - {p}", markup=False)
         failed += bool(not report.ok or problems)
     if parsed.skipped:
-        note = engine_parse.not_consulted_note(parsed.skipped)
+        note = engine_parse.not_consulted_note(parsed.skipped, parsed.missing)
         if parsed.skipped == "missing" and engine_parse.in_ci():
             print(f"error: {note} (CI must consult them)", file=sys.stderr)
             failed += 1
@@ -188,7 +188,7 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
 
 def _engine_parse(stacks: list[StackConfig]) -> engine_parse.EngineParse:
     """Every worker's and frontend's command line through the engine's parsers, in one
-    process for all stacks (stacks/preflight/engine_parse.py)."""
+    process per Dynamo release for all stacks (stacks/preflight/engine_parse.py)."""
     return engine_parse.consult(stacks)
 
 

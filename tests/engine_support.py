@@ -26,11 +26,13 @@ needs_engine = pytest.mark.engine
 
 def missing_parsers() -> str | None:
     """Why the `parsers` tests (pre-flight's engine parse step) cannot run here, or None."""
-    from stacks.preflight.engine_parse import parsers_venv
+    from stacks.preflight.engine_releases import RELEASES
 
-    python = parsers_venv() / "bin" / "python"
-    if not python.exists():
-        return f"the engine's parsers are not installed ({python}): run `make parsers`"
+    gone = [r.venv() / "bin" / "python" for r in RELEASES
+            if not (r.venv() / "bin" / "python").exists()]
+    if gone:
+        return (f"the engine's parsers are not installed ({', '.join(map(str, gone))}): run "
+                "`make parsers`")
     return None
 
 

@@ -34,13 +34,30 @@ CASES = {
     "pv-frontend-garbage": (append("serving.frontend.extraArgs", "aaaa"),
                             "serving.frontend.extraArgs[0]", "Unknown arguments specified"),
 }
+# the same, on a local stack (local-disagg): its mockers' and frontend's command lines through
+# Dynamo 1.6.1's own dynamo.mocker and dynamo.frontend parsers
+LOCAL_CASES = {
+    "pv-local-mocker-garbage": (edit("serving.workers.1.extraArgs", ["--num-gpu-blockz", "9"]),
+                                "serving.workers[1].extraArgs[0]",
+                                "unrecognized arguments: --num-gpu-blockz 9"),
+    "pv-local-mocker-type": (edit("serving.workers.0.extraArgs", ["--speedup-ratio", "fast"]),
+                             "serving.workers[0].extraArgs[0]",
+                             "argument --speedup-ratio: invalid float value: 'fast'"),
+    "pv-local-frontend-garbage": (append("serving.frontend.extraArgs", "--bogus"),
+                                  "serving.frontend.extraArgs[0]",
+                                  "Unknown arguments specified"),
+}
+ALL = {**{n: ("agg-a100", *c) for n, c in CASES.items()},
+       **{n: ("local-disagg", *c) for n, c in LOCAL_CASES.items()}}
 
 
 def _variants(stacks_dir: Path) -> Path:
     copy_shipped(stacks_dir)
-    for name, (mutate, _, _) in CASES.items():
-        config = variant_config("agg-a100", lambda c: None)
+    for name, (base, mutate, _, _) in ALL.items():
+        config = variant_config(base, lambda c: None)
         config["serving"].setdefault("frontend", {}).setdefault("extraArgs", [])
+        for w in config["serving"]["workers"]:
+            w.setdefault("extraArgs", [])
         mutate(config)
         write_stack(stacks_dir, name, config)
     return stacks_dir
@@ -53,17 +70,17 @@ def parsed(tmp_path_factory):
     mp.setenv("DYNAMO_BENCH_ENGINE_PARSE", "on")
     mp.setenv("DYNAMO_BENCH_PARSE_CACHE", str(tmp_path_factory.mktemp("parse-cache")))
     stacks_dir = _variants(tmp_path_factory.mktemp("stacks"))
-    code, out = check(stacks_dir, *CASES)
+    code, out = check(stacks_dir, *ALL)
     yield stacks_dir, code, out
     mp.undo()
 
 
 @pytest.mark.parsers
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", ALL)
 def test_each_class_is_refused_with_the_field_and_the_parsers_message(parsed, name, monkeypatch):
     stacks_dir, code, out = parsed
     assert code == 2
-    _, field, said = CASES[name]
+    _, _, field, said = ALL[name]
     # checked alone, from the cache (no parser process: the environment is hidden)
     monkeypatch.setenv("DYNAMO_BENCH_ENGINE_PARSE", "on")
     monkeypatch.setenv("DYNAMO_BENCH_PARSERS_VENV", "/nonexistent")
@@ -78,13 +95,19 @@ def test_each_class_is_refused_with_the_field_and_the_parsers_message(parsed, na
 def test_every_shipped_stack_passes_and_recipe_images_are_only_unverified(monkeypatch, tmp_path):
     monkeypatch.setenv("DYNAMO_BENCH_ENGINE_PARSE", "on")
     monkeypatch.setenv("DYNAMO_BENCH_PARSE_CACHE", str(tmp_path))
-    code, out = check(STACKS_DIR, "agg-a100", "disagg-a100-kv-offload", "disagg-b200-solar2")
+    code, out = check(STACKS_DIR, "agg-a100", "disagg-a100-kv-offload", "disagg-b200-solar2",
+                      "local-disagg", "local-recipe-motif3")
     assert code == 0, out
-    # vLLM 0.31 has no --calculate-kv-scales; the Solar image (Dynamo 1.4.1) may: not a pass,
-    # not a refusal
-    assert ("serving.workers[0].extraArgs[6]: unverified for image nvcr.io/nvidia/ai-dynamo/"
-            "vllm-runtime:1.4.1-solar-open2-250b-post.1") in out, out
-    assert "unrecognized arguments: --calculate-kv-scales" in out
+    flat = " ".join(out.split())
+    # the Solar image is Dynamo 1.4.1's build: parsed by 1.4.1 / vLLM 0.26.0, which has
+    # --calculate-kv-scales (vllm/engine/arg_utils.py, vLLM 0.26.0; 0.31.0 has it no more)
+    assert "--calculate-kv-scales" not in flat, out
+    # its model's own parser names (solar_open2, the recipe build's) stay unverified, named
+    # with the release that parsed them
+    assert ("serving.parsers.toolCall: unverified for image nvcr.io/nvidia/ai-dynamo/"
+            "vllm-runtime:1.4.1-solar-open2-250b-post.1") in flat, out
+    assert "(parsed with dynamo 1.4.1 / vllm 0.26.0, whose name check refuses it" in flat, out
+    assert "parsed with dynamo 1.6.1" not in flat, out
 
 
 def test_without_the_parser_environment_one_note_and_in_ci_an_error(monkeypatch, tmp_path):

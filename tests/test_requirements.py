@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ("requirements.txt", "requirements-test.txt", "requirements-engine.txt")
+FILES = ("requirements.txt", "requirements-test.txt", "requirements-engine.txt",
+         "requirements-parsers.txt", "requirements-parsers-1.5.0.txt",
+         "requirements-parsers-1.4.1.txt")
 PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
 
 
@@ -33,5 +35,22 @@ def test_engine_pins_ai_dynamo_apart_at_its_runtime_version():
     pins = dict(line.split("==") for line in requirement_lines("requirements-engine.txt"))
     assert "ai-dynamo" not in pins   # its build dependency is unreachable: --no-deps
     makefile = (ROOT / "Makefile").read_text()
-    (version,) = set(re.findall(r"--no-deps ai-dynamo==(\S+)", makefile))
+    (version,) = set(re.findall(r"ENGINE_VENV\)/bin/pip install -q --no-deps ai-dynamo==(\S+)",
+                                makefile))
     assert pins["ai-dynamo-runtime"] == version
+
+
+def test_each_parser_environment_pins_its_releases_pair_and_make_builds_it():
+    """stacks/preflight/engine_releases.py's releases are what the files pin and make builds."""
+    from stacks.preflight.engine_releases import RELEASES
+
+    makefile = (ROOT / "Makefile").read_text()
+    (older,) = re.findall(r"^PARSERS_OLDER := (.*)$", makefile, re.M)
+    built = {"1.6.1": "requirements-parsers.txt"} | {
+        r: f"requirements-parsers-{r}.txt" for r in older.split()}
+    assert "$(call parser_env,$(PARSERS_VENV),requirements-parsers.txt,1.6.1)" in makefile
+    assert built == {r.dynamo: r.requirements for r in RELEASES}
+    for r in RELEASES:
+        pins = dict(line.split("==") for line in requirement_lines(r.requirements))
+        assert "ai-dynamo" not in pins   # installed after, --no-deps, at the release
+        assert (pins["ai-dynamo-runtime"], pins["vllm"]) == (r.dynamo, r.vllm), r

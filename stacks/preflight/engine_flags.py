@@ -152,6 +152,33 @@ FRONTEND_RULES = (
     Rule(("--reasoning-parser",), "serving.parsers.reasoning", _owned),
     Rule(("--enable-auto-tool-choice",), "serving.parsers.autoToolChoice", _owned),
 )
+# The local engine (target local) starts Dynamo 1.6.1's mocker with a worker group's extraArgs
+# last (stacks/engine_argv/local.py; dynamo/mocker/args.py is plain argparse: the last value
+# wins, unique prefixes and --no-<switch> accepted), so these are the options it owns there.
+MOCKER_RULES = (
+    Rule(("--model-path",), "the model snapshot the runner prepares", _owned),
+    Rule(("--model-name",), "model.servedName (or model.id)", lambda s, w: s.model.name),
+    Rule(("--speedup-ratio",), "serving.mocker.speedupRatio",
+         lambda s, w: _serving(s).mocker.speedup_ratio, "float"),
+    Rule(("--block-size",), "serving.mocker.blockSize",
+         lambda s, w: _serving(s).mocker.block_size, "int"),
+    # unset numGpuBlocks: pre-flight's KV capacity for the imitated GPU decides
+    Rule(("--num-gpu-blocks-override",), "serving.mocker.numGpuBlocks",
+         lambda s, w: _serving(s).mocker.num_gpu_blocks or _ALWAYS, "int"),
+    Rule(("--max-model-len",), "serving.workers[i].maxModelLen", _w("max_model_len"), "int"),
+    Rule(("--disaggregation-mode",), "serving.workers[i].role",
+         lambda s, w: _ROLE_MODE[w.role] if w else None),
+    Rule(("--planner-profile-data",), "the timing table dynamo-bench builds (mocker_timings)",
+         _owned),
+    Rule(("--enable-prefix-caching",), "serving.prefixCaching",
+         lambda s, w: _serving(s).prefix_caching, "switch"),
+)
+# The local frontend listens on loopback on a port the runner picks (stacks/engine_argv/local.py).
+LOCAL_FRONTEND_RULES = (
+    *(r for r in FRONTEND_RULES if r.names != ("--http-port",)),
+    Rule(("--http-port",), "the loopback port the runner picks", _owned),
+    Rule(("--http-host",), "the loopback address the local engine listens on", _owned),
+)
 # Env the graph sets from typed fields (or that would bypass them); the stack's env wins over
 # the graph's (components.graph: `values.update(w.env)`), so it may not carry these.
 OWNED_ENV = {
@@ -269,10 +296,12 @@ def check_engine_flags(stack: StackConfig, out: list[Problem]) -> None:
     """extraArgs of every worker and the frontend, and the env of both, against typed fields."""
     s = stack.serving
     assert s is not None
+    local = stack.target == "local"  # the extraArgs go to the mocker and the local frontend
     for i, w in enumerate(s.workers):
         f = f"{P}serving.workers[{i}]"
-        out += _conflicts(w.extra_args, WORKER_RULES, stack, w, f"{f}.extraArgs", i)
+        out += _conflicts(w.extra_args, MOCKER_RULES if local else WORKER_RULES, stack, w,
+                          f"{f}.extraArgs", i)
         out += _env_problems(w.env, f"{f}.env")
-    out += _conflicts(s.frontend.extra_args, FRONTEND_RULES, stack, None,
-                      f"{P}serving.frontend.extraArgs", None)
+    out += _conflicts(s.frontend.extra_args, LOCAL_FRONTEND_RULES if local else FRONTEND_RULES,
+                      stack, None, f"{P}serving.frontend.extraArgs", None)
     out += _env_problems(s.env, f"{P}serving.env")

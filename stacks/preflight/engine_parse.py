@@ -1,19 +1,21 @@
 """Pre-flight asks the engine itself: every worker's and frontend's exact command line
 (stacks.engine_argv, as the graph starts them) through Dynamo's and vLLM's own parsers.
 
-`consult(stacks)` starts ONE process in the parser environment (.venv-parsers, `make parsers`:
-ai-dynamo 1.6.1 / vLLM 0.31.0 on CPU) for all command lines its cache does not hold
-(stacks/preflight/engine_parse_child.py says what each is run through), and returns per stack
-the refusals (a Problem naming the stack field that produced the refused flag and the parser's
-own message) and notes. Results are cached by the sha256 of the command line, the model config
-and the parser environment's pins (.engine-parse-cache/, git-ignored): a repeated check costs
-no process.
+`consult(stacks)` starts ONE process per Dynamo release in use, in that release's parser
+environment (`make parsers`: .venv-parsers for ai-dynamo 1.6.1 / vLLM 0.31.0, .venv-parsers-1.5.0,
+.venv-parsers-1.4.1; stacks/preflight/engine_releases.py maps each image to its release), for
+all command lines its cache does not hold (stacks/preflight/engine_parse_child.py says what each
+is run through), and returns per stack the refusals (a Problem naming the stack field that
+produced the refused flag and the parser's own message) and notes. Results are cached by the
+sha256 of the command line, the model config, the release and its environment's pins
+(.engine-parse-cache/, git-ignored): a repeated check costs no process.
 
-An image is judged by these parsers only when it is Dynamo's own runtime at the installed
-version (tag exactly X.Y.Z); any other (a model's recipe build, another release) is parsed with
-the installed pair and what it refuses is a note "unverified for image ...", never a pass and
-never a refusal. Local stacks run the mocker and are not parsed here. Without the parser
-environment every other rule runs and one note says so (under CI=true it is an error).
+An image is judged by its release's parsers (what they refuse is a refusal) only when it is
+Dynamo's own runtime at that release (tag exactly X.Y.Z); a model's recipe build is parsed with
+the release it is built on, and what that refuses is a note "unverified for image ...", never a
+pass and never a refusal. Local stacks run Dynamo 1.6.1's own frontend and mocker
+(stacks/engine_argv/local.py), so their command lines are judged by 1.6.1's parsers. Without a
+parser environment every other rule runs and one note says so (under CI=true it is an error).
 """
 
 from __future__ import annotations
@@ -33,15 +35,20 @@ from stacks.config.schema import StackConfig, TransferBackend
 from stacks.config.stack_file import PROJECT
 from stacks.engine_argv.argv import Arg, frontend_argv, tokens, worker_argv
 from stacks.engine_argv.kv import uses_rdma
+from stacks.engine_argv.local import local_frontend_argv, local_mocker_argvs
 from stacks.engine_argv.recipe import SPEC_ENV
 from stacks.preflight.engine_model_config import config_json, write_snapshot
+from stacks.preflight.engine_releases import (
+    LOCAL_ENGINE,
+    NEWEST,
+    ParserRelease,
+    judged_as_release,
+    parser_release,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("engine_parse_child.py")
-REQUIREMENTS = ROOT / "requirements-parsers.txt"
-# The pair requirements-parsers.txt pins (ai-dynamo 1.6.1 pins vllm 0.31.0 in its [vllm] extra).
-INSTALLED_DYNAMO, INSTALLED_VLLM = "1.6.1", "0.31.0"
-GET_THEM = "run `make parsers` (the parser environment, .venv-parsers)"
+GET_THEM = "run `make parsers` (the parser environments, .venv-parsers*)"
 CHILD_TIMEOUT_S = 900
 # "off": skip the step, said in the note (the test suite's default: tests/conftest.py; the tests
 # of this step turn it on). Anything else: consult the parsers.
@@ -52,10 +59,6 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
-def parsers_venv() -> Path:
-    return Path(os.environ.get("DYNAMO_BENCH_PARSERS_VENV", ROOT / ".venv-parsers"))
-
-
 def cache_dir() -> Path:
     return Path(os.environ.get("DYNAMO_BENCH_PARSE_CACHE", ROOT / ".engine-parse-cache"))
 
@@ -64,10 +67,13 @@ def cache_dir() -> Path:
 class CommandLine:
     stack: str
     where: str            # "serving.workers[1]" or "serving.frontend"
-    kind: str             # "worker" | "frontend"
+    kind: str             # "worker" | "frontend" | "mocker"
     args: tuple[Arg, ...]
-    image: str
+    image: str            # "" for the local engine's processes
     model: str | None     # the worker's model when its config.json can be written
+    release: ParserRelease = NEWEST
+    # what the parsers refuse is a refusal (the image is exactly the release; the local engine)
+    judged: bool = False
 
     @property
     def argv(self) -> list[str]:
@@ -78,9 +84,9 @@ class CommandLine:
 class EngineParse:
     problems: dict[str, list[Problem]] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
-    # why the parsers were not consulted: "missing" (no parser environment) or "off"
+    # why the parsers were not consulted: "missing" (a parser environment) or "off"
     skipped: str | None = None
-    versions: str = f"dynamo {INSTALLED_DYNAMO} / vllm {INSTALLED_VLLM}"
+    missing: list[ParserRelease] = field(default_factory=list)
 
 
 def _expand(args: list[Arg], stack: StackConfig) -> list[Arg]:
@@ -93,28 +99,36 @@ def _expand(args: list[Arg], stack: StackConfig) -> list[Arg]:
     return [Arg(a.token.replace(f"$({SPEC_ENV})", value), a.field) for a in args]
 
 
-def command_lines(stack: StackConfig) -> list[CommandLine]:
-    """Every command line the stack's graph starts (an aws serving stack), frontend first.
-    The EFA flag: a nixl-libfabric stack's graph is built only on EFA nodes."""
+def _aws_line(stack: StackConfig, where: str, kind: str, args: list[Arg], image: str,
+              model: str | None) -> CommandLine:
     s = stack.serving
-    if s is None or stack.target != "aws":
+    assert s is not None
+    release = parser_release(image, s.dynamo_version)
+    return CommandLine(stack.name, where, kind, tuple(args), image, model, release,
+                       judged_as_release(image, s.dynamo_version, release))
+
+
+def command_lines(stack: StackConfig) -> list[CommandLine]:
+    """Every command line the stack starts, frontend first: an aws serving stack's graph (the
+    EFA flag: a nixl-libfabric stack's graph is built only on EFA nodes), or the local engine's
+    frontend and mockers (one per worker group and role)."""
+    s = stack.serving
+    if s is None:
         return []
+    if stack.target == "local":
+        return [CommandLine(stack.name, "serving.frontend", "frontend",
+                            tuple(local_frontend_argv(stack)), "", None, LOCAL_ENGINE, True),
+                *(CommandLine(stack.name, f"serving.workers[{i}]", "mocker", tuple(args), "",
+                              None, LOCAL_ENGINE, True)
+                  for i, args in enumerate(local_mocker_argvs(stack)))]
     rdma = uses_rdma(s, s.transfer == TransferBackend.NIXL_LIBFABRIC)
     model = stack.model.id if config_json(stack.model.id) is not None else None
-    out = [CommandLine(stack.name, "serving.frontend", "frontend",
-                       tuple(frontend_argv(stack)), s.frontend.image or s.image, None)]
+    out = [_aws_line(stack, "serving.frontend", "frontend", frontend_argv(stack),
+                     s.frontend.image or s.image, None)]
     for i in range(len(s.workers)):
-        out.append(CommandLine(stack.name, f"serving.workers[{i}]", "worker",
-                               tuple(_expand(worker_argv(stack, i, rdma=rdma), stack)),
-                               s.image, model))
+        out.append(_aws_line(stack, f"serving.workers[{i}]", "worker",
+                             _expand(worker_argv(stack, i, rdma=rdma), stack), s.image, model))
     return out
-
-
-def image_is_installed_release(image: str, dynamo_version: str) -> bool:
-    """Dynamo's own runtime at the installed version: the tag is exactly X.Y.Z (no model build
-    suffix, no digest) and the stack says that version."""
-    tag = "" if "@sha256:" in image else image.rsplit("/", 1)[-1].partition(":")[2]
-    return tag == dynamo_version == INSTALLED_DYNAMO
 
 
 def _digest(path: Path) -> str:
@@ -123,7 +137,8 @@ def _digest(path: Path) -> str:
 
 def cache_key(line: CommandLine) -> str:
     config = json.dumps(config_json(line.model), sort_keys=True) if line.model else ""
-    blob = json.dumps([line.kind, line.argv, config, _digest(CHILD), _digest(REQUIREMENTS)])
+    blob = json.dumps([line.kind, line.argv, config, _digest(CHILD), line.release.dynamo,
+                       _digest(ROOT / line.release.requirements)])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -220,34 +235,34 @@ def _named_tokens(message: str, args: tuple[Arg, ...]) -> list[str]:
     return list(reversed(fields))
 
 
-def _judge(line: CommandLine, result: dict, stack: StackConfig, out: EngineParse) -> None:
+MODULES = {"frontend": "dynamo.frontend", "worker": "dynamo.vllm", "mocker": "dynamo.mocker"}
+
+
+def _judge(line: CommandLine, result: dict, out: EngineParse) -> None:
     if result["ok"]:
         return
     fields = blame(result["message"], line.args, line.where)
     stage = {"parse": "parser", "names": "name check",
              "engine": "engine config (against the model's config.json)"}[result["stage"]]
-    s = stack.serving
-    assert s is not None
-    if image_is_installed_release(line.image, s.dynamo_version):
+    if line.judged:
         also = f" (also {', '.join(fields[1:])})" if fields[1:] else ""
+        where = f"the image ({line.image})" if line.image else "the local engine"
         out.problems.setdefault(line.stack, []).append(Problem(
             f"{PROJECT}:{fields[0]}",
             f"{line.where}'s command line is refused by the engine's {stage} "
-            f"({out.versions}){also}: {result['message']}",
-            "change or remove that setting so the image's own parser accepts it "
-            f"(`python3 -m {'dynamo.frontend' if line.kind == 'frontend' else 'dynamo.vllm'} "
-            "--help` in the image lists its flags)"))
+            f"({line.release.label}){also}: {result['message']}",
+            f"change or remove that setting so {where}'s own parser accepts it "
+            f"(`python3 -m {MODULES[line.kind]} --help` there lists its flags)"))
     else:
         out.notes.setdefault(line.stack, []).append(
             f"{', '.join(fields)}: unverified for image {line.image} (parsed with "
-            f"{out.versions}, whose {stage} refuses it: {result['message']})")
+            f"{line.release.label}, whose {stage} refuses it: {result['message']})")
 
 
-def consult(stacks: list[StackConfig], *, venv: Path | None = None,
-            cache: Path | None = None) -> EngineParse:
-    """Every command line of `stacks` through the engine's parsers (one process for the lines
-    the cache does not hold). `skipped` says why they were not consulted."""
-    venv, cache = venv or parsers_venv(), cache or cache_dir()
+def consult(stacks: list[StackConfig], *, cache: Path | None = None) -> EngineParse:
+    """Every command line of `stacks` through its release's parsers (one process per release
+    for the lines the cache does not hold). `skipped` says why some were not consulted."""
+    cache = cache or cache_dir()
     if os.environ.get(SWITCH_ENV) == "off":
         return EngineParse(skipped="off")
     lines = [line for s in stacks for line in command_lines(s)]
@@ -259,24 +274,31 @@ def consult(stacks: list[StackConfig], *, venv: Path | None = None,
             cached[k] = json.loads(path.read_text())
     todo = {k: line for k, line in zip(keys, lines, strict=True) if k not in cached}
     out = EngineParse()
-    if todo:
-        if not (venv / "bin" / "python").exists():
+    for release in dict.fromkeys(line.release for line in todo.values()):
+        jobs = {k: line for k, line in todo.items() if line.release == release}
+        where = release.venv()
+        if not (where / "bin" / "python").exists():
             out.skipped = "missing"
-            return out
-        fresh = _run_child(list(todo.values()), list(todo), venv)
+            out.missing.append(release)
+            continue
+        fresh = _run_child(list(jobs.values()), list(jobs), where)
         cache.mkdir(parents=True, exist_ok=True)
         for k, res in fresh.items():
             (cache / f"{k}.json").write_text(json.dumps(res))
         cached |= fresh
-    by_name = {s.name: s for s in stacks}
     for k, line in zip(keys, lines, strict=True):
-        _judge(line, cached[k], by_name[line.stack], out)
+        if k in cached:
+            _judge(line, cached[k], out)
     return out
 
 
-def not_consulted_note(skipped: str) -> str:
-    why = (f"{SWITCH_ENV}=off" if skipped == "off"
-           else f"no parser environment at {parsers_venv()}")
-    return (f"the engine's own parsers (Dynamo {INSTALLED_DYNAMO} / vLLM {INSTALLED_VLLM}) "
-            f"were not consulted ({why}): {GET_THEM} to have every worker and frontend command "
-            "line parsed as the pods will start it")
+def not_consulted_note(skipped: str, missing: list[ParserRelease] | None = None) -> str:
+    """One note for the releases whose parsers were not consulted (all of them when off)."""
+    if skipped == "off":
+        which, why = "", f"{SWITCH_ENV}=off"
+    else:
+        gone = missing or [NEWEST]
+        which = " for " + ", ".join(r.label for r in gone)
+        why = "no parser environment at " + ", ".join(str(r.venv()) for r in gone)
+    return (f"the engine's own parsers{which} were not consulted ({why}): {GET_THEM} to have "
+            "every worker and frontend command line parsed as the pods will start it")

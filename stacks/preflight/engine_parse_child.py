@@ -1,18 +1,21 @@
-"""Runs INSIDE the parser environment (.venv-parsers, `make parsers`), never in the project's:
-stdlib plus the installed ai-dynamo and vLLM only. Reads jobs as JSON on stdin, writes results as
-JSON on stdout; stacks.preflight.engine_parse starts it once for all the command lines of a
-`stacks check` that its cache does not hold.
+"""Runs INSIDE a parser environment (.venv-parsers or .venv-parsers-<release>, `make parsers`),
+never in the project's: stdlib plus the installed ai-dynamo and vLLM only. Reads jobs as JSON on
+stdin, writes results as JSON on stdout; stacks.preflight.engine_parse starts it once per Dynamo
+release for all the command lines of a `stacks check` that its cache does not hold.
 
-A job is {"key", "kind": "worker"|"frontend", "argv": [...], "engine": bool}. A worker's argv goes
-through `dynamo.vllm.args.parse_args(argv)` (Dynamo's own parser, then vLLM's
+A job is {"key", "kind": "worker"|"frontend"|"mocker", "argv": [...], "engine": bool}. A
+worker's argv goes through `dynamo.vllm.args.parse_args(argv)` (Dynamo's own parser, then vLLM's
 FlexibleArgumentParser for the rest: ai-dynamo 1.6.1 dynamo/vllm/args.py) and, when `engine`
 (the model's config.json is in HF_HOME), `config.engine_args.create_engine_config()`, which checks
 TP against heads, the context length and the KV cache dtype against the model. A frontend's argv
 goes through `dynamo.frontend.main.parse_args()` (it reads sys.argv and exits 1 after logging
-"Unknown arguments specified"). Every ArgumentParser is made with allow_abbrev=False, so an
-abbreviated flag is refused: vLLM's parser and the frontend's accept `--enable-prefix-cachin`
-otherwise. Names that no parser checks when it parses (attention / MoE backend, vLLM's reasoning
-and tool-call parser) are checked against the lists the installed releases define.
+"Unknown arguments specified"). A local engine's mocker argv goes through
+`dynamo.mocker.args.parse_args(argv)` (its argparse parser plus its own checks: worker type,
+--num-workers, the port lists; ai-dynamo 1.6.1 dynamo/mocker/args.py). Every ArgumentParser
+is made with allow_abbrev=False, so an abbreviated flag is refused: vLLM's parser and the
+frontend's accept `--enable-prefix-cachin` otherwise. Names that no parser checks when it
+parses (attention / MoE backend, vLLM's reasoning and tool-call parser) are checked against
+the lists the installed releases define.
 """
 
 from __future__ import annotations
@@ -152,6 +155,14 @@ def parse_frontend(argv: list[str], known: dict[str, set[str]]) -> dict:
         {"ok": True, "stage": "parse"}
 
 
+def parse_mocker(argv: list[str]) -> dict:
+    from dynamo.mocker.args import parse_args
+
+    ok, res = run_parser(lambda: parse_args(argv))
+    return {"ok": True, "stage": "parse"} if ok else \
+        {"ok": False, "stage": "parse", "message": res}
+
+
 def main() -> None:
     jobs = json.load(sys.stdin)
     exact_option_names()
@@ -162,6 +173,8 @@ def main() -> None:
     for job in jobs:
         if job["kind"] == "frontend":
             results[job["key"]] = parse_frontend(job["argv"], known)
+        elif job["kind"] == "mocker":
+            results[job["key"]] = parse_mocker(job["argv"])
         else:
             results[job["key"]] = parse_worker(job["argv"], job["engine"], known)
     versions = {p: md.version(p) for p in ("ai-dynamo", "vllm")}

@@ -25,7 +25,9 @@ from urllib.parse import unquote
 
 import httpx
 
-from stacks.config.schema import Role, ServingConfig, StackConfig, Topology
+from stacks.config.schema import Role, ServingConfig, StackConfig
+from stacks.engine_argv.argv import tokens
+from stacks.engine_argv.local import frontend_args, mocker_args
 from workloads import request_trace
 from workloads.attest import first_data
 from workloads.attest import probe as attest_probe
@@ -90,33 +92,18 @@ def worker_specs(stack: StackConfig, blocks: list[int]) -> list[WorkerSpec]:
 
 
 def frontend_argv(python: Path, stack: StackConfig, port: int) -> list[str]:
-    argv = [str(python), "-m", "dynamo.frontend", "--http-host", "127.0.0.1",
-            "--http-port", str(port), "--router-mode", _serving(stack).router.value]
-    if _serving(stack).topology == Topology.DISAGGREGATED:
-        argv.append("--enforce-disagg")  # never fall back to aggregated serving silently
-    return argv
+    """The frontend's command line (stacks/engine_argv/local.py builds it; pre-flight parses
+    the same argv with Dynamo's own parser)."""
+    return [str(python), "-m", "dynamo.frontend", *tokens(frontend_args(stack, port))]
 
 
 def mocker_argv(python: Path, stack: StackConfig, spec: WorkerSpec, model_path: Path,
                 timings: MockerTimings | None = None) -> list[str]:
-    serving = _serving(stack)
-    group = serving.workers[spec.group]
-    argv = [str(python), "-m", "dynamo.mocker", "--model-path", str(model_path),
-            "--model-name", stack.model.name,
-            "--speedup-ratio", str(serving.mocker.speedup_ratio),
-            "--block-size", str(serving.mocker.block_size),
-            "--num-gpu-blocks-override", str(spec.blocks),
-            "--max-model-len", str(group.max_model_len)]
-    if spec.role != Role.WORKER:
-        argv += ["--disaggregation-mode", spec.role.value]
+    """One mocker's command line (stacks/engine_argv/local.py, parsed likewise)."""
     table = timings.table_for(spec.role.value) if timings else None
-    if table is not None:
-        # the step timings only: KV capacity stays --num-gpu-blocks-override's (Dynamo 1.6.1
-        # lib/mocker/src/common/perf_model.rs PerfModel::from_npz reads the five timing arrays)
-        argv += ["--planner-profile-data", str(table)]
-    if not serving.prefix_caching:
-        argv.append("--no-enable-prefix-caching")
-    return argv
+    return [str(python), "-m", "dynamo.mocker",
+            *tokens(mocker_args(stack, spec.group, spec.blocks, str(model_path),
+                                None if table is None else str(table)))]
 
 
 def engine_env(base: dict[str, str], discovery_dir: Path, broker: tuple[int, int],
