@@ -35,19 +35,25 @@ $(ENGINE_STAMP): requirements-engine.txt
 # (stacks/preflight/engine_releases.py): .venv-parsers (ai-dynamo 1.6.1 / vLLM 0.31.0),
 # .venv-parsers-1.5.0 (1.5.0 / vLLM 0.28.0), .venv-parsers-1.4.1 (1.4.1 / vLLM 0.26.0). Every pinned
 # wheel without its deps, then ai-dynamo without its [vllm] extra (the GPU kernels); the traps are in
-# requirements-parsers.txt. About 3.7 GB each; each install's time is printed.
+# requirements-parsers.txt. Disk is what limits CI (a fresh machine ran out of space on the third
+# env, 3.7 GB each with Triton): Triton (1 GB, GPU kernels only; vLLM's triton_utils runs without
+# it) is not installed, pip keeps no cache, and util-linux's hardlink then links the files the envs
+# share (torch 2.13.0+cpu and most pins are the same wheels), so the three take about 5 GB,
+# not 11. Each install's time and the envs' size on disk are printed.
 # $(call parser_env,<venv>,<requirements file>,<ai-dynamo release>)
 define parser_env
 $(1)/.installed: $(2)
 	rm -rf $(1)
 	$(PY) -m venv $(1)
 	@start=$$$$(date +%s); \
-	$(1)/bin/pip install -q --upgrade pip && \
-	VLLM_TARGET_DEVICE=cpu $(1)/bin/pip install -qq --no-deps -r $(2) && \
-	$(1)/bin/pip install -qq --no-deps ai-dynamo==$(3) && \
-	$(1)/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null; \
+	$(1)/bin/pip install -q --no-cache-dir --upgrade pip && \
+	VLLM_TARGET_DEVICE=cpu $(1)/bin/pip install -qq --no-cache-dir --no-deps -r $(2) && \
+	$(1)/bin/pip install -qq --no-cache-dir --no-deps ai-dynamo==$(3) && \
+	$(1)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null; \
 	VLLM_TARGET_DEVICE=cpu $(1)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main, dynamo.mocker.args" && \
 	echo "parser environment $(1) (ai-dynamo $(3)) installed in $$$$(( $$$$(date +%s) - start )) s"
+	if command -v hardlink >/dev/null; then hardlink -q -t $(PARSERS_VENV) $$(wildcard $(PARSERS_VENV)-*); fi
+	@echo "parser environments on disk: $$$$(du -shc $(PARSERS_VENV) $$(wildcard $(PARSERS_VENV)-*) 2>/dev/null | tail -1 | cut -f1)"
 	touch $$@
 endef
 PARSERS_OLDER := 1.5.0 1.4.1

@@ -54,3 +54,26 @@ def test_each_parser_environment_pins_its_releases_pair_and_make_builds_it():
         pins = dict(line.split("==") for line in requirement_lines(r.requirements))
         assert "ai-dynamo" not in pins   # installed after, --no-deps, at the release
         assert (pins["ai-dynamo-runtime"], pins["vllm"]) == (r.dynamo, r.vllm), r
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if f.startswith("requirements-parsers")])
+def test_parser_environments_carry_no_gpu_kernels(name):
+    """Disk bounds CI: a fresh machine ran out of space building the third parser env while each
+    carried Triton (1 GB of GPU compilers; vLLM's triton_utils parses without it). None pins it,
+    or a CUDA torch (the nvidia-* wheels), or flashinfer."""
+    names = {re.split(r"[\[=]", line)[0].lower() for line in requirement_lines(name)}
+    assert not names & {"triton", "flashinfer-python", "nvidia-cudnn-cu12", "nvidia-nccl-cu12"}
+    pins = dict(line.split("==") for line in requirement_lines(name))
+    assert pins["torch"].endswith("+cpu")
+
+
+def test_parser_environments_share_their_files_and_keep_no_pip_cache():
+    """The three parser envs are the same wheels but vLLM and Dynamo: make links what they share
+    (util-linux hardlink) and pip keeps no cache of the GB of wheels."""
+    makefile = (ROOT / "Makefile").read_text()
+    (template,) = re.findall(r"^define parser_env\n(.*?)^endef", makefile, re.M | re.S)
+    installs = re.findall(r"bin/pip install [^\n]*", template)
+    assert installs and all("--no-cache-dir" in line for line in installs)
+    assert re.search(r"hardlink -q -t \$\(PARSERS_VENV\) \$\$\(wildcard \$\(PARSERS_VENV\)-\*\)",
+                     template)
+    assert re.search(r"pip uninstall [^\n]*\btriton\b", template)
