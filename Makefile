@@ -39,7 +39,8 @@ $(ENGINE_STAMP): requirements-engine.txt
 # env, 3.7 GB each with Triton): Triton (1 GB, GPU kernels only; vLLM's triton_utils runs without
 # it) is not installed, pip keeps no cache, and util-linux's hardlink then links the files the envs
 # share (torch 2.13.0+cpu and most pins are the same wheels), so the three take about 5 GB,
-# not 11. Each install's time and the envs' size on disk are printed.
+# not 11. Each install's time and the envs' size on disk are printed. (A shell glob, not make's
+# $(wildcard): make reads a folder once, before the recipes that create the other envs ran.)
 # $(call parser_env,<venv>,<requirements file>,<ai-dynamo release>)
 define parser_env
 $(1)/.installed: $(2)
@@ -52,8 +53,8 @@ $(1)/.installed: $(2)
 	$(1)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null; \
 	VLLM_TARGET_DEVICE=cpu $(1)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main, dynamo.mocker.args" && \
 	echo "parser environment $(1) (ai-dynamo $(3)) installed in $$$$(( $$$$(date +%s) - start )) s"
-	if command -v hardlink >/dev/null; then hardlink -q -t $(PARSERS_VENV) $$(wildcard $(PARSERS_VENV)-*); fi
-	@echo "parser environments on disk: $$$$(du -shc $(PARSERS_VENV) $$(wildcard $(PARSERS_VENV)-*) 2>/dev/null | tail -1 | cut -f1)"
+	if command -v hardlink >/dev/null; then hardlink -q -t $(PARSERS_VENV)*; fi
+	@echo "parser environments on disk: $$$$(du -shc $(PARSERS_VENV)* | tail -1 | cut -f1)"
 	touch $$@
 endef
 PARSERS_OLDER := 1.5.0 1.4.1

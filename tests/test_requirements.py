@@ -74,6 +74,8 @@ def test_parser_environments_share_their_files_and_keep_no_pip_cache():
     (template,) = re.findall(r"^define parser_env\n(.*?)^endef", makefile, re.M | re.S)
     installs = re.findall(r"bin/pip install [^\n]*", template)
     assert installs and all("--no-cache-dir" in line for line in installs)
-    assert re.search(r"hardlink -q -t \$\(PARSERS_VENV\) \$\$\(wildcard \$\(PARSERS_VENV\)-\*\)",
-                     template)
+    # a shell glob over every parser env: make's $(wildcard) reads the folder before the recipes
+    # that make the other envs ran, and linked nothing on a clean clone
+    assert re.search(r"hardlink -q -t \$\(PARSERS_VENV\)\*", template)
+    assert "wildcard" not in template
     assert re.search(r"pip uninstall [^\n]*\btriton\b", template)
