@@ -320,3 +320,15 @@ def test_the_disagg_decode_table_gives_the_predicted_itl(tmp_path, monkeypatch):
         i, j = int(np.searchsorted(kv, c * mid)), int(np.searchsorted(ctx, mid))
         assert (kv[i], ctx[j]) == (c * mid, mid)   # on the grid: no interpolation in between
         assert itl[i, j] == pytest.approx(r.itl_ms, rel=0.01), c
+
+
+def test_a_disagg_prediction_says_its_ttft_does_not_rise_with_concurrency():
+    """AIConfigurator's disagg TTFT is one batch-1 prefill x 1.1 x a fixed 1.8 at every step
+    (disagg-a100: 56.2 ms at c1 ... c64): the departures say so for disagg stacks only."""
+    from stacks.predict.systems import DISAGG_TTFT, departures
+    for name, disagg in (("disagg-a100", True), ("agg-a100", False)):
+        s, base = _stack(name)
+        lay = layout(s, base)
+        assert not isinstance(lay, str)
+        assert (DISAGG_TTFT in departures(s, lay.systems, {})) is disagg, name
+    assert "same at every concurrency" in DISAGG_TTFT and "1.8" in DISAGG_TTFT
