@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -30,11 +31,13 @@ from stacks.config.loader import (
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.plan.campaign_cost import BaseCampaign, base_campaign, budget_problems
-from stacks.plan.forecast import plan_campaigns
+from stacks.plan.forecast import Campaign, plan_campaigns
 from stacks.plan.plan_view import hours, print_base, print_standalone
+from stacks.predict.rows import Prediction, predicted_itl
 from stacks.preflight import engine_parse
 from stacks.preflight.run import PreflightReport, check_stack
 from stacks.sizing.estimate import cold_restarts, restart_seconds
+from stacks.sizing.step_itl import PredictedItl, step_itls, summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What to test: check stack files before anything is created or run.")
@@ -203,13 +206,19 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
                                          help="Folder of Pulumi.<stack>.yaml files."),
          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP),
          predict_: bool = typer.Option(True, "--predict/--no-predict",
-                                       help="Add each variant's PREDICTED figures and the "
-                                       "plan's questions (needs `make predictor`).")) -> None:
+                                       help="Predict every planned stack with AIConfigurator "
+                                       "(needs `make predictor`): each step's duration at its "
+                                       "predicted ITL (else cost.assumedItlMs), and each "
+                                       "variant's PREDICTED figures and the plan's questions. "
+                                       "--no-predict: every step at cost.assumedItlMs.")
+         ) -> None:
     """Forecast before `pulumi up`: the campaign's schedule (a base's variants as
     `python -m workloads campaign` runs them: concurrent on disjoint GPU groups, kept workers,
     idle GPU groups scaled to zero), wall time per phase and step, every dollar (attributed to
-    a variant, shared, idle) and billed GPU-hours over GPU-hours under load. Exits 2 if a stack
-    fails pre-flight or a base's campaign forecast exceeds its cost.campaignBudgetUsd."""
+    a variant, shared, idle) and billed GPU-hours over GPU-hours under load. A step's decode
+    lasts its predicted ITL where AIConfigurator predicts it, else the stack's
+    cost.assumedItlMs; a line per stack says which. Exits 2 if a stack fails pre-flight or a
+    base's campaign forecast exceeds its cost.campaignBudgetUsd."""
     on = _as_of(as_of) or today()
     require_stack_names(stacks, stacks_dir)
     try:
@@ -220,11 +229,20 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
     invalid = 0
-    for c in plan_campaigns(named, bases, _known(stacks_dir), scale, on):
+    known = _known(stacks_dir)
+    assumed = plan_campaigns(named, bases, known, scale, on)
+    by_name = {s.name: s for s in named}
+    preds = _campaign_predictions(assumed, scale, by_name) if predict_ else {}
+    itls = {name: i for name, p in preds.items() if (i := predicted_itl(p)) is not None}
+    # the same campaigns, each step priced at its predicted ITL where there is one
+    campaigns = plan_campaigns(named, bases, known, scale, on, itls) if itls else assumed
+    for c, at_assumed in zip(campaigns, assumed, strict=True):
         if isinstance(c, BaseCampaign):
             print_base(console, c)
         else:
             print_standalone(console, c)
+        _print_itl_sources(c, scale, itls, by_name,
+                           lambda n: _why_assumed(preds.get(n), predict_))
         for name in [s.name for s in c.slots] if isinstance(c, BaseCampaign) else \
                 [r.stack for r in c.runs]:
             problems = check_stack(name, stacks_dir, on=on).problems
@@ -236,23 +254,64 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
             for p in budget_problems(c):
                 invalid += 1
                 console.print(f"[red]{p}[/red]", markup=False)
-            if predict_:
-                _plan_predictions(c, scale)
+            if (at_assumed is not c and isinstance(at_assumed, BaseCampaign)
+                    and budget_problems(at_assumed) and not budget_problems(c)):
+                console.print(f"[yellow]{c.name}: within its budget at the predicted ITL, but "
+                              f"${at_assumed.cost_usd:,.2f} at cost.assumedItlMs: `stacks "
+                              "check` and `workloads campaign` judge that figure and refuse "
+                              "it[/yellow]")
+            if preds:
+                from stacks.predict.predict_view import print_plan_predictions
+                print_plan_predictions(console, c.name,
+                                       [preds[slot.stack.name] for slot in c.slots])
     raise typer.Exit(2 if invalid else 0)
 
 
-def _plan_predictions(c: BaseCampaign, scale: Scale) -> None:
-    """Each variant's PREDICTED sweep and the plan's questions; a missing predictor is a note,
-    not a failure of the plan."""
-    from stacks.predict.predict_view import print_plan_predictions
+def _campaign_stacks(c: Campaign | BaseCampaign, named: dict[str, StackConfig]
+                     ) -> list[tuple[StackConfig, StackConfig | None]]:
+    """(stack, its base) for every stack a campaign runs (a standalone one: the stack named)."""
+    if isinstance(c, BaseCampaign):
+        return [(slot.stack, c.base) for slot in c.slots]
+    return [(named[r.stack], None) for r in c.runs]
+
+
+def _campaign_predictions(campaigns: list[Campaign | BaseCampaign], scale: Scale,
+                          named: dict[str, StackConfig]) -> dict[str, Prediction]:
+    """Every planned stack's PREDICTED figures by name; a missing predictor is a note, not a
+    failure of the plan (the forecast then prices every step at cost.assumedItlMs)."""
     from stacks.predict.predictor import PredictorUnavailable
     from stacks.predict.predictor import predict as predict_stack
     try:
-        preds = [predict_stack(slot.stack, scale, c.base) for slot in c.slots]
+        return {s.name: predict_stack(s, scale, base) for c in campaigns
+                for s, base in _campaign_stacks(c, named)}
     except PredictorUnavailable as exc:
         console.print(f"predictions: {exc}", markup=False)
-        return
-    print_plan_predictions(console, c.name, preds)
+        return {}
+
+
+def _why_assumed(pred: Prediction | None, predict_: bool) -> str:
+    """Why a stack's steps priced at cost.assumedItlMs have no predicted ITL."""
+    if not predict_:
+        return "predictions off: --no-predict"
+    if pred is None:
+        return "no predictor: see `predictions:` above"
+    if pred.not_predicted:
+        return f"nothing predicted: {pred.not_predicted.split(' (')[0]}"
+    if not pred.rows:
+        return "nothing predicted" + (f": {pred.skipped[0]}" if pred.skipped else "")
+    return (f"not predicted: {'; '.join(pred.skipped)}" if pred.skipped
+            else "not in the prediction")
+
+
+def _print_itl_sources(c: Campaign | BaseCampaign, scale: Scale,
+                       itls: dict[str, PredictedItl], named: dict[str, StackConfig],
+                       why: Callable[[str], str]) -> None:
+    """Which ITL each stack's step durations stand on: predicted, or assumed and why."""
+    for s, _ in _campaign_stacks(c, named):
+        if s.serving is None:
+            continue
+        for line in summary(step_itls(s, scale, itls.get(s.name)), why(s.name)):
+            console.print(f"{s.name}: step durations at {line}", markup=False)
 
 
 def _known(stacks_dir: Path) -> list[StackConfig]:

@@ -263,3 +263,72 @@ def test_the_mocker_table_is_what_dynamo_reads_and_is_recorded(tmp_path, monkeyp
     mtime = t.path.stat().st_mtime_ns
     (again,) = mocker_table.build(s, tmp_path)
     assert again.path == t.path and again.path.stat().st_mtime_ns == mtime
+
+
+def test_a_disagg_roles_table_charges_the_steps_its_prediction_charges():
+    """A disagg decode mocker is compared with AIConfigurator's disagg TPOT, which is the
+    decode step x 1.08 (and its TTFT the prefill step x 1.1); an agg worker with the agg
+    estimate, which scales nothing. Each role's table query carries its prediction's scales,
+    and they are in the table's cache key (a table made without them is not reused)."""
+    from stacks.predict.mocker_table import table_query
+    from stacks.predict.predictor import cache_key
+    agg = table_query("m", "worker", "a100_sxm_40gb", 4, "0.14.0")
+    pre = table_query("m", "prefill", "a100_sxm_40gb", 4, "0.14.0")
+    dec = table_query("m", "decode", "a100_sxm_40gb", 4, "0.14.0")
+    assert (agg["prefill_scale"], agg["decode_scale"]) == (1.0, 1.0)
+    assert (pre["prefill_scale"], pre["decode_scale"]) == (1.1, 1.0)
+    assert (dec["prefill_scale"], dec["decode_scale"]) == (1.0, 1.08)
+    assert len({cache_key(q, []) for q in (agg, pre, dec)}) == 3
+
+
+@pytest.mark.predictor
+def test_the_role_scales_are_aiconfigurators_own():
+    """The installed AIConfigurator's disagg correction scales (cli/api.py) are the ones the
+    tables charge: a new AIConfigurator that changes them fails here, not in a demo."""
+    from stacks.predict.mocker_table import ROLE_SCALES
+    python = predictor.predictor_python()
+    assert python is not None
+    code = ("import json, warnings; warnings.filterwarnings('ignore'); "
+            "from aiconfigurator.cli import api; print(json.dumps("
+            "[api.DEFAULT_PREFILL_LATENCY_CORRECTION_SCALE, "
+            "api.DEFAULT_DECODE_LATENCY_CORRECTION_SCALE]))")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()[-1]
+    assert json.loads(out) == [ROLE_SCALES["prefill"][0], ROLE_SCALES["decode"][1]]
+
+
+@pytest.mark.predictor
+def test_the_disagg_decode_table_gives_the_predicted_itl(tmp_path, monkeypatch):
+    """local-disagg: the decode mocker's table at a step's mid-request context (ISL + OSL/2)
+    and batch (active KV tokens = batch x that context, how Dynamo 1.6.1's mocker looks it up)
+    is the predicted ITL of that step within 1 %: the same quantity on both sides."""
+    import numpy as np
+
+    from stacks.predict import mocker_table
+    s, _ = _stack("local-disagg")
+    monkeypatch.setenv(predictor.CACHE_VAR, str(tmp_path / "cache"))
+    wl = s.workloads
+    sweep = wl.model_copy(update={"concurrency_sweep": wl.concurrency_sweep.model_copy(
+        update={"concurrencies": [1, 16]})}).restricted_to(["concurrency_sweep"], s.name)
+    s = s.model_copy(update={"workloads": sweep})
+    rows = {r.concurrency: r for r in predictor.predict(s, "quick").rows}
+    tables = {t.role: t for t in mocker_table.build(s, tmp_path)}
+    z = np.load(tables["decode"].path)
+    kv, ctx, itl = (z["decode_active_kv_tokens"], z["decode_context_length"], z["decode_itl"])
+    for c, r in rows.items():
+        mid = r.isl + r.osl // 2
+        i, j = int(np.searchsorted(kv, c * mid)), int(np.searchsorted(ctx, mid))
+        assert (kv[i], ctx[j]) == (c * mid, mid)   # on the grid: no interpolation in between
+        assert itl[i, j] == pytest.approx(r.itl_ms, rel=0.01), c
+
+
+def test_a_disagg_prediction_says_its_ttft_does_not_rise_with_concurrency():
+    """AIConfigurator's disagg TTFT is one batch-1 prefill x 1.1 x a fixed 1.8 at every step
+    (disagg-a100: 56.2 ms at c1 ... c64): the departures say so for disagg stacks only."""
+    from stacks.predict.systems import DISAGG_TTFT, departures
+    for name, disagg in (("disagg-a100", True), ("agg-a100", False)):
+        s, base = _stack(name)
+        lay = layout(s, base)
+        assert not isinstance(lay, str)
+        assert (DISAGG_TTFT in departures(s, lay.systems, {})) is disagg, name
+    assert "same at every concurrency" in DISAGG_TTFT and "1.8" in DISAGG_TTFT

@@ -15,8 +15,10 @@ from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
+from stacks.predict.rows import database_words
+from stacks.sizing.step_itl import ASSUMED_SOURCE
 
-ASSUMED_SOURCE = "assumed (cost.assumedItlMs)"
+__all__ = ["ASSUMED_SOURCE", "expected_itl", "predicted_step", "record", "source_words"]
 
 
 def record(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -> dict[str, Any]:
@@ -30,10 +32,7 @@ def record(stack: StackConfig, scale: Scale, base: StackConfig | None = None) ->
 
 def source_words(pred: dict[str, Any]) -> str:
     """'predicted (AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0)' for a run's record."""
-    db = pred.get("database") or {}
-    systems = "+".join(f"{s}/{db.get('backend', 'vllm')} {v}"
-                       for s, v in (db.get("backend_versions") or {}).items())
-    return f"predicted (AIConfigurator {db.get('aiconfigurator', '?')} {systems})".strip()
+    return database_words(pred.get("database") or {})
 
 
 def predicted_step(pred: dict[str, Any] | None, step_id: str) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ steps. The base's campaign budget (`cost.campaignBudgetUsd`) bounds the total.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stacks.catalog.instances import INSTANCE_TYPES
@@ -25,6 +26,7 @@ from stacks.conventions.worker_identity import same_workers
 from stacks.plan.schedule import SameWorkers, Schedule, Slot, gpu_groups, schedule_campaign
 from stacks.preflight.run import effective_cluster
 from stacks.sizing.estimate import HourlyCost, add_node_costs, cluster_hourly_cost
+from stacks.sizing.step_itl import PredictedItl
 
 
 def _gpus(groups: list[NodeGroup]) -> int:
@@ -122,13 +124,15 @@ def _one_node(group: NodeGroup) -> NodeGroup:
 
 
 def base_campaign(base: StackConfig, variants: list[StackConfig], scale: Scale = "full",
-                  on: dt.date | None = None, same: SameWorkers | None = None) -> BaseCampaign:
+                  on: dt.date | None = None, same: SameWorkers | None = None,
+                  itls: Mapping[str, PredictedItl] | None = None) -> BaseCampaign:
     """Schedule and price `base`'s campaign. `same`: whether a variant can keep the previous
-    one's workers (default: the typed-config rule of stacks/conventions/worker_identity.py)."""
+    one's workers (default: the typed-config rule of stacks/conventions/worker_identity.py);
+    `itls`: each variant's predicted ITL per step (stacks/sizing/step_itl.py), else assumed."""
     if same is None:
         def same(a: StackConfig, b: StackConfig) -> bool:
             return same_workers(a, b, effective_cluster(a, base), effective_cluster(b, base))
-    schedule = schedule_campaign(base, variants, same, scale)
+    schedule = schedule_campaign(base, variants, same, scale, itls=itls)
     hourly = cluster_hourly_cost(base, base.cluster, base.storage.model_cache_gib, on=on)
     shared = HourlyCost(lines={k: v for k, v in hourly.lines.items() if k in hourly.shared},
                         prices=hourly.prices, overrides=hourly.overrides,

@@ -13,11 +13,16 @@ the same ratio measured after the fact (workloads/campaign/timeline.py).
 
 Start-up is the stack's `cost.setupHours` minus the assumed model load, which that budget
 includes (see `stacks.sizing.estimate.model_load_seconds`).
+
+A step's duration prices its decode at the step's predicted ITL where the caller passes
+AIConfigurator's prediction in (`itls`: stack name -> stacks.sizing.step_itl.PredictedItl; the
+CLI runs the predictor, this module does not), else at the stack's `cost.assumedItlMs`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from stacks.catalog.instances import INSTANCE_TYPES
@@ -30,8 +35,11 @@ from stacks.sizing.estimate import (
     cold_restarts,
     model_load_seconds,
     restart_seconds,
-    workload_steps_seconds,
 )
+from stacks.sizing.step_itl import PredictedItl, steps_seconds
+
+# stack name -> its predicted ITL per step (None or a missing stack: every step assumed)
+StackItls = Mapping[str, PredictedItl]
 
 
 def gpus_in(groups: list[NodeGroup]) -> int:
@@ -115,7 +123,8 @@ class Campaign:
         return self.billed_gpu_hours / loaded if loaded else None
 
 
-def _stack_run(stack: StackConfig, scale: Scale, on: dt.date | None = None) -> StackRun:
+def _stack_run(stack: StackConfig, scale: Scale, on: dt.date | None = None,
+               itls: StackItls | None = None) -> StackRun:
     load = model_load_seconds(stack)
     setup = stack.cost.setup_hours * 3600
     warning = ""
@@ -124,7 +133,8 @@ def _stack_run(stack: StackConfig, scale: Scale, on: dt.date | None = None) -> S
                    f"model load {load / 60:.0f} min: raise it")
     return StackRun(
         stack=stack.name, startup_s=max(setup - load, 0.0), model_load_s=load,
-        steps_s=workload_steps_seconds(stack, scale) if stack.serving else {},
+        steps_s=steps_seconds(stack, scale, (itls or {}).get(stack.name))
+        if stack.serving else {},
         gpus_loaded=gpus_loaded(stack),
         hourly=cluster_hourly_cost(stack, stack.cluster, stack.storage.model_cache_gib, on=on),
         warning=warning, restarts=cold_restarts(stack, scale) if stack.serving else 0,
@@ -132,18 +142,19 @@ def _stack_run(stack: StackConfig, scale: Scale, on: dt.date | None = None) -> S
 
 
 def standalone_campaign(stack: StackConfig, scale: Scale = "full",
-                        on: dt.date | None = None) -> Campaign:
+                        on: dt.date | None = None, itls: StackItls | None = None) -> Campaign:
     if stack.is_attached:
         raise ValueError(f"{stack.name} is attached to {stack.cluster.attach_to}: "
                          "plan it with its base (base_campaign)")
-    run = _stack_run(stack, scale, on)
+    run = _stack_run(stack, scale, on, itls)
     return Campaign(name=stack.name, hourly=run.hourly,
                     billed_gpus=gpus_in(stack.cluster.node_groups), runs=[run])
 
 
 def plan_campaigns(stacks: list[StackConfig], bases: dict[str, StackConfig],
                    known: list[StackConfig], scale: Scale = "full",
-                   on: dt.date | None = None) -> list[Campaign | BaseCampaign]:
+                   on: dt.date | None = None,
+                   itls: StackItls | None = None) -> list[Campaign | BaseCampaign]:
     """Group the named stacks into campaigns, in the order they were named.
 
     Variants go with their base (`bases` maps each attachTo name to its config); a base named
@@ -162,9 +173,9 @@ def plan_campaigns(stacks: list[StackConfig], bases: dict[str, StackConfig],
     campaigns: list[Campaign | BaseCampaign] = []
     for key in order:
         if key in named and not named[key].is_base:
-            campaigns.append(standalone_campaign(named[key], scale, on))
+            campaigns.append(standalone_campaign(named[key], scale, on, itls))
             continue
         base = named.get(key) or bases[key]
         runs = variants[key] or [v for v in known if v.cluster.attach_to == key]
-        campaigns.append(base_campaign(base, runs, scale, on))
+        campaigns.append(base_campaign(base, runs, scale, on, itls=itls))
     return campaigns

@@ -35,7 +35,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from stacks.catalog.instances import INSTANCE_TYPES
@@ -49,8 +49,8 @@ from stacks.sizing.estimate import (
     cold_restarts,
     model_load_seconds,
     repeat_load_seconds,
-    workload_steps_seconds,
 )
+from stacks.sizing.step_itl import PredictedItl, steps_seconds
 
 # Assumptions (printed by `stacks plan`): a GPU node asked for is Ready this long after (EC2
 # launch, EKS join, NVIDIA device plugin advertising its GPUs), and a node let go bills this
@@ -279,8 +279,10 @@ def _events(line: _Timeline, groups: list[NodeGroup]) -> list[ScaleEvent]:
 
 
 def schedule_campaign(base: StackConfig, variants: list[StackConfig], same: SameWorkers,
-                      scale: Scale = "full", assumptions: Assumptions | None = None) -> Schedule:
-    """The campaign of `base` and `variants` (every variant attached to it)."""
+                      scale: Scale = "full", assumptions: Assumptions | None = None,
+                      itls: Mapping[str, PredictedItl] | None = None) -> Schedule:
+    """The campaign of `base` and `variants` (every variant attached to it); a variant's steps
+    last as long as its decode at its predicted ITL per step (`itls`), else the assumed one."""
     a = assumptions or Assumptions()
     strays = [v.name for v in variants if v.cluster.attach_to != base.name or v.serving is None]
     if strays:
@@ -315,7 +317,8 @@ def schedule_campaign(base: StackConfig, variants: list[StackConfig], same: Same
                 f"load {first / 60:.0f} min: raise it")
             slot = Slot(stack=v, nodes=nodes, gpus=gpus, start_s=start,
                         startup_s=max(setup - first, 0.0), load_s=load, load_kind=kind,
-                        steps_s=workload_steps_seconds(v, scale), graph=deployment_name(chain[0]),
+                        steps_s=steps_seconds(v, scale, (itls or {}).get(v.name)),
+                        graph=deployment_name(chain[0]),
                         prompt_epoch=i, kept_from=chain[i - 1].name if i else None,
                         hands_over_to=chain[i + 1].name if i + 1 < len(chain) else None,
                         skipped_restarts=cold_restarts(v, scale), warning=warning)

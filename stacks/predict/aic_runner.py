@@ -108,7 +108,9 @@ def mocker_table(q: dict[str, Any], systems_paths: str | None) -> dict[str, Any]
     (ai-dynamo/dynamo lib/mocker/src/common/perf_model.rs, `PerfModel::from_npz`) interpolates
     prefill_ttft_ms over prefill_isl linearly, looked up by a step's total new tokens, and
     decode_itl[kv, ctx] bilinearly over decode_active_kv_tokens (the scheduled requests'
-    summed context) x decode_context_length (that sum / batch); float64, rising axes, ms."""
+    summed context) x decode_context_length (that sum / batch); float64, rising axes, ms.
+    Every step is multiplied by the query's prefill_scale / decode_scale (the latency
+    corrections the estimate it is compared with applies to the same role's steps)."""
     import numpy as np
     from aiconfigurator_core.sdk.engine import EngineHandle
     grid = q["grid"]
@@ -122,7 +124,8 @@ def mocker_table(q: dict[str, Any], systems_paths: str | None) -> dict[str, Any]
     prefill_isl = np.array(grid["prefill_isl"], dtype=np.float64)
     kv = np.array(grid["kv"], dtype=np.float64)
     ctx = np.array(grid["ctx"], dtype=np.float64)
-    prefill = np.array([eng.predict_prefill_latency(1, int(n), 0) for n in prefill_isl])
+    prefill = np.array([eng.predict_prefill_latency(1, int(n), 0) for n in prefill_isl]
+                       ) * q["prefill_scale"]
     cache: dict[tuple[int, int], float] = {}
 
     def step(bs: int, c: int) -> float:
@@ -136,6 +139,7 @@ def mocker_table(q: dict[str, Any], systems_paths: str | None) -> dict[str, Any]
             bs = max(1.0, k / c)   # a fractional batch between two whole ones, linearly
             lo, hi = math.floor(bs), math.ceil(bs)
             itl[i, j] = step(lo, int(c)) + (bs - lo) * (step(hi, int(c)) - step(lo, int(c)))
+    itl *= q["decode_scale"]
     np.savez(q["out"], prefill_isl=prefill_isl, prefill_ttft_ms=prefill.astype(np.float64),
              decode_active_kv_tokens=kv, decode_context_length=ctx,
              decode_itl=itl.astype(np.float64))

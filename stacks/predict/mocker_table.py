@@ -21,10 +21,25 @@ from stacks.predict.predictor import PredictorUnavailable, cache_key, predict, r
 from stacks.predict.shapes import layout
 from stacks.predict.systems import systems_request
 
-HOW = ("prefill_ttft_ms[i] = EngineHandle.predict_prefill_latency(1, prefill_isl[i], 0); "
-       "decode_itl[i, j] = EngineHandle.predict_decode_latency(bs, ctx_j, 2) at bs = kv_i / "
-       "ctx_j (>= 1), linear between whole batches (aiconfigurator_core 0.12.0 sdk/engine.py, "
-       "the per-step engine cli_estimate composes); no vLLM dispatch term or queueing factor")
+HOW = ("prefill_ttft_ms[i] = EngineHandle.predict_prefill_latency(1, prefill_isl[i], 0) x "
+       "prefill_scale; decode_itl[i, j] = EngineHandle.predict_decode_latency(bs, ctx_j, 2) x "
+       "decode_scale at bs = kv_i / ctx_j (>= 1), linear between whole batches "
+       "(aiconfigurator_core 0.12.0 sdk/engine.py, the per-step engine cli_estimate composes); "
+       "the scales are the estimate's own for the role (agg 1.0; disagg prefill 1.1, decode "
+       "1.08: aiconfigurator 0.12.0 cli/api.py); no vLLM dispatch term or queueing factor")
+
+# The per-phase latency corrections AIConfigurator 0.12.0's disagg estimate multiplies into its
+# prefill and decode workers' steps (aiconfigurator/cli/api.py: DEFAULT_PREFILL_LATENCY_
+# CORRECTION_SCALE = 1.1, DEFAULT_DECODE_LATENCY_CORRECTION_SCALE = 1.08, passed by
+# _run_disagg_estimate to DisaggInferenceSession.set_latency_correction_scales; sdk/
+# inference_session.py run_disagg hands them to run_static(static_ctx / static_gen), and
+# aiconfigurator_core sdk/backends/base_backend.py run_static multiplies every op's latency by
+# it). Its agg estimate applies none. Measured (Qwen3-30B-A3B TP4 a100_sxm, ISL 1024 / OSL
+# 512): disagg TPOT 4.282 / 6.753 / 9.479 ms at decode batch 1 / 4 / 16 is 1.080 x the mean
+# predict_decode_latency step (3.966 / 6.254 / 8.780 ms). A table without the scale makes a
+# disagg decode mocker run 1/1.08 of the predicted ITL before anything else differs.
+ROLE_SCALES: dict[str, tuple[float, float]] = {   # role -> (prefill scale, decode scale)
+    "worker": (1.0, 1.0), "prefill": (1.1, 1.0), "decode": (1.0, 1.08)}
 
 
 def _steps(start: int, stop: int, step: int) -> list[float]:
@@ -39,6 +54,16 @@ def grid(max_kv: int = 800_000, max_ctx: int = 32_768) -> dict[str, list[float]]
                  *[float(round(65536 * (max_kv / 65536) ** (i / 47))) for i in range(48)]})
     ctx = sorted({1.0, *_steps(64, 4096, 64), *_steps(4608, max_ctx, 512)})
     return {"prefill_isl": prefill, "kv": kv, "ctx": ctx}
+
+
+def table_query(model: str, role: str, system: str, tp: int, version: str | None
+                ) -> dict:
+    """The runner's query for one role's table: the grid, and the latency scales the
+    prediction this role is compared with applies to the same steps (ROLE_SCALES)."""
+    prefill_scale, decode_scale = ROLE_SCALES[role]
+    return {"op": "mocker_table", "model": model, "system": system, "tp": tp,
+            "backend_version": version, "grid": grid(), "prefill_scale": prefill_scale,
+            "decode_scale": decode_scale}
 
 
 @dataclass(frozen=True)
@@ -61,8 +86,7 @@ def build(stack: StackConfig, folder: Path, base: StackConfig | None = None
     out = []
     for role, tier in zip(roles, lay.tiers, strict=True):
         version = pred.database["backend_versions"].get(tier.system.name)
-        query = {"op": "mocker_table", "model": stack.model.id, "system": tier.system.name,
-                 "tp": tier.tp, "backend_version": version, "grid": grid()}
+        query = table_query(stack.model.id, role, tier.system.name, tier.tp, version)
         key = cache_key(query, systems)[:16]
         path = folder / f"aic-{tier.system.name}-tp{tier.tp}-{key}.npz"
         if not path.exists():
@@ -79,7 +103,8 @@ def build(stack: StackConfig, folder: Path, base: StackConfig | None = None
                   "aiconfigurator_core": pred.database["aiconfigurator_core"],
                   "system": tier.system.name, "backend": pred.database["backend"],
                   "backend_version": version, "model": stack.model.id, "tp": tier.tp,
-                  "how": HOW, "file": path.name}
+                  "prefill_scale": query["prefill_scale"],
+                  "decode_scale": query["decode_scale"], "how": HOW, "file": path.name}
         path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
         out.append(MockerTable(role, path, record))
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stacks.predict.shapes import Layout, StepShape
+from stacks.sizing.step_itl import PredictedItl
 
 LABEL = "PREDICTED"
 
@@ -84,6 +85,22 @@ class Prediction:
                 "database": self.database, "departures": self.departures,
                 "skipped": self.skipped, "not_predicted": self.not_predicted,
                 "steps": {r.step: r.__dict__ for r in self.rows}}
+
+
+def database_words(db: dict[str, Any]) -> str:
+    """'predicted (AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0)': the source a figure
+    taken from a prediction names (a Prediction's or a run record's `database`)."""
+    systems = "+".join(f"{s}/{db.get('backend', 'vllm')} {v}"
+                       for s, v in (db.get("backend_versions") or {}).items())
+    return f"predicted (AIConfigurator {db.get('aiconfigurator', '?')} {systems})".strip()
+
+
+def predicted_itl(pred: Prediction) -> PredictedItl | None:
+    """A prediction's ITL per step for the forecast (stacks/sizing/step_itl.py), or None when
+    nothing is predicted."""
+    if pred.not_predicted or not pred.rows:
+        return None
+    return PredictedItl(database_words(pred.database), {r.step: r.itl_ms for r in pred.rows})
 
 
 def describe(lay: Layout) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stacks.catalog.instances import INSTANCE_TYPES
-from stacks.config.schema import StackConfig
+from stacks.config.schema import StackConfig, Topology
 
 SYSTEMS_DIR = Path(__file__).resolve().parent / "systems"
 BACKEND = "vllm"
@@ -57,6 +57,20 @@ RUNTIME_VLLM = {"1.6.1": "0.31.0"}
 
 # What AIConfigurator's agg / disagg estimate does not model, by the stack setting that asks
 # for it (the check, then the sentence).
+# AIConfigurator 0.12.0's disagg TTFT (run by hand, `aiconfigurator cli estimate --estimate-mode
+# disagg`, Qwen3-30B-A3B a100_sxm TP4 x 2 + TP4 x 2, ISL 1024 / OSL 512: 55.546 ms at decode
+# batch 1, 2, 8 and 32; 149.6 ms at prefill batch 4) is one static prefill of
+# --prefill-batch-size prompts x 1.1 (cli/api.py DEFAULT_PREFILL_LATENCY_CORRECTION_SCALE) x 1.8
+# (sdk/picking.py _AUTOSCALE_TTFT_CORRECTION_FACTOR, applied by sdk/inference_session.py
+# _get_disagg_summary_df), whatever the concurrency: the 1.8 stands for queueing ("lc/20+0.95 at
+# local concurrency 15-20"), so no step's TTFT rises with it, while its agg TTFT does (mixed
+# steps at the step's batch). Batch 1 is what a prefill worker sees here: at c64 on 2 prefill
+# workers a request arrives every ~0.26 s per worker against a ~31 ms prefill.
+DISAGG_TTFT = ("disagg TTFT: AIConfigurator's disagg estimate is one prefill at batch 1 x 1.1 "
+               "x a fixed 1.8 queueing factor (aiconfigurator 0.12.0 sdk/picking.py, "
+               "inference_session.py), the same at every concurrency: prefill queueing under "
+               "load is not modelled step by step")
+
 NOT_MODELLED = (
     (lambda s: s.serving.router.value == "kv",
      "KV-aware routing: the estimate splits requests evenly over replicas, as round-robin"),
@@ -70,6 +84,7 @@ NOT_MODELLED = (
      "transfer time"),
     (lambda s: s.serving.speculative is not None,
      "speculative decoding: not modelled (nextn 0)"),
+    (lambda s: s.serving.topology == Topology.DISAGGREGATED, DISAGG_TTFT),
 )
 
 
