@@ -164,3 +164,17 @@ def test_the_choice_of_itl_source():
     assert expected_itl(_PRED, "concurrency_sweep/c64", 25.0)[0] == 13.89
     # a step whose last part merely starts with r is not a repeat
     assert expected_itl(_PRED, "concurrency_sweep/c64/rx", 25.0) == (25.0, ASSUMED_SOURCE)
+
+
+@pytest.mark.parametrize("step_id", ["trace_replay/c4", "trace_replay/c4/r2",
+                                     "trace_replay/c4-warm", "trace_replay/c4-warm/r3"])
+def test_a_traces_warm_pass_and_its_repeats_find_the_traces_prediction(step_id):
+    """The runner looks a step's prediction up by the forecast's rule
+    (stacks.sizing.step_itl.predicted_id): a repeat `/rN` and a trace's warm pass `-warm`
+    stand on the trace's own prediction, so a warm pass's grace is sized from it too."""
+    from workloads.predictions import expected_itl, predicted_step
+    pred = {**_PRED, "steps": {"trace_replay/c4": {"itl_ms": 7.5, "ttft_ms": 90.0}}}
+    assert predicted_step(pred, step_id) == {"itl_ms": 7.5, "ttft_ms": 90.0}
+    assert expected_itl(pred, step_id, 25.0) == (
+        7.5, "predicted (AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0)")
+    assert predicted_step(pred, "trace_replay/c8-warm") is None     # another trace's: none

@@ -16,7 +16,7 @@ from typing import Any
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.predict.rows import database_words
-from stacks.sizing.step_itl import ASSUMED_SOURCE
+from stacks.sizing.step_itl import ASSUMED_SOURCE, predicted_id
 
 __all__ = ["ASSUMED_SOURCE", "expected_itl", "predicted_step", "record", "source_words"]
 
@@ -37,12 +37,10 @@ def source_words(pred: dict[str, Any]) -> str:
 
 def predicted_step(pred: dict[str, Any] | None, step_id: str) -> dict[str, Any] | None:
     """The prediction of `step_id`; a repeat (`concurrency_sweep/c16/r2`, workloads/steps.py)
-    finds its step's, which is the same for every repeat."""
+    or a trace's warm pass (`trace_replay/c4-warm`) finds its step's, as the forecast does
+    (stacks.sizing.step_itl.predicted_id)."""
     steps = (pred or {}).get("steps") or {}
-    parts = step_id.split("/")
-    if len(parts) == 3 and parts[2][:1] == "r" and parts[2][1:].isdigit():
-        step_id = "/".join(parts[:2])
-    row: dict[str, Any] | None = steps.get(step_id)
+    row: dict[str, Any] | None = steps.get(predicted_id(step_id))
     return row
 
 
