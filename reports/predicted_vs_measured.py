@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from stacks.sizing.step_itl import repeated_step
+
 # The bands, and why each is as wide as it is (issue 27): ITL is one decode step, which the
 # table and the database give directly, so it should hold within 10 %; TTFT adds queueing,
 # batched and mixed prefill steps and the client's first-data path, none of them the same in
@@ -58,20 +60,15 @@ def first_data_stall_ms(manifest_extra: dict[str, Any]) -> float | None:
     return None
 
 
-def _step_of(step_id: str) -> str:
-    parts = step_id.split("/")
-    if len(parts) == 3 and parts[2][:1] == "r" and parts[2][1:].isdigit():
-        return "/".join(parts[:2])
-    return step_id
-
-
 def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per measured step with a prediction: measured, predicted, ratio, in band.
     `predictions`: {stack: the manifest's predictions record}."""
     rows = []
     for _, s in steps.iterrows():
         pred = ((predictions.get(str(s["stack"])) or {}).get("steps") or {}).get(
-            _step_of(str(s["step"])))
+            # a repeat is compared with its step's prediction; a trace's warm pass is not
+            # (its TTFT stands on the cold pass's cache, which the prediction does not model)
+            repeated_step(str(s["step"])))
         if not pred:
             continue
         row: dict[str, Any] = {"stack": s["stack"], "step": s["step"]}

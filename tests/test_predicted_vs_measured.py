@@ -59,3 +59,15 @@ def test_a_larger_ttft_gap_names_its_causes_with_the_measured_stall_only():
     (unmeasured,) = pvm.ttft_causes(t, {"local-agg": None})
     assert "first-data" not in unmeasured and "does not measure its size" in unmeasured
     assert pvm.ttft_causes(pvm.table(_steps(), {"local-agg": PRED}), {}) == []
+
+
+def test_a_traces_warm_pass_is_not_measured_against_the_cold_prediction():
+    """The warm pass's TTFT stands on the cold pass's prefix cache, which the prediction does
+    not model: only the cold trace step gets a row (the grace period, by contrast, takes the
+    trace's ITL for both: stacks.sizing.step_itl.predicted_id)."""
+    pred = {"steps": {"trace_replay/c4": {"ttft_ms": 90.0, "itl_ms": 7.5,
+                                          "output_tok_s": 500.0}}}
+    steps = pd.DataFrame([{"stack": "s", "step": step, "ttft_p50_ms": 40.0, "itl_p50_ms": 7.5,
+                           "output_tok_s": 500.0}
+                          for step in ("trace_replay/c4", "trace_replay/c4-warm")])
+    assert list(pvm.table(steps, {"s": pred})["step"]) == ["trace_replay/c4"]

@@ -40,13 +40,20 @@ class StepItl:
         return f"ITL {self.ms:.1f} ms {self.source}"
 
 
-def predicted_id(step_id: str) -> str:
-    """The prediction a step stands on: a repeat (`.../r2`) is its step's, a trace's warm pass
-    (`trace_replay/c4-warm`) the same trace's."""
+def repeated_step(step_id: str) -> str:
+    """The step a repeat repeats: `concurrency_sweep/c16/r2` -> `concurrency_sweep/c16` (the
+    `/rN` suffix stacks.sizing.estimate and workloads/steps.py give a step run N > 1 times);
+    any other id unchanged."""
     parts = step_id.split("/")
     if len(parts) == 3 and parts[2][:1] == "r" and parts[2][1:].isdigit():
-        parts = parts[:2]
-    return "/".join(parts).removesuffix("-warm")
+        return "/".join(parts[:2])
+    return step_id
+
+
+def predicted_id(step_id: str) -> str:
+    """The prediction a step's ITL stands on: a repeat (`.../r2`) is its step's, a trace's warm
+    pass (`trace_replay/c4-warm`) the same trace's (its decode is the cold pass's)."""
+    return repeated_step(step_id).removesuffix("-warm")
 
 
 def step_itls(stack: StackConfig, scale: Scale, predicted: PredictedItl | None,
