@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tests.aws_target_fake import Component, FakeCluster, JobRun
-from tests.aws_target_fake_serving import engine_log
+from tests.aws_target_fake_serving import engine_log, serving_of
 from workloads.targets.aws import k8s_scripts
 from workloads.targets.aws.k8s_jobs import RESULTS_MOUNT
 
@@ -206,7 +206,6 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
     dgd = build_graph_deployment(stack, namespace=NAMESPACE, efa=efa,
                                  cluster=effective_cluster(stack, base))
     cluster = FakeCluster(tmp)
-    cluster.model_name = stack.model.name
     for name, group, zone, itype in (("p4d-0", "p4d", "us-east-1a", "p4d.24xlarge"),
                                      ("p4d-1", "p4d", "us-east-1a", "p4d.24xlarge"),
                                      ("cpu-a", "cpu", "us-east-1a", "m7i.4xlarge"),
@@ -214,10 +213,7 @@ def deploy(tmp: Path, stack_name: str, *, frontend_node: str = "cpu-a", load_s: 
                                      ("cpu-c", "system", "us-east-1c", "m7i.2xlarge")):
         cluster.add_node(name, group, zone, itype)
     comps = []
-    serving = stack.serving
-    cluster.serving.disaggregated = serving.topology.value == "disaggregated"
-    cluster.serving.router_kv = serving.router.value == "kv"
-    cluster.serving.offload = serving.kv_offload.kind != "none"
+    cluster.serving.graphs[dgd["metadata"]["name"]] = serving_of(stack)
     quantization = {"bf16": None, "fp8": "fp8", "nvfp4": "modelopt_fp4"}[
         stack.model.precision.value]
     for i, c in enumerate(dgd["spec"]["components"]):

@@ -26,6 +26,7 @@ import copy
 import json
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,6 +73,23 @@ class FakeClock:
 
     def ns(self) -> int:
         return int(self.at().timestamp() * 1e9)
+
+
+class Serialised:
+    """An API object whose every method call holds `lock`."""
+
+    def __init__(self, api: Any, lock: threading.RLock):
+        self._api, self._lock = api, lock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._api, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            with self._lock:
+                return attr(*args, **kwargs)
+        return call
 
 
 @dataclass
@@ -127,6 +145,7 @@ class FakeCluster:
                          "nixl": "0.7.1", "nixl-cu12": None, "nixl-cu13": None,
                          "torch": "2.8.0", "ucx-py": None}
         self.serving = FakeServing()
+        self.lock = threading.RLock()
         self.core, self.batch = FakeCoreV1(self), FakeBatchV1(self)
         self.custom = FakeCustomObjects(self)
 
@@ -332,10 +351,11 @@ class FakeCluster:
             return ExecResult(self.serving.probe(obj), b"", 0)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", METRICS_GET]:
             comp = obj["_fake"]["comp"]
+            graph = obj["metadata"]["labels"][OP_GRAPH_LABEL]
             first = min(n for (_, n), p in self.pods.items() if p["_fake"].get("comp") is comp)
-            kind_first = comp is next(c for c in self.components[next(iter(self.dgds))]
+            kind_first = comp is next(c for c in self.components[(namespace, graph)]
                                       if c.type == comp.type)
-            return ExecResult(self.serving.metrics(comp.type, kind_first
+            return ExecResult(self.serving.metrics(graph, comp.type, kind_first
                                                    and obj["metadata"]["name"] == first),
                               b"", 0)
         return ExecResult(b"", f"{argv[0]}: not found".encode(), 127)
@@ -349,19 +369,24 @@ class FakeCluster:
                 "resultType": "vector",
                 "result": [{"metric": {}, "value": [float(request.url.params["time"]),
                                                     "0.5"]}]}})
-        graph = next(iter(self.dgds))
-        model = self.model_name
+        # the frontend Service of graph G is G-frontend (components/graph.py), reached as
+        # http://G-frontend.<namespace>.svc.cluster.local (k8s_outputs.frontend_url)
+        name, namespace = host.split(".")[:2]
+        graph = name.removesuffix("-frontend")
+        if (namespace, graph) not in self.dgds:
+            raise httpx.ConnectError(f"no Service {name} in {namespace}", request=request)
+        serving = self.serving.graph(graph)
         if path == "/v1/models":
-            data = [{"id": model, "object": "model"}] if self.workers_ready() else []
+            ready = self.graph_view(namespace, graph)["status"]["state"] == "successful"
+            data = [{"id": serving.model, "object": "model"}] if ready else []
             return httpx.Response(200, json={"object": "list", "data": data})
         if path == "/v1/chat/completions" and not json.loads(request.content).get("stream"):
             body = json.loads(request.content)
-            usage = self.serving.chat(body["messages"][-1]["content"])
+            usage = self.serving.chat(graph, body["messages"][-1]["content"])
             return httpx.Response(200, json={"object": "chat.completion", "usage": usage,
                                              "choices": [{"index": 0, "message": {
                                                  "role": "assistant", "content": "KV"}}]})
         if path == "/v1/chat/completions":
-            assert graph
             chunks = [{"choices": [{"delta": {"content": w}}]} for w in ("KV ", "blocks ")]
             chunks.append({"choices": [], "usage": {"prompt_tokens": 8,
                                                     "completion_tokens": 2}})
@@ -370,11 +395,18 @@ class FakeCluster:
                                   headers={"content-type": "text/event-stream"})
         return httpx.Response(404, text="no route")
 
-    model_name = "Qwen/Qwen3-30B-A3B"
-
     def kube(self) -> Kube:
-        return Kube(core=self.core, batch=self.batch, custom=self.custom, exec=self.exec,
-                    transport=httpx.MockTransport(self.handle_http))
+        """The client boundary, each call under the cluster's lock: a campaign runs
+        side-by-side variants in threads over this one in-memory cluster."""
+        return Kube(core=Serialised(self.core, self.lock), batch=Serialised(self.batch, self.lock),
+                    custom=Serialised(self.custom, self.lock), exec=self.locked(self.exec),
+                    transport=httpx.MockTransport(self.locked(self.handle_http)))
+
+    def locked(self, fn):
+        def call(*args, **kwargs):
+            with self.lock:
+                return fn(*args, **kwargs)
+        return call
 
     def record_create(self, obj: dict) -> None:
         validate_builtin(obj)   # strict (K8S_VERSION): unknown fields or kinds fail the test

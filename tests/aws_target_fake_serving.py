@@ -38,6 +38,27 @@ def engine_log(model_id: str, *, revision: str | None, dtype: str = "torch.bfloa
 
 
 @dataclass
+class GraphServing:
+    """One graph's serving: its model, topology and the counters its requests move."""
+
+    model: str = "Qwen/Qwen3-30B-A3B"
+    disaggregated: bool = False
+    router_kv: bool = False
+    offload: bool = False
+    counters: dict[str, float] = field(default_factory=lambda: {
+        "cached": 0.0, "events": 0.0, "nixl": 0.0, "offload": 0.0, "failed": 0.0})
+    prompts: set[str] = field(default_factory=set)
+
+
+def serving_of(stack) -> GraphServing:
+    """What a stack's graph serves, from its config."""
+    s = stack.serving
+    return GraphServing(model=stack.model.name,
+                        disaggregated=s.topology.value == "disaggregated",
+                        router_kv=s.router.value == "kv", offload=s.kv_offload.kind != "none")
+
+
+@dataclass
 class FakeServing:
     driver: str = DRIVER
     # The device plugin hands out UUIDs; a privileged container that does not pin them sees
@@ -53,12 +74,12 @@ class FakeServing:
     kv_bytes_per_request: int = 3_145_728
     offload_bytes_per_request: int = 6_291_456
     exports_nixl: bool = True
-    counters: dict[str, float] = field(default_factory=lambda: {
-        "cached": 0.0, "events": 0.0, "nixl": 0.0, "offload": 0.0, "failed": 0.0})
-    prompts: set[str] = field(default_factory=set)
-    disaggregated: bool = False
-    router_kv: bool = False
-    offload: bool = False
+    # what each graph serves and counts, by graph name (side-by-side campaign variants each
+    # have their own frontend, workers and counters)
+    graphs: dict[str, GraphServing] = field(default_factory=dict)
+
+    def graph(self, name: str) -> GraphServing:
+        return self.graphs.setdefault(name, GraphServing())
 
     # --- device plugin ---------------------------------------------------------------------
     def allocate(self, pod: dict, nodes: list[str]) -> str:
@@ -99,31 +120,33 @@ class FakeServing:
                            "gpus": gpus, "nvidia_smi_exit": 0, "stderr": ""}).encode()
 
     # --- requests ----------------------------------------------------------------------------
-    def chat(self, text: str) -> dict:
+    def chat(self, graph: str, text: str) -> dict:
+        g = self.graph(graph)
         tokens = len(text.split()) * 2
-        cached = (tokens // BLOCK) * BLOCK if text in self.prompts and self.cache_hits else 0
-        self.prompts.add(text)
-        self.counters["cached"] += cached
-        if self.router_kv and self.kv_events:
-            self.counters["events"] += max(1, tokens // BLOCK - cached // BLOCK)
-        if self.disaggregated:
-            self.counters["nixl"] += self.kv_bytes_per_request
-        if self.offload:
-            self.counters["offload"] += self.offload_bytes_per_request
+        cached = (tokens // BLOCK) * BLOCK if text in g.prompts and self.cache_hits else 0
+        g.prompts.add(text)
+        g.counters["cached"] += cached
+        if g.router_kv and self.kv_events:
+            g.counters["events"] += max(1, tokens // BLOCK - cached // BLOCK)
+        if g.disaggregated:
+            g.counters["nixl"] += self.kv_bytes_per_request
+        if g.offload:
+            g.counters["offload"] += self.offload_bytes_per_request
         return {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1,
                 "prompt_tokens_details": {"cached_tokens": cached}}
 
     # --- /metrics ----------------------------------------------------------------------------
-    def metrics(self, kind: str, first: bool) -> bytes:
-        """A pod's /metrics; the counters show on the first pod of each kind."""
-        c = self.counters if first else dict.fromkeys(self.counters, 0.0)
+    def metrics(self, graph: str, kind: str, first: bool) -> bytes:
+        """A pod's /metrics; its graph's counters show on the graph's first pod of each kind."""
+        g = self.graph(graph)
+        c = g.counters if first else dict.fromkeys(g.counters, 0.0)
         lines = []
         if kind == "frontend":
             lines += ["# HELP dynamo_frontend_cached_tokens Number of cached tokens",
                       "# TYPE dynamo_frontend_cached_tokens histogram",
                       f'dynamo_frontend_cached_tokens_sum{{model="m"}} {c["cached"]}',
                       'dynamo_frontend_cached_tokens_count{model="m"} 3']
-            if self.router_kv:
+            if g.router_kv:
                 lines += ['# TYPE dynamo_component_kv_cache_events_applied counter',
                           'dynamo_component_kv_cache_events_applied{dynamo_component="backend",'
                           'event_type="stored",status="ok",worker_id="7f3a"} '
@@ -136,7 +159,7 @@ class FakeServing:
                       'vllm:nixl_bytes_transferred_count{engine="0"} 4',
                       "# TYPE vllm:nixl_num_failed_transfers counter",
                       f'vllm:nixl_num_failed_transfers_total{{engine="0"}} {c["failed"]}']
-        if kind in ("worker", "prefill") and self.offload:
+        if kind in ("worker", "prefill") and g.offload:
             lines += ["# TYPE vllm:kv_offload_store_bytes counter",
                       f'vllm:kv_offload_store_bytes_total{{engine="0"}} {c["offload"]}']
         lines += ['vllm:kv_cache_usage_perc{engine="0"} 0.01'] if kind != "frontend" else []

@@ -31,7 +31,7 @@ from stacks.preflight.auto_mode import EMPTY_NODE_GRACE_S, provisioning
 from stacks.preflight.run import effective_cluster
 from tests.aws_target_deploy import KUBECONFIG, NAMESPACE, PROMETHEUS, produce_exports
 from tests.aws_target_fake import Component, FakeCluster
-from tests.aws_target_fake_serving import engine_log
+from tests.aws_target_fake_serving import engine_log, serving_of
 from workloads.campaign.automation import PulumiStacks
 
 ZONE = "us-east-1a"
@@ -68,6 +68,10 @@ class FakeStack:
         return self.config.get(f"{PROJECT}:{key}")
 
     def up(self, **_: Any) -> UpResult:
+        with self.ws.cluster.lock:   # side-by-side slots deploy from their own threads
+            return self._up()
+
+    def _up(self) -> UpResult:
         if self.ws.fail_up == self.name:
             raise RuntimeError(f"error: update failed for {self.name} (test)")
         stack = load_stack(self.name)
@@ -78,6 +82,10 @@ class FakeStack:
         return UpResult({k: Output(v, k == "kubeconfig") for k, v in outputs.items()})
 
     def destroy(self, **_: Any) -> None:
+        with self.ws.cluster.lock:
+            self._destroy()
+
+    def _destroy(self) -> None:
         self.ws.calls.append((self.name, "destroy", None, "retained" if self.retained else ""))
         if self.deployed and "graphName" in self.deployed and not self.retained:
             self.ws.delete_graph(self.deployed["graphName"])
@@ -139,9 +147,15 @@ class FakeWorkspace(PulumiStacks):
         efa = stack.serving.transfer == TransferBackend.NIXL_LIBFABRIC
         dgd = build_graph_deployment(stack, namespace=NAMESPACE, efa=efa,
                                      cluster=effective_cluster(stack, base), name=graph)
-        self._serving_flags(stack)
+        serving = self.cluster.serving.graph(graph)
+        flags = serving_of(stack)
+        serving.model, serving.disaggregated = flags.model, flags.disaggregated
+        serving.router_kv, serving.offload = flags.router_kv, flags.offload
         if (NAMESPACE, graph) in self.cluster.dgds:
-            if not (campaign and campaign.adopt):
+            # an update of the stack's own graph (it is in the stack's state: a re-`up` that
+            # only drops handOver), or an adoption; anything else is someone else's object
+            own = (fs.deployed or {}).get("graphName") == graph
+            if not (own or (campaign and campaign.adopt)):
                 raise RuntimeError(f"creating DynamoGraphDeployment {NAMESPACE}/{graph}: "
                                    "AlreadyExists (upsertExistingObjects is off)")
             self._update_graph(dgd)
@@ -153,19 +167,12 @@ class FakeWorkspace(PulumiStacks):
                     pod["_fake"]["created"] = self.cluster.clock.t
                     pod["metadata"]["creationTimestamp"] = self.cluster.clock.iso()
         fs.retained = bool(campaign and campaign.hand_over)
-        self.cluster.model_name = stack.model.name
         self.cluster.job_run = produce_exports
         return {"clusterName": stack.cluster.attach_to, "kubeconfig": KUBECONFIG,
                 "dynamoNamespace": NAMESPACE, "graphName": graph,
                 "frontendService": f"{graph}-frontend",
                 "prometheusService": "prometheus-kube-prometheus-prometheus",
                 "prometheusUrl": PROMETHEUS, "region": "us-east-1"}
-
-    def _serving_flags(self, stack) -> None:
-        s = self.cluster.serving
-        s.disaggregated = stack.serving.topology.value == "disaggregated"
-        s.router_kv = stack.serving.router.value == "kv"
-        s.offload = stack.serving.kv_offload.kind != "none"
 
     def _components(self, stack, dgd: dict) -> list[Component]:
         comps = []

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from reports.campaign import write
+from stacks.config.loader import load_stack
 from stacks.preflight.auto_mode import EMPTY_NODE_GRACE_S
 from tests.campaign_fake import FakeWorkspace, fake_cluster
 from workloads.campaign.run import CampaignOptions, run_campaign
@@ -186,3 +187,66 @@ def test_an_auto_mode_campaign_scales_node_pools_and_bills_the_empty_node_grace(
                      if e["kind"] == "billing" and e["group"] == g) for g in ("p4d", "g6e")}
     assert levels == {"p4d": 0, "g6e": 0}
     assert not [n for n in cluster.nodes if n.startswith(("p4d", "g6e"))]
+
+
+def test_a_full_base_a100_campaign_runs_every_variant_side_by_side_where_groups_allow(
+        tmp_path, world):
+    """Every variant attached to base-a100 (issue 28): the g6e-only agg-l40s-fp8 runs beside
+    the p4d variants, each variant measured on its own graph (its model at the frontend, its
+    cache counters, its Prometheus selector), and nothing is left running or billing."""
+    cluster, ws = world
+    opts = CampaignOptions(base="base-a100", scale="quick", run_id="full",
+                           runs_dir=tmp_path / "runs", show_progress=False)
+    result = run_campaign(opts, Console(file=open("/dev/null", "w")), stacks=ws,  # noqa: SIM115
+                          clock=cluster.clock)
+    state = json.loads(result.path.read_text())
+    names = [s["name"] for s in result.plan["slots"]]
+    assert sorted(names) == ["agg-a100", "agg-a100-kv", "agg-l40s-fp8", "disagg-a100",
+                             "disagg-a100-kv", "disagg-a100-kv-offload", "disagg-l40s-decode"]
+    assert result.status == "complete", {n: s.get("error") for n, s in state["slots"].items()}
+    assert {s["run_status"] for s in state["slots"].values()} == {"complete"}
+    runs = {e["slot"]: (e["start"], e["end"]) for e in state["events"] if e["kind"] == "run"}
+    l40s = runs["agg-l40s-fp8"]
+    beside = [n for n, (a, b) in runs.items() if n != "agg-l40s-fp8" and a < l40s[1]
+              and b > l40s[0]]
+    assert beside and all(result.plan["slots"][names.index(n)]["nodes"] == {"p4d": 2}
+                          for n in beside)
+    # each variant's attestation saw its own graph: the FP8 model, its own cached tokens
+    for name in names:
+        m = json.loads((tmp_path / "runs" / name / "full" / "manifest.json").read_text())
+        att = m["attestations"][-1]
+        assert att["ok"], (name, att["line"])
+        model = next(c for c in att["checks"] if c["name"] == "model")["evidence"]["models"]
+        assert model == [load_stack(name).model.name]
+    # every per-step Prometheus figure is scoped to the graph that served it
+    graphs = {q.split('dynamo_bench_io_graph="')[1].split('"')[0]
+              for q in cluster.prom_queries if "dynamo_bench_io_graph" in q}
+    assert graphs == {"agg-a100", "agg-l40s-fp8", "disagg-a100", "disagg-a100-kv-offload",
+                      "disagg-l40s-decode"}   # the -kv variants adopt their sibling's graph
+    assert not cluster.dgds and not cluster.serving.allocated
+    assert not [n for n in cluster.nodes if n.startswith(("p4d", "g6e"))]
+    levels = {g: sum(e["delta"] for e in state["events"]
+                     if e["kind"] == "billing" and e["group"] == g) for g in ("p4d", "g6e")}
+    assert levels == {"p4d": 0, "g6e": 0}
+
+
+def test_a_base_scale_that_fails_mid_campaign_stops_it_recorded_and_a_resume_finishes(
+        tmp_path, world):
+    """The base's `up` failing in the loop (a scale after a slot) ends the campaign as failed
+    with its record written, not with a traceback; the same run id then completes it."""
+    cluster, ws = world
+    up_base, calls = ws.up_base, []
+
+    def flaky(fs):
+        calls.append(fs.name)
+        if len(calls) == 3:    # prepare, scale up for the first slot, then this one fails
+            raise RuntimeError("error: the EKS API said Throttling (test)")
+        return up_base(fs)
+    ws.up_base = flaky
+    first = _run(tmp_path, ws, cluster, run_id="flaky")
+    assert first.status == "failed"
+    state = json.loads(first.path.read_text())
+    assert state["status"] == "failed" and state["slots"]["disagg-a100"]["status"] == DONE
+    second = _run(tmp_path, ws, cluster, run_id="flaky")
+    assert second.status == "complete"
+    assert json.loads(second.path.read_text())["slots"]["disagg-a100"]["status"] == DONE

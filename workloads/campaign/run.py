@@ -31,7 +31,7 @@ from stacks.config.workload_config import WORKLOAD_NAMES, Scale
 from stacks.plan.campaign_cost import base_campaign, budget_problems
 from stacks.plan.schedule import gpu_groups
 from stacks.preflight.run import require_valid
-from workloads.campaign.automation import PulumiStacks
+from workloads.campaign.automation import PulumiError, PulumiStacks
 from workloads.campaign.engine import Campaign
 from workloads.campaign.identity import local_same_workers, rendered_same_workers
 from workloads.campaign.plan import aws_plan, local_plan
@@ -274,6 +274,12 @@ def run_campaign(opts: CampaignOptions, console: Console | None = None,
     except KeyboardInterrupt:
         status = "interrupted"
         console.print(f"[yellow]campaign interrupted: resume with --run-id {run_id}[/yellow]")
+    except PulumiError as exc:
+        # the base's own `up` (a scale) failed in the loop: the slots already running ended
+        # first (their threads are joined), the record stays valid, and a resume scales again
+        status = "failed"
+        console.print(f"campaign stopped: {exc}\nthe deployments are as the record says; "
+                      f"fix the cause, then resume with --run-id {run_id}", markup=False)
     finally:
         campaign.close()
         measured = measure(state.data, _manifests(plan, opts.runs_dir, run_id))
