@@ -5,11 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from stacks.catalog.eks_versions import today
@@ -30,18 +28,25 @@ from stacks.config.loader import (
 )
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
-from stacks.plan.campaign_cost import BaseCampaign, base_campaign, budget_problems
-from stacks.plan.forecast import Campaign, plan_campaigns
+from stacks.forecast_cli import (
+    campaign_problems,
+    campaign_stacks,
+    console,
+    known_stacks,
+    note_assumed_over_budget,
+    print_itl_sources,
+    why_assumed,
+)
+from stacks.plan.campaign_cost import BaseCampaign, budget_problems
+from stacks.plan.forecast import plan_campaigns
 from stacks.plan.plan_view import hours, print_base, print_standalone
-from stacks.predict.rows import Prediction, predicted_itl
+from stacks.predict.forecast_itls import ForecastPredictions, forecast_predictions
 from stacks.preflight import engine_parse
 from stacks.preflight.run import PreflightReport, check_stack
 from stacks.sizing.estimate import cold_restarts, restart_seconds
-from stacks.sizing.step_itl import PredictedItl, step_itls, summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What to test: check stack files before anything is created or run.")
-console = Console(width=None if sys.stdout.isatty() else 200)
 
 
 @app.callback()
@@ -139,7 +144,12 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
           stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
                                           exists=True,
                                           help="Folder of Pulumi.<stack>.yaml files."),
-          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP)) -> None:
+          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP),
+          predict_: bool = typer.Option(True, "--predict/--no-predict",
+                                        help="Price a base's campaign budget at each step's "
+                                        "predicted ITL (AIConfigurator, `make predictor`) "
+                                        "where there is one; --no-predict: every step at "
+                                        "cost.assumedItlMs.")) -> None:
     """Validate stacks: the file itself, schema, AWS and Kubernetes rules, memory fit, node
     packing, engine flags, topology, workloads, budget.
 
@@ -174,7 +184,7 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
         report.problems += parsed.problems.get(report.stack.name, [])
         report.notes += parsed.notes.get(report.stack.name, [])
         _print_report(report)
-        problems = _campaign_problems(report, stacks_dir, on)
+        problems = campaign_problems(report, stacks_dir, on, predict_)
         for p in problems:
             console.print(f"  - {p}", markup=False)
         failed += bool(not report.ok or problems)
@@ -229,11 +239,14 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
         console.print(str(exc), markup=False)
         raise typer.Exit(2) from None
     invalid = 0
-    known = _known(stacks_dir)
+    known = known_stacks(stacks_dir)
     assumed = plan_campaigns(named, bases, known, scale, on)
     by_name = {s.name: s for s in named}
-    preds = _campaign_predictions(assumed, scale, by_name) if predict_ else {}
-    itls = {name: i for name, p in preds.items() if (i := predicted_itl(p)) is not None}
+    fp = forecast_predictions([pair for c in assumed for pair in campaign_stacks(c, by_name)],
+                              scale) if predict_ else ForecastPredictions()
+    if fp.note:
+        console.print(f"predictions: {fp.note}", markup=False)
+    preds, itls = fp.predictions, fp.itls
     # the same campaigns, each step priced at its predicted ITL where there is one
     campaigns = plan_campaigns(named, bases, known, scale, on, itls) if itls else assumed
     for c, at_assumed in zip(campaigns, assumed, strict=True):
@@ -241,8 +254,8 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
             print_base(console, c)
         else:
             print_standalone(console, c)
-        _print_itl_sources(c, scale, itls, by_name,
-                           lambda n: _why_assumed(preds.get(n), predict_))
+        print_itl_sources(c, scale, itls, by_name,
+                           lambda n: why_assumed(preds.get(n), predict_))
         for name in [s.name for s in c.slots] if isinstance(c, BaseCampaign) else \
                 [r.stack for r in c.runs]:
             problems = check_stack(name, stacks_dir, on=on).problems
@@ -254,95 +267,13 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
             for p in budget_problems(c):
                 invalid += 1
                 console.print(f"[red]{p}[/red]", markup=False)
-            if (at_assumed is not c and isinstance(at_assumed, BaseCampaign)
-                    and budget_problems(at_assumed) and not budget_problems(c)):
-                console.print(f"[yellow]{c.name}: within its budget at the predicted ITL, but "
-                              f"${at_assumed.cost_usd:,.2f} at cost.assumedItlMs: `stacks "
-                              "check` and `workloads campaign` judge that figure and refuse "
-                              "it[/yellow]")
+            if isinstance(at_assumed, BaseCampaign):
+                note_assumed_over_budget(c, at_assumed)
             if preds:
                 from stacks.predict.predict_view import print_plan_predictions
                 print_plan_predictions(console, c.name,
                                        [preds[slot.stack.name] for slot in c.slots])
     raise typer.Exit(2 if invalid else 0)
-
-
-def _campaign_stacks(c: Campaign | BaseCampaign, named: dict[str, StackConfig]
-                     ) -> list[tuple[StackConfig, StackConfig | None]]:
-    """(stack, its base) for every stack a campaign runs (a standalone one: the stack named)."""
-    if isinstance(c, BaseCampaign):
-        return [(slot.stack, c.base) for slot in c.slots]
-    return [(named[r.stack], None) for r in c.runs]
-
-
-def _campaign_predictions(campaigns: list[Campaign | BaseCampaign], scale: Scale,
-                          named: dict[str, StackConfig]) -> dict[str, Prediction]:
-    """Every planned stack's PREDICTED figures by name; a missing predictor is a note, not a
-    failure of the plan (the forecast then prices every step at cost.assumedItlMs)."""
-    from stacks.predict.predictor import PredictorUnavailable
-    from stacks.predict.predictor import predict as predict_stack
-    try:
-        return {s.name: predict_stack(s, scale, base) for c in campaigns
-                for s, base in _campaign_stacks(c, named)}
-    except PredictorUnavailable as exc:
-        console.print(f"predictions: {exc}", markup=False)
-        return {}
-
-
-def _why_assumed(pred: Prediction | None, predict_: bool) -> str:
-    """Why a stack's steps priced at cost.assumedItlMs have no predicted ITL."""
-    if not predict_:
-        return "predictions off: --no-predict"
-    if pred is None:
-        return "no predictor: see `predictions:` above"
-    if pred.not_predicted:
-        return f"nothing predicted: {pred.not_predicted.split(' (')[0]}"
-    if not pred.rows:
-        return "nothing predicted" + (f": {pred.skipped[0]}" if pred.skipped else "")
-    return (f"not predicted: {'; '.join(pred.skipped)}" if pred.skipped
-            else "not in the prediction")
-
-
-def _print_itl_sources(c: Campaign | BaseCampaign, scale: Scale,
-                       itls: dict[str, PredictedItl], named: dict[str, StackConfig],
-                       why: Callable[[str], str]) -> None:
-    """Which ITL each stack's step durations stand on: predicted, or assumed and why."""
-    for s, _ in _campaign_stacks(c, named):
-        if s.serving is None:
-            continue
-        for line in summary(step_itls(s, scale, itls.get(s.name)), why(s.name)):
-            console.print(f"{s.name}: step durations at {line}", markup=False)
-
-
-def _known(stacks_dir: Path) -> list[StackConfig]:
-    """Every stack file that loads (`stacks check` reports the others)."""
-    known = []
-    for n in [*all_stack_names(stacks_dir), *derived_stack_names(stacks_dir)]:
-        try:
-            known.append(load_stack(n, stacks_dir))
-        except StackError:
-            continue
-    return known
-
-
-def _campaign_problems(report: PreflightReport, stacks_dir: Path,
-                       on: dt.date | None) -> list:
-    """A base's campaign forecast against its cost.campaignBudgetUsd (every variant that
-    attaches to it), printed with the forecast's total."""
-    s = report.stack
-    if not (s.is_base and not s.is_attached and s.target == "aws"):
-        return []
-    variants = [v for v in _known(stacks_dir) if v.cluster.attach_to == s.name
-                and v.serving is not None]
-    if not variants:
-        return []
-    c = base_campaign(s, variants, on=on or today())
-    console.print(f"campaign forecast ({len(variants)} variant(s), `python -m stacks plan "
-                  f"{s.name}`): ${c.cost_usd:,.2f}; " + (
-                      f"budget ${s.cost.campaign_budget_usd:,.2f}"
-                      if s.cost.campaign_budget_usd is not None
-                      else "no cost.campaignBudgetUsd"), markup=False)
-    return budget_problems(c)
 
 
 @app.command()

@@ -80,8 +80,8 @@ def test_a_campaign_over_its_budget_is_refused_naming_the_field(tmp_path, comman
     c, _ = _campaign("base-a100")
     stacks = _with_budget(tmp_path, "base-a100", 300)          # the forecast is ~$353
     assert c.cost_usd > 300
-    # plan: at the assumed ITL, the figure `stacks check` and `workloads campaign` judge by
-    no_predict = ["--no-predict"] if command == "plan" else []
+    # at the assumed ITL (tests/test_step_itl.py: all three judge the predicted ITL by default)
+    no_predict = ["--no-predict"]
     res = CliRunner().invoke(app, [command, "base-a100", "--stacks-dir", str(stacks),
                                    "--as-of", ON.isoformat(), *no_predict])
     out = " ".join(res.output.split())

@@ -31,8 +31,11 @@ def _quiet() -> Console:
 
 
 def _plan(tmp_path, base: str, variants: list[str], only: list[str]) -> dict:
+    # at cost.assumedItlMs, as workload_steps_seconds prices it (the prediction is
+    # tests/test_step_itl.py's)
     opts = CampaignOptions(base=base, variants=variants, only=only, scale="quick",
-                           dry_run=True, runs_dir=tmp_path / "runs", hf_home=tmp_path / "hf")
+                           dry_run=True, predict=False, runs_dir=tmp_path / "runs",
+                           hf_home=tmp_path / "hf")
     return run_campaign(opts, _quiet()).plan
 
 

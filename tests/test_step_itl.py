@@ -217,9 +217,12 @@ def test_plan_falls_back_to_the_assumed_itl_and_says_why(monkeypatch):
             "AIConfigurator 0.12.0's database)") in out
 
 
-def test_plan_says_when_only_the_predicted_forecast_fits_the_budget(monkeypatch, tmp_path):
-    """`stacks check` and `workloads campaign` judge the budget at cost.assumedItlMs: a plan
-    within it only at the predicted ITL says so."""
+def test_plan_check_and_campaign_judge_the_budget_at_the_predicted_itl(monkeypatch, tmp_path):
+    """A budget between the forecast at the predicted ITL and at cost.assumedItlMs: `stacks
+    plan`, `stacks check` and `workloads campaign` all price it at the prediction and accept
+    it, each saying the assumed figure is above; with --no-predict all three refuse it."""
+    from workloads.campaign.run import CampaignOptions, CampaignRefused, plan_aws
+
     base = load_stack("base-a100")
     variants = [load_stack(n) for n in [*all_stack_names(), *derived_stack_names()]
                 if load_stack(n).cluster.attach_to == base.name]
@@ -241,11 +244,30 @@ def test_plan_says_when_only_the_predicted_forecast_fits_the_budget(monkeypatch,
     def fake(stack, scale, base=None):
         return Prediction(stack.name, database=dict(DB), rows=[_row(i, 2.0) for i in ids(stack)])
 
+    warned = (f"base-a100: within its budget at the predicted ITL, but ${assumed:,.2f} at "
+              "cost.assumedItlMs: should the GPUs decode slower than predicted")
     code, out = _plan(monkeypatch, fake, base.name, "--stacks-dir", str(tmp_path))
     assert code == 0, out
     assert "campaign base-a100: wall" in out and f"${predicted:,.2f} billed" in out
-    assert (f"base-a100: within its budget at the predicted ITL, but ${assumed:,.2f} at "
-            "cost.assumedItlMs: `stacks check` and `workloads campaign` judge that figure and "
-            "refuse it") in out
+    assert warned in out
     code, off = _plan(monkeypatch, fake, base.name, "--stacks-dir", str(tmp_path), "--no-predict")
     assert code == 2 and "above the budget" in off, off
+    for extra, want in (([], 0), (["--no-predict"], 2)):
+        res = CliRunner().invoke(app, ["check", base.name, "--stacks-dir", str(tmp_path),
+                                       "--as-of", ON.isoformat(), *extra])
+        out = " ".join(res.output.split())
+        assert res.exit_code == want, out
+        assert ("above the budget" in out) == bool(extra)
+    assert (f"${predicted:,.2f} with 7 of 7 variant(s) at their predicted ITL, "
+            f"${assumed:,.2f} all at cost.assumedItlMs") in " ".join(
+        CliRunner().invoke(app, ["check", base.name, "--stacks-dir", str(tmp_path)]).output.split())
+    # the campaign's plan (its budget gate and load windows) stands on the same prediction
+    monkeypatch.setattr("workloads.campaign.run.today", lambda: ON)
+    opts = CampaignOptions(base=base.name, stacks_dir=tmp_path, scale="full")
+    plan, _ = plan_aws(opts)
+    assert plan["slots"] and all(s["forecast"]["load_window_s"] for s in plan["slots"])
+    opts.predict = False
+    with pytest.raises(CampaignRefused, match="above the budget"):
+        plan_aws(opts)
+
+

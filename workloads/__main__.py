@@ -164,6 +164,11 @@ def campaign(
                                           "when every variant is done (default: leave it up "
                                           "with its GPU groups at zero)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, run nothing."),
+        predict_: bool = typer.Option(True, "--predict/--no-predict",
+                                      help="Forecast (budget, load windows, scale-ahead) each "
+                                      "step at its predicted ITL (AIConfigurator, `make "
+                                      "predictor`) where there is one; --no-predict: every "
+                                      "step at cost.assumedItlMs."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar or "
                                          "progress lines.")) -> None:
     """Run a base's variants as one scheduled campaign.
@@ -176,8 +181,8 @@ def campaign(
     dynamo-bench:nodeGroupSizes (a managed node group's desired size, an Auto Mode NodePool's
     limits); a let-go node bills until the cluster no longer lists it. Every deployment goes
     through Pulumi's Automation API (local backend by default). Refused (exit 2) when a
-    stack fails pre-flight or the forecast exceeds the base's cost.campaignBudgetUsd. The
-    record is
+    stack fails pre-flight or the forecast (each step at its predicted ITL where there is
+    one, as `stacks plan` prices it) exceeds the base's cost.campaignBudgetUsd. The record is
     runs/campaigns/<base>/<run-id>/campaign.json; the same --run-id resumes, never redoing a
     finished variant. Exit codes: 0 complete, 1 a variant failed, 2 refused, 130 interrupted.
     """
@@ -186,7 +191,7 @@ def campaign(
     opts = CampaignOptions(base=base, variants=variants or [], scale=scale, only=only or [],
                            run_id=run_id, runs_dir=runs_dir, stacks_dir=stacks_dir,
                            backend_url=backend_url,
-                           destroy_base=destroy_base, dry_run=dry_run,
+                           destroy_base=destroy_base, dry_run=dry_run, predict=predict_,
                            show_progress=not no_progress)
     try:
         result = run_campaign(opts, console)

@@ -11,14 +11,15 @@ imitate, billed while they run. No dollars: nothing local bills.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from stacks.catalog.instances import INSTANCE_TYPES
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.plan.campaign_cost import BaseCampaign
 from stacks.plan.schedule import chains
-from stacks.sizing.estimate import LOCAL_RESTART_S, workload_steps_seconds
+from stacks.sizing.estimate import LOCAL_RESTART_S
+from stacks.sizing.step_itl import PredictedItl, steps_seconds
 from workloads.steps import plan as steps_plan
 
 
@@ -73,8 +74,10 @@ def local_nodes(stack: StackConfig) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def local_plan(stacks: list[StackConfig], same: Callable[[StackConfig, StackConfig], bool],
-               scale: Scale) -> dict:
-    """Local stacks one after another (they share the host's cores), identical mockers kept."""
+               scale: Scale, itls: Mapping[str, PredictedItl] | None = None) -> dict:
+    """Local stacks one after another (they share the host's cores), identical mockers kept;
+    a step lasts its decode at the predicted ITL (`itls`: the mockers run on the prediction's
+    timing tables), else at cost.assumedItlMs."""
     slots, t = [], 0.0
     billed: dict[str, float] = {}
     loaded: dict[str, float] = {}
@@ -85,7 +88,7 @@ def local_plan(stacks: list[StackConfig], same: Callable[[StackConfig, StackConf
             nodes, gpus = local_nodes(v)
             skipped = sum(1 for s in steps_plan(v, scale) if s.cold)
             start = 0.0 if i else LOCAL_RESTART_S
-            window = sum(workload_steps_seconds(v, scale).values())
+            window = sum(steps_seconds(v, scale, (itls or {}).get(v.name)).values())
             for g, n in nodes.items():
                 group = v.cluster.group(g)
                 assert group is not None  # g is one of v's node groups (local_nodes)

@@ -10,6 +10,7 @@ local campaign); the runs themselves to `runs/<stack>/<run-id>/` as `workloads r
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,9 @@ from stacks.config.schema import StackConfig
 from stacks.config.workload_config import WORKLOAD_NAMES, Scale
 from stacks.plan.campaign_cost import base_campaign, budget_problems
 from stacks.plan.schedule import gpu_groups
+from stacks.predict.forecast_itls import forecast_predictions
 from stacks.preflight.run import require_valid
+from stacks.sizing.step_itl import PredictedItl
 from workloads.campaign.automation import PulumiError, PulumiStacks
 from workloads.campaign.engine import Campaign
 from workloads.campaign.identity import local_same_workers, rendered_same_workers
@@ -62,6 +65,9 @@ class CampaignOptions:
     # variant only); a variant not named keeps all its enabled workloads
     only: list[str] = field(default_factory=list)
     dry_run: bool = False
+    # the forecast (budget, load windows, scale-ahead) at each step's predicted ITL where
+    # AIConfigurator predicts it (stacks/predict/forecast_itls.py), else cost.assumedItlMs
+    predict: bool = True
     destroy_base: bool = False
     backend_url: str | None = None          # Pulumi's state backend (default: a local one)
     scale: Scale = "quick"
@@ -147,7 +153,21 @@ def plan_local(opts: CampaignOptions) -> tuple[dict, dict]:
     argvs = LocalPlatform(reports, run_id="", runs_dir=opts.runs_dir,
                           stacks_dir=opts.stacks_dir, hf_home=opts.hf_home, workdir=Path("."),
                           scale=opts.scale, show_progress=False, console=Console()).argvs
-    return _with_only(local_plan(stacks, local_same_workers(argvs), opts.scale), only), reports
+    itls = _itls([(s, None) for s in stacks], opts)
+    return _with_only(local_plan(stacks, local_same_workers(argvs), opts.scale, itls),
+                      only), reports
+
+
+def _itls(pairs: list[tuple[StackConfig, StackConfig | None]], opts: CampaignOptions
+          ) -> dict[str, PredictedItl]:
+    """Each variant's predicted ITL per step (none with --no-predict or no predictor)."""
+    if not opts.predict:
+        return {}
+    fp = forecast_predictions(pairs, opts.scale)
+    if fp.note:
+        print(f"predictions: {fp.note}; every step priced at cost.assumedItlMs",
+              file=sys.stderr)
+    return fp.itls
 
 
 def _is_local(name: str, stacks_dir: Path) -> bool:
@@ -173,7 +193,8 @@ def plan_aws(opts: CampaignOptions) -> tuple[dict, dict]:
     only = only_by_variant(opts.only, names)
     variants = [_restricted(reports[n].stack, only[n]) for n in names]
     c = base_campaign(base, variants, opts.scale, on=today(),
-                      same=rendered_same_workers(base))
+                      same=rendered_same_workers(base),
+                      itls=_itls([(v, base) for v in variants], opts))
     problems = budget_problems(c)
     if problems:
         raise CampaignRefused("\n".join(map(str, problems)))
