@@ -9,6 +9,8 @@ Every flag here was checked against `aiperf profile --help` and AIPerf's sources
   duration ends first) and `--benchmark-grace-period` for the requests still in flight
   (sized per step from its expected request latency: workloads/grace.py).
 - `--concurrency` is concurrent requests, or concurrent conversations for multi-turn data.
+  `--concurrency-ramp-duration R` opens the slots one by one over R seconds (a sweep step's
+  are spread over one request latency: workloads/stagger.py says why).
 - `--fixed-schedule --fixed-schedule-auto-offset` (a replayed trace): rows are sent at their
   `timestamp` (ms), the first one at 0 (timing/strategies/fixed_schedule.py); `--concurrency`
   still caps the sessions in flight (timing/phase/runner.py configures the phase's limiter,
@@ -55,6 +57,9 @@ class AiperfInvocation:
     # A replayed trace: send each row at its timestamp (ms, the first sent row at 0); the
     # concurrency then caps the requests in flight instead of driving the load.
     fixed_schedule: bool = False
+    # Seconds over which AIPerf opens the concurrency slots one by one (workloads/stagger.py);
+    # None: all at the step's start.
+    concurrency_ramp_s: float | None = None
 
 
 def profile_args(inv: AiperfInvocation) -> list[str]:
@@ -72,6 +77,8 @@ def profile_args(inv: AiperfInvocation) -> list[str]:
         "--request-count", str(inv.request_count),
         "--concurrency", str(inv.concurrency),
     ]
+    if inv.concurrency_ramp_s is not None:
+        args += ["--concurrency-ramp-duration", _num(inv.concurrency_ramp_s)]
     if inv.tokenizer_revision:
         args += ["--tokenizer-revision", inv.tokenizer_revision]
     if inv.tokenizer_trust_remote_code:

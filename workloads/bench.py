@@ -94,7 +94,8 @@ def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict],
                                    artifact_dir=out_dir / s["id"],
                                    server_metrics=tuple(ep.metrics_urls),
                                    duration_s=s["duration_s"],
-                                   grace_period_s=s["grace_period_s"])
+                                   grace_period_s=s["grace_period_s"],
+                                   concurrency_ramp_s=s.get("concurrency_ramp_s"))
             t = time.monotonic()
             subprocess.run([str(aiperf_executable()), *profile_args(inv)], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
@@ -236,7 +237,10 @@ def main(concurrencies: list[int], stack: str, duration_s: float, out: Path | No
             "path"], "rows": s.params["rows"], "concurrency": s.concurrency, "seed": s.seed,
             "duration_s": s.duration_s,
             "grace_period_s": manifest["steps"][s.id].get("grace", {}).get(
-                "grace_period_s", MIN_GRACE_S)} for s in steps]
+                "grace_period_s", MIN_GRACE_S),
+            # the runner's spread start (workloads/stagger.py), so the commands stay the same
+            "concurrency_ramp_s": manifest["steps"][s.id].get("ramp", {}).get(
+                "concurrency_ramp_s")} for s in steps]
         console.print("bare AIPerf pass (same commands, no runner) ...")
         bare = run_bare(name, tmp, result.run_dir.parent / f"{run_id}-bare", args)
         console.print("quick-ACK pass (the same commands, the client ACKing at once) ...")

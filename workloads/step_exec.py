@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workloads import grace, predictions, request_trace, results
+from workloads import grace, predictions, request_trace, results, stagger
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.attest.checks import AttestationRefused
 from workloads.datasets import DatasetFile, block_reuse, fit_context, jsonl_bytes, write_jsonl
@@ -231,17 +231,20 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     dataset = {"path": str(dfile.path.relative_to(ctx.run_dir)), "sha256": dfile.sha256,
                "rows": dfile.rows, **dataset}
     grace_rec = step_grace(step, rows, ctx)
+    ramp_rec = step_ramp(step, rows, ctx)
     inv = AiperfInvocation(
         model=endpoints.model, url=endpoints.base_url, tokenizer=ctx.tokenizer,
         input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
         seed=step.seed, artifact_dir=work, server_metrics=tuple(endpoints.metrics_urls),
         duration_s=step.duration_s, grace_period_s=grace_rec["grace_period_s"],
+        concurrency_ramp_s=ramp_rec["concurrency_ramp_s"] if ramp_rec else None,
         block_size=step.params.get("block_size", 512),
         fixed_schedule=fixed_schedule(step),
         request_timeout_s=ctx.request_timeout_s, tokenizer_revision=ctx.tokenizer_revision,
         tokenizer_trust_remote_code=ctx.tokenizer_trust_remote_code)
     manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
                          **({"grace": grace_rec} if step.duration_s is not None else {}),
+                         **({"ramp": ramp_rec} if ramp_rec else {}),
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
     since_ms = time.time() * 1000
@@ -269,6 +272,19 @@ def step_grace(step: Step, rows: list[dict], ctx: StepContext) -> dict:
     return {"grace_period_s": grace.grace_period_s(expected),
             "expected_longest_request_s": round(expected, 3),
             "itl_ms": itl_ms, "itl_source": source}
+
+
+def step_ramp(step: Step, rows: list[dict], ctx: StepContext) -> dict | None:
+    """The step's concurrency ramp (workloads/stagger.py), sized from its predicted request
+    latency where one exists, else from its expected ITL as the grace period is."""
+    row = predictions.predicted_step(ctx.predictions, step.id) or {}
+    if row.get("request_latency_ms"):
+        request_s = float(row["request_latency_ms"]) / 1000.0
+        source = predictions.source_words(ctx.predictions or {})
+    else:
+        itl = step_grace(step, rows, ctx)
+        request_s, source = itl["expected_longest_request_s"], itl["itl_source"]
+    return stagger.step_ramp(step.workload, step.concurrency, request_s, source)
 
 
 def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
