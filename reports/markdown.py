@@ -348,7 +348,8 @@ def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecor
         rows.append(row)
     out += [pvm.band_note() + "\n\n", md_table(pd.DataFrame(rows))]
     stalls = {r.stack: pvm.first_data_stall_ms(r.extra) for r in records}
-    out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls)]
+    on_table = {r.stack for r in records if pvm.on_table(r.extra)}
+    out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls, on_table)]
     return "".join(out)
 
 

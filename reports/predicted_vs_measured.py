@@ -10,6 +10,7 @@ than its band, the known causes are named, with their size only where the run me
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
@@ -49,6 +50,16 @@ def timing_label(manifest_extra: dict[str, Any], target: str) -> str:
     return UNRECORDED_LABEL
 
 
+def on_table(manifest_extra: dict[str, Any]) -> bool:
+    """The run's mockers ran on tables made from AIConfigurator's database (its last attempt's
+    recorded timings, workloads/targets/mocker_timings.py)."""
+    for attempt in reversed(manifest_extra.get("attempts") or []):
+        timings = (attempt.get("target") or {}).get("timings")
+        if timings:
+            return timings.get("source") == "aiconfigurator" and bool(timings.get("tables"))
+    return False
+
+
 def first_data_stall_ms(manifest_extra: dict[str, Any]) -> float | None:
     """The first-data stall the run's attestation measured (workloads/attest/first_data.py)."""
     for att in manifest_extra.get("attestations") or []:
@@ -82,14 +93,38 @@ def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.Dat
             row[f"{col}_predicted"] = predicted
             row[f"{col}_ratio"] = round(ratio, 3) if ratio is not None else None
             row[f"{col}_in_band"] = in_band(ratio, band)
+        row["ttft_model_terms_ms"] = pred.get("ttft_model_terms_ms")
         rows.append(row)
     columns = ["stack", "step", *[f"{c}_{k}" for c in BANDS
-                                     for k in ("measured", "predicted", "ratio", "in_band")]]
+                                     for k in ("measured", "predicted", "ratio", "in_band")],
+               "ttft_model_terms_ms"]
     return pd.DataFrame(rows, columns=columns)   # the columns even without a row (its CSV)
 
 
-def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None]) -> list[str]:
-    """The known causes of each TTFT gap outside its band, with the run's measured size."""
+def _model_terms(off: pd.DataFrame) -> str | None:
+    """AIConfigurator's TTFT terms a mocker on its table does not run, with their size per
+    step and the rehearsal's ratio to the prediction without them."""
+    sized = off[off["ttft_model_terms_ms"].notna()] if "ttft_model_terms_ms" in off else off[0:0]
+    if sized.empty:
+        return None
+    parts = []
+    for _, r in sized.iterrows():
+        terms, pred = float(r["ttft_model_terms_ms"]), float(r["ttft_p50_ms_predicted"])
+        left = pred - terms
+        ratio = f", measured / the rest {float(r['ttft_p50_ms_measured']) / left:.2f}" \
+            if left > 0 else ""
+        parts.append(f"{r['step']} {terms:.1f} of {pred:.1f} ms{ratio}")
+    return ("AIConfigurator's TTFT adds a per-request vLLM dispatch term (0.8 ms a layer) and a "
+            "queueing factor (1 + log2(batch) / 8) to the prefill kernels' time "
+            "(aiconfigurator_core 0.12.0 sdk/backends/vllm_backend.py), which the mocker on its "
+            "table does not run: " + "; ".join(parts))
+
+
+def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
+                on_table: Collection[str] = frozenset()) -> list[str]:
+    """The known causes of each TTFT gap outside its band, with the run's measured size;
+    `on_table`: the stacks whose mockers ran on the database's timing table (a rehearsal),
+    whose gap includes the model's terms the table leaves out, sized per step."""
     if compared.empty:
         return []
     out = []
@@ -98,6 +133,9 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None]) -> li
         if off.empty:
             continue
         causes = [MIXED_STEP]
+        terms = _model_terms(off) if str(stack) in on_table else None
+        if terms:
+            causes.insert(0, terms)
         stall = stall_ms.get(str(stack))
         if stall is not None:
             causes.insert(0, f"the first-data stall on kept-alive connections, measured "

@@ -71,3 +71,27 @@ def test_a_traces_warm_pass_is_not_measured_against_the_cold_prediction():
                            "output_tok_s": 500.0}
                           for step in ("trace_replay/c4", "trace_replay/c4-warm")])
     assert list(pvm.table(steps, {"s": pred})["step"]) == ["trace_replay/c4"]
+
+
+def test_a_rehearsals_ttft_gap_names_the_model_terms_its_table_leaves_out_with_their_size():
+    """On the database's table the mocker runs neither AIConfigurator's vLLM dispatch term nor
+    its queueing factor: a rehearsal's TTFT below the prediction names them, sized per step,
+    with the ratio to the prediction without them; a cluster run (not on the table) does not."""
+    pred = {"steps": {"concurrency_sweep/c16": {"ttft_ms": 93.3, "itl_ms": 8.59,
+                                                "output_tok_s": 2000.0,
+                                                "ttft_model_terms_ms": 63.9}}}
+    steps = pd.DataFrame([{"stack": "local-agg", "step": "concurrency_sweep/c16",
+                           "ttft_p50_ms": 52.4, "itl_p50_ms": 8.6, "output_tok_s": 2000.0}])
+    t = pvm.table(steps, {"local-agg": pred})
+    assert t.loc[0, "ttft_model_terms_ms"] == 63.9 and not t.loc[0, "ttft_p50_ms_in_band"]
+    (line,) = pvm.ttft_causes(t, {}, on_table={"local-agg"})
+    assert "dispatch term" in line and "concurrency_sweep/c16 63.9 of 93.3 ms" in line
+    assert f"measured / the rest {52.4 / (93.3 - 63.9):.2f}" in line
+    (cluster,) = pvm.ttft_causes(t, {})
+    assert "dispatch term" not in cluster
+    table = {"attempts": [{"target": {"timings": {"source": "aiconfigurator",
+                                                  "tables": [{"role": "worker"}]}}}]}
+    assert pvm.on_table(table)
+    assert not pvm.on_table({"attempts": [{"target": {"timings": {"source": "generic",
+                                                                  "tables": []}}}]})
+    assert not pvm.on_table({"attempts": [{}]})

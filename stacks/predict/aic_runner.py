@@ -98,8 +98,29 @@ def estimate(kwargs: dict[str, Any], systems_paths: str | None) -> dict[str, Any
     raw = r.raw
     out = {name: raw[key] for key, name in RAW_FIELDS.items()
            if isinstance(raw.get(key), (int, float))}
-    return {**out, "backend_version": r.backend_version, "system": r.system_name,
+    return {**out, **ttft_terms(kwargs), "backend_version": r.backend_version,
+            "system": r.system_name,
             "kv_cache_warning": str(r.kv_cache_warning) if r.kv_cache_warning else None}
+
+
+def ttft_terms(kwargs: dict[str, Any]) -> dict[str, float]:
+    """The two terms AIConfigurator's agg TTFT adds to the prefill kernels' time, from its own
+    vLLM backend (aiconfigurator_core 0.12.0 sdk/backends/base_backend.py run_agg: ttft =
+    (prefill step + _prefill_dispatch_overhead_ms(model)) x _ttft_queuing_factor(b, ...);
+    vllm_backend.py: 0.8 ms per layer, 1 + log2(b) / 8): a mocker on the database's table
+    (mocker_table.py) runs neither, so a rehearsal's TTFT sits below the prediction by them.
+    The disagg estimate adds neither (its prefill is run_static's context latency)."""
+    if kwargs.get("mode") != "agg":
+        return {}
+    from types import SimpleNamespace
+
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    from aiconfigurator_core.sdk.models import _get_model_info
+    backend = get_backend(kwargs["backend_name"])
+    layers = _get_model_info(kwargs["model_path"])["layers"]
+    return {"ttft_dispatch_ms": float(backend._prefill_dispatch_overhead_ms(
+                SimpleNamespace(_num_layers=layers))),
+            "ttft_queue_factor": float(backend._ttft_queuing_factor(kwargs["batch_size"], 0.0))}
 
 
 def mocker_table(q: dict[str, Any], systems_paths: str | None) -> dict[str, Any]:

@@ -55,6 +55,10 @@ class PredictedRow:
     tok_s_per_gpu: float
     tok_s_per_user: float
     usd_per_1m_output: float | None
+    # of ttft_ms, what AIConfigurator adds to the prefill kernels' time (its vLLM dispatch term
+    # and queueing factor: aic_runner.ttft_terms), which a mocker on its table does not run;
+    # None where the estimate adds neither (disagg)
+    ttft_model_terms_ms: float | None = None
 
 
 @dataclass
@@ -119,4 +123,13 @@ def row(step: StepShape, lay: Layout, answer: dict[str, Any]) -> PredictedRow:
                         request_latency_ms=answer["request_latency_ms"],
                         output_tok_s=out_tok_s, tok_s_per_gpu=out_tok_s / lay.gpus,
                         tok_s_per_user=answer["tokens_per_s_per_user"],
-                        usd_per_1m_output=usd)
+                        usd_per_1m_output=usd, ttft_model_terms_ms=model_terms_ms(answer))
+
+
+def model_terms_ms(answer: dict[str, Any]) -> float | None:
+    """ttft = (prefill + dispatch) x factor, so what is not the prefill kernels' time is
+    ttft x (1 - 1 / factor) + dispatch."""
+    dispatch, factor = answer.get("ttft_dispatch_ms"), answer.get("ttft_queue_factor")
+    if dispatch is None or not factor:
+        return None
+    return round(answer["ttft_ms"] * (1 - 1 / factor) + dispatch, 3)
