@@ -19,7 +19,8 @@ from components.placement import INSTANCE_TYPE_LABEL, catalogue_gpu_types, gpu_i
 from stacks.catalog.eks_zones import SOURCE as EKS_ZONES_SOURCE
 from stacks.catalog.eks_zones import refused_zone_ids
 from stacks.catalog.instances import INSTANCE_TYPES, InstanceType
-from stacks.config.schema import CapacityType, NodeGroup, StackConfig, TransferBackend
+from stacks.config.schema import CapacityType, NodeGroup, StackConfig
+from stacks.conventions.efa_groups import uses_efa
 
 # EKS managed node group AMI types (AL2023; the NVIDIA variant ships driver + container toolkit).
 AMI_GPU = "AL2023_x86_64_NVIDIA"
@@ -40,22 +41,6 @@ def instance_of(group: NodeGroup) -> InstanceType:
 
 def is_gpu(group: NodeGroup) -> bool:
     return instance_of(group).gpu is not None
-
-
-def uses_efa(group: NodeGroup, stack: StackConfig) -> bool:
-    """Whether a group's nodes get EFA interfaces (and a cluster placement group, one AZ).
-
-    A serving stack enables EFA only for NIXL over LIBFABRIC on groups that host its workers.
-    A base stack serves nothing itself, so it enables EFA on every EFA-capable GPU group: its
-    variants may choose LIBFABRIC and cannot add interfaces to running nodes.
-    """
-    inst = instance_of(group)
-    if inst.gpu is None or inst.efa_interfaces == 0:
-        return False
-    if stack.serving is None:
-        return True
-    hosts_workers = any(w.node_group == group.name for w in stack.serving.workers)
-    return hosts_workers and stack.serving.transfer == TransferBackend.NIXL_LIBFABRIC
 
 
 def pinned_zone(group: NodeGroup, stack: StackConfig, zones: Sequence[str]) -> str | None:

@@ -139,3 +139,27 @@ def test_cold_restart_survives_a_blip_listing_and_deleting_workers(tmp_path):
     restart = target.restart_workers()
     assert list_blip["failed"] and delete_blip["failed"] and restart["deleted"]
 
+
+
+def test_one_503_reading_a_worker_log_neither_refuses_the_run_nor_hides_the_backend(tmp_path):
+    """The attestation reads every worker's log for NIXL's backend line and vLLM's engine
+    config, and start() reads them for the KV transfer evidence: one blip there made the log
+    "(log unavailable)", which fails nixl_backend and refuses the whole run (runner.md R4)."""
+    from stacks.preflight.run import check_stack
+    from tests.aws_target_deploy import aws_target, deploy
+    from workloads.attest.checks import PASS
+
+    d = deploy(tmp_path, "disagg-a100")
+    at_start, start_blip = _failing_once(d.cluster.core.read_namespaced_pod_log, 503)
+    d.cluster.core.read_namespaced_pod_log = at_start
+    target = aws_target(d, tmp_path, kv_capacity_tokens=[
+        m.kv_capacity_tokens for m in check_stack("disagg-a100").memory])
+    target.start()
+    assert start_blip["failed"]
+    assert all(e["log_backends"] for e in target.kv["pods"]), target.kv   # every line read
+    in_attest, attest_blip = _failing_once(at_start, 502)
+    d.cluster.core.read_namespaced_pod_log = in_attest
+    att = target.attest("test")
+    assert attest_blip["failed"]
+    assert att.ok, att.refusal()
+    assert {c.name: c.status for c in att.checks}["nixl_backend"] == PASS

@@ -11,15 +11,41 @@ from components.node_specs import efa_network_interfaces
 from stacks.catalog.instances import INSTANCE_TYPES
 
 
-def _in_region(stack: str, region: str):
+def _raw_in_region(stack: str, region: str, *, efa: bool = True) -> dict:
     raw = raw_config(stack)
     raw["cluster"]["region"] = region
     for group in raw["cluster"]["nodeGroups"]:
         if "availabilityZone" in group:
             group["availabilityZone"] = f"{region}a"
+        if not efa and INSTANCE_TYPES[group["instanceType"]].efa_interfaces:
+            group["instanceType"] = "g6e.4xlarge"   # a GPU without EFA
+    return raw
+
+
+def _in_region(stack: str, region: str):
+    # outside the aws partition, groups without EFA (its device plugin image cannot be pulled
+    # there: the next test)
+    raw = _raw_in_region(stack, region, efa=region.startswith("us-east"))
     result = run_config(f"{stack}-{region}", raw)
     assert result.error is None, result.error
     return result
+
+
+def test_efa_groups_outside_the_aws_partition_are_refused_before_anything_is_created():
+    """The EFA device plugin's image is in the aws partition's ECR (aws.md M4): a node-group
+    base with EFA groups in us-gov-west-1 is refused naming each group; Auto Mode brings AWS's
+    own plugin, and in us-east-1 nothing is refused."""
+    from stacks.preflight.aws_checks import EFA_PLUGIN_IMAGE
+
+    result = run_config("base-a100-gov", _raw_in_region("base-a100", "us-gov-west-1"))
+    assert result.error is not None and EFA_PLUGIN_IMAGE in str(result.error)
+    groups = raw_config("base-a100")["cluster"]["nodeGroups"]
+    refused = {f"dynamo-bench:cluster.nodeGroups[{i}]" for i, g in enumerate(groups)
+               if INSTANCE_TYPES[g["instanceType"]].efa_interfaces}
+    assert refused and all(f in str(result.error) for f in refused)
+    assert "aws-us-gov" in str(result.error)
+    assert run_config("base-a100-auto-gov", _raw_in_region("base-a100-auto", "us-gov-west-1")
+                      ).error is None
 
 
 @pytest.mark.parametrize(("stack", "region", "partition"), [

@@ -352,6 +352,7 @@ def test_recipe_workers_give_the_startup_probe_the_recipes_20_s(name: str) -> No
 # recipes/solar-open2-250b/vllm/*/deploy.yaml@099afba4 (cpu 16, 128Gi) (dynamo.md F6)
 @pytest.mark.parametrize("name, cpu, memory", [
     ("agg-b200-axk2", "4", "16Gi"), ("disagg-b200-axk2", "4", "16Gi"),
+    ("baseline-b200-axk2", "4", "16Gi"),
     ("agg-b200-kexaone", "8", "16Gi"), ("baseline-b200-kexaone", "8", "16Gi"),
     ("disagg-b200-kexaone", "8", "16Gi"), ("agg-a100", "2", "4Gi"),
     ("agg-b200-solar2", "16", "128Gi"), ("disagg-b200-solar2", "16", "128Gi"),

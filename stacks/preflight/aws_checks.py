@@ -15,7 +15,9 @@
   and values 0-256 Unicode characters of letters, digits, spaces and `_ . : / = + - @`; no key
   or value starting with `aws:` "or any upper or lowercase combination of such"; at most 50
   user tags per resource;
-- provider config that contradicts the stack (`aws:region` other than cluster.region).
+- provider config that contradicts the stack (`aws:region` other than cluster.region);
+- EFA groups outside the aws partition: the EFA device plugin's image is in the aws
+  partition's ECR (EFA_PLUGIN_IMAGE).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import botocore
 
 from stacks.catalog.eks_versions import version_problem
 from stacks.config.errors import Problem
-from stacks.config.schema import StackConfig
+from stacks.config.schema import ComputeMode, StackConfig
 from stacks.config.stack_file import PROJECT
+from stacks.conventions.efa_groups import uses_efa
 
 P = f"{PROJECT}:"
 TAG_CHARS = "letters, digits, spaces and _ . : / = + - @"
@@ -81,6 +84,29 @@ def _check_region(region: str, out: list[Problem]) -> bool:
                        f"EFS are offered (botocore {botocore.__version__} endpoint data, "
                        f"{len(regions)} regions)", f"use one such as {', '.join(near)}"))
     return False
+
+
+# The EFA device plugin chart's image (aws/eks-charts stable/aws-efa-k8s-device-plugin
+# values.yaml at 2a58b2d, v0.5.29: image.repository), in the aws partition's ECR: a node of
+# another partition (aws-cn, aws-us-gov) cannot pull it (aws.md M4).
+EFA_PLUGIN_IMAGE = "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+
+
+def _check_efa_partition(stack: StackConfig, region: str, out: list[Problem]) -> None:
+    """The program installs the EFA device plugin for its EFA groups on node groups (Auto Mode
+    brings AWS's own); outside the aws partition its image cannot be pulled."""
+    if stack.cluster.compute_mode == ComputeMode.AUTO:
+        return
+    partition = boto3.session.Session().get_partition_for_region(region)
+    if partition == "aws":
+        return
+    for i, g in enumerate(stack.cluster.node_groups):
+        if uses_efa(g, stack):
+            out.append(Problem(f"{P}cluster.nodeGroups[{i}]", f"{g.name} gets EFA, whose "
+                               f"device plugin image {EFA_PLUGIN_IMAGE} is in the aws "
+                               f"partition's ECR: {region} is in {partition}, whose nodes "
+                               "cannot pull it", "use a region of the aws partition, or a "
+                               "group without EFA (no NIXL over LIBFABRIC)"))
 
 
 def _check_zones(stack: StackConfig, region: str, out: list[Problem]) -> None:
@@ -184,6 +210,7 @@ def check_aws(stack: StackConfig, region: str, *, on: dt.date, owns_cluster: boo
         return out
     if _check_region(region, out):
         _check_zones(stack, region, out)
+        _check_efa_partition(stack, region, out)
     _check_vpc(stack, out)
     _check_cluster_name(stack, out)
     why = version_problem(stack.cluster.eks_version, on)

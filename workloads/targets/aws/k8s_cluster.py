@@ -131,15 +131,19 @@ def pod_versions(kube: Kube, namespace: str, pods: list[dict]) -> dict:
     return out
 
 
-def kv_transfer(kube: Kube, namespace: str, pods: list[dict]) -> dict:
-    """Evidence of the KV transfer backend from every worker pod; `used` merges them."""
+def kv_transfer(kube: Kube, namespace: str, pods: list[dict], clock: Clock) -> dict:
+    """Evidence of the KV transfer backend from every worker pod; `used` merges them. A log
+    read is retried on a blip (runner.md R4), else the evidence says it was unreadable."""
     evidence = []
     for pod in pods:
+        name: str = pod["metadata"]["name"]
+
+        def read(name: str = name) -> object:
+            return kube.core.read_namespaced_pod_log(
+                name, namespace, container=k8s_graph.MAIN_CONTAINER, limit_bytes=LOG_HEAD_BYTES)
         try:
-            log = str(kube.core.read_namespaced_pod_log(
-                pod["metadata"]["name"], namespace, container=k8s_graph.MAIN_CONTAINER,
-                limit_bytes=LOG_HEAD_BYTES) or "")
-        except Exception as exc:  # noqa: BLE001
+            log = str(retrying(clock, f"reading the log of pod {name}", read) or "")
+        except KubeError as exc:
             log = f"(log unavailable: {exc})"
         evidence.append(k8s_graph.kv_transfer_evidence(pod, log))
     used = sorted({e["used"] for e in evidence})

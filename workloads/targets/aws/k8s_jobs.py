@@ -2,7 +2,8 @@
 
 - a Job per AIPerf step, in the stack's namespace, under the load generator's ServiceAccount
   (no API token mounted: AIPerf only talks HTTP), pinned to the CPU node group in the
-  frontend's zone, with Guaranteed CPU sized so the client is not the bottleneck; AIPerf runs
+  frontend's zone, requesting the CPU that keeps the client from being the bottleneck, with
+  no CPU limit (a limit throttles AIPerf's bursts: runner.md R3; memory stays limited); AIPerf runs
   under k8s_scripts.CLIENT_WRAPPER (container CPU samples for the saturation guard) and writes
   its artifacts on the results PVC; the tokenizer comes read-only from the model cache PVC
   (offline, the same files the workers load);

@@ -218,12 +218,14 @@ class JobExecutor:
         """The pod's log and the artifacts into `work`; returns the failure, amended."""
         ns = self.s.namespace
         if pod is not None:
-            try:
-                log = self.kube.core.read_namespaced_pod_log(
-                    pod["metadata"]["name"], ns, container="aiperf",
-                    limit_bytes=LOG_LIMIT_BYTES)
+            pod_name = pod["metadata"]["name"]
+            try:   # a blip retried (runner.md R4); still unreadable, the artifacts matter more
+                log = retrying(self.clock, f"reading the log of pod {pod_name}",
+                               lambda: self.kube.core.read_namespaced_pod_log(
+                                   pod_name, ns, container="aiperf",
+                                   limit_bytes=LOG_LIMIT_BYTES))
                 (work / "aiperf.log").write_text(log if isinstance(log, str) else str(log))
-            except Exception as exc:  # noqa: BLE001 - the artifacts matter more
+            except KubeError as exc:
                 (work / "aiperf.log").write_text(f"pod log unavailable: {exc}\n")
         try:
             self.volume.fetch_dir(artifacts, work)

@@ -139,7 +139,7 @@ class AwsTarget:
                         "leftovers_deleted": leftovers,
                         **_load_summary(self.pods, workers)}
         self.versions = k8s_cluster.pod_versions(self.kube, self.namespace, self.pods)
-        self.kv = k8s_cluster.kv_transfer(self.kube, self.namespace, workers)
+        self.kv = k8s_cluster.kv_transfer(self.kube, self.namespace, workers, self.clock)
         self.placement = self._placement()
         self.volume = ResultsVolume(self.kube, k8s_jobs.transfer_pod(
             name=k8s_jobs.transfer_pod_name(self.stack.name, self.run_id),
@@ -195,7 +195,8 @@ class AwsTarget:
                 tag=f"{self.run_id}-{self.token}-{self.attestations}",
                 offload_capacity_tokens=self.offload_capacity, sleep=self.clock.sleep,
                 now=self.clock.now)
-        evidence["pods"] = attest_aws.pod_evidence(self.kube, self.namespace, self.dgd, pods)
+        evidence["pods"] = attest_aws.pod_evidence(self.kube, self.namespace, self.dgd, pods,
+                                                   self.clock)
         evidence["first_data"] = attest_aws.first_data_probe(
             self.kube, self.namespace, self.dgd, pods, self.service.model)
         evidence["node_image"] = {"ami_release": self.outputs.get("nodeAmiRelease"),
