@@ -283,7 +283,10 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
                                    "what the timings are": _timings(i, records),
                                    "topology": i.topology, "router": i.router,
                                    "workers": i.workers, "GPUs": i.gpus,
-                                   "instance types": i.gpu_types} for i in infos.values()])),
+                                   "instance types": i.gpu_types,
+                                   **({"upstream caveat": i.caveat or "-"}
+                                      if any(x.caveat for x in infos.values()) else {})}
+                                  for i in infos.values()])),
            "## SLOs\n"]
     out += [f"- `{s.name}`: {s.definition} (a step meets it on its p50s)\n" for s in slos]
     for key, title, note in SECTIONS:

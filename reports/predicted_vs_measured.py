@@ -27,9 +27,13 @@ PREDICTED_FIELD = {"ttft_p50_ms": "ttft_ms", "itl_p50_ms": "itl_ms",
                    "output_tok_s": "output_tok_s"}
 MEASURED_LABEL = "MEASURED"
 UNRECORDED_LABEL = "SIMULATED (mocker; its timings were not recorded by this run)"
-MIXED_STEP = ("the mocker table charges a step that mixes a prefill with decodes as the "
-              "prefill plus a full decode step, and a batched prefill by its total tokens "
-              "(stacks/predict/mocker_table.py); this run does not measure its size")
+MIXED_STEP = ("on the local engine the mocker table charges a step that mixes a prefill with "
+              "decodes as the prefill plus a full decode step, and a batched prefill by its "
+              "total tokens (stacks/predict/mocker_table.py)")
+MODEL_TERMS = ("AIConfigurator's TTFT adds a per-request vLLM dispatch term (0.8 ms a layer) and "
+               "a queueing factor (1 + log2(batch) / 8) to the prefill kernels' time "
+               "(aiconfigurator_core 0.12.0 sdk/backends/vllm_backend.py), which the mocker on "
+               "its table does not run: the model terms, per step")
 
 
 def in_band(ratio: float | None, band: float) -> bool | None:
@@ -94,37 +98,46 @@ def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.Dat
             row[f"{col}_ratio"] = round(ratio, 3) if ratio is not None else None
             row[f"{col}_in_band"] = in_band(ratio, band)
         row["ttft_model_terms_ms"] = pred.get("ttft_model_terms_ms")
+        # the client's mean TTFT (AIPerf) and the frontend's own (its histogram), for the
+        # measured split of a TTFT gap
+        for col in ("ttft_mean_ms", "server_ttft_mean_ms"):
+            row[col] = _num(s.get(col))
         rows.append(row)
     columns = ["stack", "step", *[f"{c}_{k}" for c in BANDS
                                      for k in ("measured", "predicted", "ratio", "in_band")],
-               "ttft_model_terms_ms"]
+               "ttft_model_terms_ms", "ttft_mean_ms", "server_ttft_mean_ms"]
     return pd.DataFrame(rows, columns=columns)   # the columns even without a row (its CSV)
 
 
-def _model_terms(off: pd.DataFrame) -> str | None:
-    """AIConfigurator's TTFT terms a mocker on its table does not run, with their size per
-    step and the rehearsal's ratio to the prediction without them."""
-    sized = off[off["ttft_model_terms_ms"].notna()] if "ttft_model_terms_ms" in off else off[0:0]
-    if sized.empty:
-        return None
-    parts = []
-    for _, r in sized.iterrows():
-        terms, pred = float(r["ttft_model_terms_ms"]), float(r["ttft_p50_ms_predicted"])
-        left = pred - terms
-        ratio = f", measured / the rest {float(r['ttft_p50_ms_measured']) / left:.2f}" \
-            if left > 0 else ""
-        parts.append(f"{r['step']} {terms:.1f} of {pred:.1f} ms{ratio}")
-    return ("AIConfigurator's TTFT adds a per-request vLLM dispatch term (0.8 ms a layer) and a "
-            "queueing factor (1 + log2(batch) / 8) to the prefill kernels' time "
-            "(aiconfigurator_core 0.12.0 sdk/backends/vllm_backend.py), which the mocker on its "
-            "table does not run: " + "; ".join(parts))
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not pd.isna(x) else None
+
+
+def _split(r: pd.Series, on_table: bool) -> str:
+    """One step's TTFT gap split into what this run measured and what the model adds."""
+    pred = float(r["ttft_p50_ms_predicted"])
+    client, frontend = _num(r.get("ttft_mean_ms")), _num(r.get("server_ttft_mean_ms"))
+    terms = _num(r.get("ttft_model_terms_ms")) if on_table else None
+    parts = [f"{r['step']}:"]
+    if client is not None and frontend is not None:
+        parts.append(f"client over frontend {client - frontend:+.1f} ms (mean {client:.1f} vs "
+                     f"{frontend:.1f})")
+    rest = pred - (terms or 0.0)
+    if terms is not None:
+        parts.append(f"model terms {terms:.1f} of the predicted {pred:.1f} ms")
+    if frontend is not None and rest > 0:
+        parts.append(f"frontend / prediction{' without them' if terms is not None else ''} "
+                     f"{frontend / rest:.2f}")
+    return " ".join(parts[:1]) + " " + ", ".join(parts[1:])
 
 
 def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
                 on_table: Collection[str] = frozenset()) -> list[str]:
-    """The known causes of each TTFT gap outside its band, with the run's measured size;
-    `on_table`: the stacks whose mockers ran on the database's timing table (a rehearsal),
-    whose gap includes the model's terms the table leaves out, sized per step."""
+    """The known causes of each TTFT gap outside its band, split per step into what the run
+    measured: the client's TTFT over the frontend's (the first-data stall, which the
+    attestation also measures on a short prompt), and, for a rehearsal (`on_table`: its
+    mockers ran on the database's table), the model's terms the table leaves out; what is left
+    is the engine's own TTFT over the prediction without them."""
     if compared.empty:
         return []
     out = []
@@ -132,17 +145,23 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
         off = rows[rows["ttft_p50_ms_in_band"] == False]  # noqa: E712 - None is "no figure"
         if off.empty:
             continue
-        causes = [MIXED_STEP]
-        terms = _model_terms(off) if str(stack) in on_table else None
-        if terms:
-            causes.insert(0, terms)
+        table = str(stack) in on_table
+        causes = []
         stall = stall_ms.get(str(stack))
-        if stall is not None:
-            causes.insert(0, f"the first-data stall on kept-alive connections, measured "
-                             f"{stall:.1f} ms by this run's attestation (every TTFT includes it)")
-        steps = ", ".join(str(s) for s in off["step"])
-        out.append(f"{stack}: TTFT outside ±{BANDS['ttft_p50_ms']:.0%} at {steps}; known "
-                   "causes: " + "; ".join(causes))
+        causes.append("the client's first data waits for its delayed ACK on a kept-alive "
+                      "connection (docs/testing.md; the attestation measured "
+                      + (f"{stall:.1f} ms" if stall is not None else "no figure")
+                      + " on a short prompt; a request whose first token takes longer hides "
+                        "part of it): the client's TTFT over the frontend's, per step")
+        if table:
+            causes.append(MODEL_TERMS)
+        causes.append("the engine: the frontend's TTFT over the prediction"
+                      + (" without the model's terms" if table else "") + "; " + MIXED_STEP)
+        steps = "; ".join(_split(r, table) for _, r in off.iterrows())
+        out.append(f"{stack}: TTFT outside ±{BANDS['ttft_p50_ms']:.0%} at "
+                   f"{', '.join(str(s) for s in off['step'])}. Known causes: "
+                   + "; ".join(f"({i}) {c}" for i, c in enumerate(causes, 1))
+                   + f". Measured per step: {steps}")
     return out
 
 

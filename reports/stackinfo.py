@@ -16,6 +16,7 @@ from reports.runs import RunError, RunRecord
 from stacks.catalog.service_prices import recorded_prices
 from stacks.config.loader import StackError, load_stack, parse_config
 from stacks.config.schema import ComputeMode, StackConfig
+from stacks.preflight.offload_notes import UPSTREAM_MATRIX, disagg_native_offload_notes
 from stacks.preflight.run import effective_cluster
 from stacks.sizing.estimate import HourlyCost, cluster_hourly_cost, instance_price
 
@@ -28,6 +29,10 @@ RECIPE_ROLES = ("baseline", "optimized")
 REHEARSAL = ("REHEARSAL on the local mocker: timings are the mocker's, not a prediction of "
              "GPU performance")
 REHEARSAL_ROW = "rehearsal on the local mocker, not a GPU measurement"
+
+
+EXPERIMENTAL = ("EXPERIMENTAL: disaggregated with vLLM's native KV offload, which Dynamo marks "
+                f"not yet validated end to end (ai-dynamo/dynamo#11219; {UPSTREAM_MATRIX})")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,9 @@ class StackInfo:
     nat_gateways: int = 1                                       # 0 on an existing VPC
     eks_version: str = ""                # of the cluster the run used (the base's for a variant)
     error_rate_threshold: float = 0.01   # workloads.errorRateThreshold of the run
+    # how upstream qualifies the configuration (stacks/preflight/offload_notes.py: disagg with
+    # vLLM's native KV offload is "not yet validated end to end"), "" when it does not
+    caveat: str = ""
 
     @property
     def rehearsal(self) -> bool:
@@ -146,4 +154,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         overrides=dict(stack.cost.price_overrides),
         root_gib={g.name: float(g.disk_gib) for g in cluster.node_groups},
         nat_gateways=0 if cluster.vpc.id else 1, eks_version=cluster.eks_version,
-        error_rate_threshold=stack.workloads.error_rate_threshold)
+        error_rate_threshold=stack.workloads.error_rate_threshold,
+        caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "")

@@ -226,3 +226,24 @@ def test_offload_bytes_count_each_generation_of_vllm_names_once():
     assert offload_bytes(both) == 4e9
     assert offload_bytes(srv((m.WORKER_KV_OFFLOAD_TOTAL_BYTES, 2e9))) == 2e9
     assert math.isnan(offload_bytes(srv((m.WORKER_PREEMPTIONS, 0.0))))
+
+
+def test_disagg_with_native_offload_is_marked_experimental_in_the_reports_stack_table():
+    """Dynamo marks disaggregated serving with vLLM's native KV offload 'not yet validated end
+    to end' (dynamo.md F4): pre-flight notes it, and the report's stack table carries it beside
+    the stack's figures; a validated combination carries nothing."""
+    from reports.markdown import render
+    from reports.runs import RunRecord
+    from reports.stackinfo import EXPERIMENTAL, stack_info
+
+    def info(s):
+        return stack_info(RunRecord(path=None, stack=s, run_id="r", config={}, config_hash="",
+                                    versions={}, datasets={}, steps={}))
+    infos = {s: info(s) for s in ("disagg-a100-kv-offload", "disagg-a100")}
+    assert infos["disagg-a100-kv-offload"].caveat == EXPERIMENTAL
+    assert "#11219" in EXPERIMENTAL and infos["disagg-a100"].caveat == ""
+    md = render("t", "", {}, {}, [], [], infos, ())
+    row = next(line for line in md.splitlines() if line.startswith("| disagg-a100-kv-offload"))
+    assert "EXPERIMENTAL" in row and "upstream caveat" in md
+    assert "upstream caveat" not in render("t", "", {}, {}, [], [],
+                                           {"disagg-a100": infos["disagg-a100"]}, ())

@@ -48,16 +48,23 @@ def test_figures_are_labelled_by_the_timings_they_stand_on():
     assert pvm.timing_label({"attempts": [{}]}, "local") == pvm.UNRECORDED_LABEL
 
 
-def test_a_larger_ttft_gap_names_its_causes_with_the_measured_stall_only():
-    steps = _steps()
+def test_a_larger_ttft_gap_names_its_causes_split_by_what_the_run_measured():
+    """Outside its band, a step's TTFT gap is split into the client's TTFT over the frontend's
+    (measured this step) and the frontend's over the prediction; the attestation's stall is
+    quoted, "no figure" where it measured none."""
+    steps = _steps().assign(ttft_mean_ms=[31.0, 99.0, 1.0],
+                            server_ttft_mean_ms=[20.0, 80.0, 1.0])
     steps.loc[0, "ttft_p50_ms"] = 30.0                # 0.45x: outside ±25 %
     t = pvm.table(steps, {"local-agg": PRED})
     extra = {"attestations": [{"checks": [{"name": "first_data",
                                            "evidence": {"stall_ms": 28.983}}]}]}
     (line,) = pvm.ttft_causes(t, {"local-agg": pvm.first_data_stall_ms(extra)})
-    assert "concurrency_sweep/c1" in line and "29.0 ms" in line and "mixes a prefill" in line
+    assert "at concurrency_sweep/c1." in line and "measured 29.0 ms on a short prompt" in line
+    assert "concurrency_sweep/c1: client over frontend +11.0 ms (mean 31.0 vs 20.0)" in line
+    assert f"frontend / prediction {20.0 / 66.8:.2f}" in line and "mixes a prefill" in line
+    assert "model terms" not in line                  # not a rehearsal on the table
     (unmeasured,) = pvm.ttft_causes(t, {"local-agg": None})
-    assert "first-data" not in unmeasured and "does not measure its size" in unmeasured
+    assert "attestation measured no figure" in unmeasured
     assert pvm.ttft_causes(pvm.table(_steps(), {"local-agg": PRED}), {}) == []
 
 
@@ -81,14 +88,16 @@ def test_a_rehearsals_ttft_gap_names_the_model_terms_its_table_leaves_out_with_t
                                                 "output_tok_s": 2000.0,
                                                 "ttft_model_terms_ms": 63.9}}}
     steps = pd.DataFrame([{"stack": "local-agg", "step": "concurrency_sweep/c16",
-                           "ttft_p50_ms": 52.4, "itl_p50_ms": 8.6, "output_tok_s": 2000.0}])
+                           "ttft_p50_ms": 52.4, "itl_p50_ms": 8.6, "output_tok_s": 2000.0,
+                           "ttft_mean_ms": 55.4, "server_ttft_mean_ms": 46.1}])
     t = pvm.table(steps, {"local-agg": pred})
     assert t.loc[0, "ttft_model_terms_ms"] == 63.9 and not t.loc[0, "ttft_p50_ms_in_band"]
     (line,) = pvm.ttft_causes(t, {}, on_table={"local-agg"})
-    assert "dispatch term" in line and "concurrency_sweep/c16 63.9 of 93.3 ms" in line
-    assert f"measured / the rest {52.4 / (93.3 - 63.9):.2f}" in line
+    assert "dispatch term" in line and "model terms 63.9 of the predicted 93.3 ms" in line
+    assert f"frontend / prediction without them {46.1 / (93.3 - 63.9):.2f}" in line
     (cluster,) = pvm.ttft_causes(t, {})
-    assert "dispatch term" not in cluster
+    assert "dispatch term" not in cluster and "model terms" not in cluster
+    assert f"frontend / prediction {46.1 / 93.3:.2f}" in cluster
     table = {"attempts": [{"target": {"timings": {"source": "aiconfigurator",
                                                   "tables": [{"role": "worker"}]}}}]}
     assert pvm.on_table(table)
