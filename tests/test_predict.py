@@ -346,3 +346,25 @@ def test_a_disagg_prediction_says_its_ttft_does_not_rise_with_concurrency():
         assert not isinstance(lay, str)
         assert (DISAGG_TTFT in departures(s, lay.systems, {})) is disagg, name
     assert "same at every concurrency" in DISAGG_TTFT and "1.8" in DISAGG_TTFT
+
+
+def test_uncached_queries_run_one_runner_a_core_and_come_back_in_order(monkeypatch, tmp_path):
+    """The runner's estimates are dealt round-robin to one process per core; every answer
+    lands beside its own query, and few queries keep one process."""
+    monkeypatch.setenv(predictor.CACHE_VAR, str(tmp_path))
+    monkeypatch.setattr(predictor.os, "cpu_count", lambda: 2)
+    calls: list[list[int]] = []
+
+    def fake(queries, systems):
+        calls.append([q["n"] for q in queries])
+        return [{"answer": q["n"]} for q in queries]
+    monkeypatch.setattr(predictor, "run_uncached", fake)
+    queries = [{"op": "estimate", "n": n} for n in range(9)]
+    assert predictor.run(queries, []) == [{"answer": n} for n in range(9)]
+    assert sorted(calls) == [[0, 2, 4, 6, 8], [1, 3, 5, 7]]
+    calls.clear()
+    assert predictor.run([{"op": "estimate", "n": n} for n in range(10, 13)], []) == [
+        {"answer": n} for n in range(10, 13)]
+    assert calls == [[10, 11, 12]]
+    calls.clear()
+    assert predictor.run(queries, []) == [{"answer": n} for n in range(9)] and not calls
