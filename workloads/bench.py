@@ -30,7 +30,7 @@ from rich.table import Table
 from stacks.catalog import metrics
 from stacks.config.loader import stack_file
 from stacks.preflight.run import require_valid
-from workloads import predictions
+from workloads import predictions, receipt_split
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.grace import MIN_GRACE_S
 from workloads.model_folder import build_model_folder
@@ -149,9 +149,29 @@ def predicted_columns(pred: dict | None, step_id: str, ttft_client: float | None
             "itl_predicted_ms": itl_p, "itl_vs_predicted": _ratio(itl_client, itl_p)}
 
 
+def receipt_columns(step_dir: Path | None, receipts: dict[str, int],
+                    ttft_quickack: float | None, ttft_engine_quickack: float | None) -> dict:
+    """Of the gap left without the stall, the part before the frontend received the request
+    (workloads/receipt_split.py), and the quick-ACK client's TTFT over the frontend's plus it."""
+    export = step_dir / "profile_export.jsonl" if step_dir else None
+    pre = (receipt_split.before_receipt_ms(export.read_text().splitlines(), receipts)
+           if export is not None and export.exists() and receipts else None)
+    return {"before_receipt_ms": pre,
+            "ttft_ratio_after_receipt": _ratio(ttft_quickack, ttft_engine_quickack + pre)
+            if pre is not None and ttft_engine_quickack is not None else None}
+
+
+def _receipts(quickack: dict | None) -> dict[str, int]:
+    log = quickack["dir"] / "engine" / "logs" / "frontend.log" if quickack else None
+    if log is None or not log.exists():
+        return {}
+    return receipt_split.frontend_receipts(log.read_text(errors="replace").splitlines())
+
+
 def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
                    quickack: dict | None = None) -> list[dict]:
     rows = []
+    receipts = _receipts(quickack)
     for step_id, step in manifest["steps"].items():
         d = run_dir / step_id
         ttft_c = summary_metric(d, "time_to_first_token")
@@ -168,6 +188,7 @@ def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
             "ttft_client_ms": ttft_c, "ttft_engine_ms": ttft_e,
             "ttft_ratio": _ratio(ttft_c, ttft_e),
             **stall_columns(ttft_c, ttft_e, ttft_q, ttft_eq),
+            **receipt_columns(q, receipts, ttft_q, ttft_eq),
             "itl_client_ms": itl_c, "itl_engine_ms": itl_e,
             "itl_ratio": itl_c / itl_e if itl_c and itl_e else None,
             **predicted_columns(manifest.get("predictions"), step_id, ttft_c, itl_c),
@@ -188,6 +209,8 @@ COLUMNS = [("c", "c", "{}"), ("requests", "req", "{}"),
            ("ttft_engine_quickack_ms", "TTFT engine (quick-ACK pass) ms", "{:.1f}"),
            ("ttft_gap_no_stall_ms", "gap w/o stall ms", "{:+.1f}"),
            ("ttft_ratio_no_stall", "ratio w/o stall", "{:.3f}"),
+           ("before_receipt_ms", "of it before the frontend's receipt ms", "{:.1f}"),
+           ("ttft_ratio_after_receipt", "ratio w/o stall, from receipt", "{:.3f}"),
            ("itl_client_ms", "ITL client ms", "{:.2f}"),
            ("itl_engine_ms", "ITL engine ms", "{:.2f}"), ("itl_ratio", "ratio", "{:.3f}"),
            ("ttft_predicted_ms", "TTFT PREDICTED ms", "{:.1f}"),
