@@ -35,6 +35,7 @@ from stacks.predict.forecast_itls import forecast_predictions
 from stacks.preflight.run import require_valid
 from stacks.sizing.step_itl import PredictedItl
 from workloads.campaign.automation import PulumiError, PulumiStacks
+from workloads.campaign.cpu_room import cpu_room_problems
 from workloads.campaign.engine import Campaign
 from workloads.campaign.identity import local_same_workers, rendered_same_workers
 from workloads.campaign.plan import aws_plan, local_plan
@@ -195,7 +196,7 @@ def plan_aws(opts: CampaignOptions) -> tuple[dict, dict]:
     c = base_campaign(base, variants, opts.scale, on=today(),
                       same=rendered_same_workers(base),
                       itls=_itls([(v, base) for v in variants], opts))
-    problems = budget_problems(c)
+    problems = [*budget_problems(c), *cpu_room_problems(base, c.slots, opts.scale)]
     if problems:
         raise CampaignRefused("\n".join(map(str, problems)))
     return _with_only(aws_plan(c, opts.scale), only), reports
