@@ -9,8 +9,10 @@ CPU node). Every CPU node is in the workers' zone (components/node_specs.pinned_
 group's nodes together are the room. A Job that cannot be scheduled ends its variant's run
 after the start limit, so a campaign whose busiest moment asks more CPU than the group's
 allocatable share is refused before anything is created. Counted at the largest concurrency of
-each variant (its busiest step), as if the busiest steps of running variants met; the
-monitoring and operator pods request no CPU of their own here (their charts' defaults).
+each variant (its busiest step), as if the busiest steps of running variants met. Only the
+frontends and load generators are counted: the project sets no CPU requests on the monitoring
+(components/monitoring_specs.py) and the Dynamo platform chart's values set none; what the
+charts' own defaults and the system daemons request is not read here, so the check is a floor.
 Auto Mode sizes its nodes to the pods: nothing to check.
 """
 
