@@ -10,7 +10,8 @@ import pytest
 
 from workloads import stagger
 from workloads.aiperf_args import AiperfInvocation, profile_args
-from workloads.step_exec import StepContext, step_ramp
+from workloads.step_exec import StepContext, step_grace
+from workloads.step_exec import step_ramp as _step_ramp
 from workloads.steps import Step
 
 PRED = {"database": {"aiconfigurator": "0.12.0", "backend": "vllm",
@@ -34,6 +35,11 @@ def _ctx(tmp_path: Path, predictions: dict | None) -> StepContext:
 
 def _rows(n: int, osl: int) -> list[dict]:
     return [{"input_length": 1024, "output_length": osl, "hash_ids": [i]} for i in range(n)]
+
+
+def step_ramp(step: Step, rows: list[dict], ctx: StepContext) -> dict | None:
+    """As run_step calls it: with the step's grace record."""
+    return _step_ramp(step, step_grace(step, rows, ctx), ctx)
 
 
 def test_a_sweep_step_is_spread_over_its_predicted_request_latency(tmp_path):

@@ -231,7 +231,7 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     dataset = {"path": str(dfile.path.relative_to(ctx.run_dir)), "sha256": dfile.sha256,
                "rows": dfile.rows, **dataset}
     grace_rec = step_grace(step, rows, ctx)
-    ramp_rec = step_ramp(step, rows, ctx)
+    ramp_rec = step_ramp(step, grace_rec, ctx)
     inv = AiperfInvocation(
         model=endpoints.model, url=endpoints.base_url, tokenizer=ctx.tokenizer,
         input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
@@ -274,16 +274,19 @@ def step_grace(step: Step, rows: list[dict], ctx: StepContext) -> dict:
             "itl_ms": itl_ms, "itl_source": source}
 
 
-def step_ramp(step: Step, rows: list[dict], ctx: StepContext) -> dict | None:
+def step_ramp(step: Step, grace_rec: dict, ctx: StepContext) -> dict | None:
     """The step's concurrency ramp (workloads/stagger.py), sized from its predicted request
-    latency where one exists, else from its expected ITL as the grace period is."""
+    latency where one exists, else from the expected request the grace period (`grace_rec`,
+    step_grace's) was sized from."""
+    if step.workload not in stagger.SPREAD_WORKLOADS:
+        return None
     row = predictions.predicted_step(ctx.predictions, step.id) or {}
     if row.get("request_latency_ms"):
         request_s = float(row["request_latency_ms"]) / 1000.0
         source = predictions.source_words(ctx.predictions or {})
     else:
-        itl = step_grace(step, rows, ctx)
-        request_s, source = itl["expected_longest_request_s"], itl["itl_source"]
+        request_s = grace_rec["expected_longest_request_s"]
+        source = grace_rec["itl_source"]
     return stagger.step_ramp(step.workload, step.concurrency, request_s, source)
 
 

@@ -25,6 +25,7 @@ from stacks.config.stack_file import PROJECT
 from stacks.config.workload_config import Scale
 from stacks.plan.schedule import Slot
 from stacks.preflight.pods import ALLOCATABLE_SHARE
+from stacks.sizing.estimate import is_cpu_group
 from workloads.steps import plan as steps_plan
 from workloads.targets.aws.k8s_jobs import loadgen_cpu, max_loadgen_cpu
 
@@ -42,8 +43,7 @@ def slot_cpu(stack: StackConfig, scale: Scale, max_cpu: int, cpu_groups: set[str
 def cpu_room_problems(base: StackConfig, slots: list[Slot], scale: Scale) -> list[Problem]:
     if base.cluster.compute_mode == ComputeMode.AUTO:
         return []
-    groups = [(i, g) for i, g in enumerate(base.cluster.node_groups)
-              if g.instance_type in INSTANCE_TYPES and INSTANCE_TYPES[g.instance_type].gpu is None]
+    groups = [(i, g) for i, g in enumerate(base.cluster.node_groups) if is_cpu_group(g)]
     if not groups:
         return []
     room = sum(ALLOCATABLE_SHARE * INSTANCE_TYPES[g.instance_type].vcpus * g.count

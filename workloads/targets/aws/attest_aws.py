@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from workloads.attest import first_data
 from workloads.attest.parse import engine_config, gpu_probe, nixl_backends
-from workloads.targets.aws import k8s_graph, k8s_scripts
+from workloads.targets.aws import k8s_cluster, k8s_graph, k8s_scripts
 from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
-from workloads.targets.aws.k8s_client import Clock, Kube, KubeError, retrying
+from workloads.targets.aws.k8s_client import Clock, Kube, KubeError
 
 LOG_BYTES = 32 << 20
 EXEC_TIMEOUT_S = 120.0
@@ -28,18 +28,6 @@ def _exec(kube: Kube, namespace: str, pod: str, script: str, *args: str) -> tupl
     return res.stdout, ""
 
 
-def _log(kube: Kube, namespace: str, pod: str, clock: Clock) -> str:
-    """The worker's log head, a blip retried (runner.md R4: an unread log fails the NIXL
-    check and refuses the run); still unreadable, the evidence says so."""
-    try:
-        return str(retrying(clock, f"reading the log of pod {pod}",
-                            lambda: kube.core.read_namespaced_pod_log(
-                                pod, namespace, container=k8s_graph.MAIN_CONTAINER,
-                                limit_bytes=LOG_BYTES)) or "")
-    except KubeError as exc:
-        return f"(log unavailable: {exc})"
-
-
 def pod_evidence(kube: Kube, namespace: str, dgd: dict, pods: list[dict],
                  clock: Clock) -> dict[str, dict]:
     """{pod: {component, role, node, gpu_probe, nixl_backends, engine}} for the graph's workers
@@ -53,7 +41,7 @@ def pod_evidence(kube: Kube, namespace: str, dgd: dict, pods: list[dict],
         if role in k8s_graph.WORKER_TYPES:
             stdout, error = _exec(kube, namespace, name, GPU_PROBE)
             rec["gpu_probe"] = {"error": error} if error else gpu_probe(stdout)
-            log = _log(kube, namespace, name, clock)
+            log = k8s_cluster.read_log(kube, namespace, name, clock, LOG_BYTES)
             rec["nixl_backends"] = nixl_backends(log)
             rec["engine"] = engine_config(log)
             seen = k8s_graph.libfabric_check_seen(pod)

@@ -50,6 +50,20 @@ def graph_pods(kube: Kube, namespace: str, graph: str) -> list[dict]:
         namespace, label_selector=k8s_graph.graph_selector(graph)))
 
 
+def read_log(kube: Kube, namespace: str, pod: str, clock: Clock, limit_bytes: int,
+             container: str = k8s_graph.MAIN_CONTAINER) -> str:
+    """The head of a pod's log, a blip retried (runner.md R4: an unread worker log fails the
+    NIXL check and refuses the run); still unreadable, the text says so (the evidence keeps
+    it)."""
+    try:
+        return str(retrying(clock, f"reading the log of pod {pod}",
+                            lambda: kube.core.read_namespaced_pod_log(
+                                pod, namespace, container=container,
+                                limit_bytes=limit_bytes)) or "")
+    except KubeError as exc:
+        return f"(log unavailable: {exc})"
+
+
 def log_tail(kube: Kube, namespace: str, pod: str, lines: int = 20) -> str:
     """The last lines of the main container's previous run (why it crashed), or its current."""
     for previous in (True, False):
@@ -132,19 +146,10 @@ def pod_versions(kube: Kube, namespace: str, pods: list[dict]) -> dict:
 
 
 def kv_transfer(kube: Kube, namespace: str, pods: list[dict], clock: Clock) -> dict:
-    """Evidence of the KV transfer backend from every worker pod; `used` merges them. A log
-    read is retried on a blip (runner.md R4), else the evidence says it was unreadable."""
+    """Evidence of the KV transfer backend from every worker pod; `used` merges them."""
     evidence = []
     for pod in pods:
-        name: str = pod["metadata"]["name"]
-
-        def read(name: str = name) -> object:
-            return kube.core.read_namespaced_pod_log(
-                name, namespace, container=k8s_graph.MAIN_CONTAINER, limit_bytes=LOG_HEAD_BYTES)
-        try:
-            log = str(retrying(clock, f"reading the log of pod {name}", read) or "")
-        except KubeError as exc:
-            log = f"(log unavailable: {exc})"
+        log = read_log(kube, namespace, pod["metadata"]["name"], clock, LOG_HEAD_BYTES)
         evidence.append(k8s_graph.kv_transfer_evidence(pod, log))
     used = sorted({e["used"] for e in evidence})
     return {"used": used[0] if len(used) == 1 else used, "pods": evidence,

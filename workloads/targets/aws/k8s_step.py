@@ -22,7 +22,7 @@ from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.saturation import CpuSampler
 from workloads.step_exec import Execution, hung_limit_s
 from workloads.steps import Step
-from workloads.targets.aws import k8s_jobs
+from workloads.targets.aws import k8s_cluster, k8s_jobs
 from workloads.targets.aws.k8s_client import (
     Clock,
     Kube,
@@ -218,15 +218,10 @@ class JobExecutor:
         """The pod's log and the artifacts into `work`; returns the failure, amended."""
         ns = self.s.namespace
         if pod is not None:
-            pod_name = pod["metadata"]["name"]
-            try:   # a blip retried (runner.md R4); still unreadable, the artifacts matter more
-                log = retrying(self.clock, f"reading the log of pod {pod_name}",
-                               lambda: self.kube.core.read_namespaced_pod_log(
-                                   pod_name, ns, container="aiperf",
-                                   limit_bytes=LOG_LIMIT_BYTES))
-                (work / "aiperf.log").write_text(log if isinstance(log, str) else str(log))
-            except KubeError as exc:
-                (work / "aiperf.log").write_text(f"pod log unavailable: {exc}\n")
+            # still unreadable after its retries, the file says so: the artifacts matter more
+            (work / "aiperf.log").write_text(k8s_cluster.read_log(
+                self.kube, ns, pod["metadata"]["name"], self.clock, LOG_LIMIT_BYTES,
+                container="aiperf"))
         try:
             self.volume.fetch_dir(artifacts, work)
         except KubeError as exc:
