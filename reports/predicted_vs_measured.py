@@ -113,11 +113,11 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not pd.isna(x) else None
 
 
-def _split(r: pd.Series, on_table: bool) -> str:
+def _split(r: pd.Series, rehearsal: bool) -> str:
     """One step's TTFT gap split into what this run measured and what the model adds."""
     pred = float(r["ttft_p50_ms_predicted"])
     client, frontend = _num(r.get("ttft_mean_ms")), _num(r.get("server_ttft_mean_ms"))
-    terms = _num(r.get("ttft_model_terms_ms")) if on_table else None
+    terms = _num(r.get("ttft_model_terms_ms")) if rehearsal else None
     parts = [f"{r['step']}:"]
     if client is not None and frontend is not None:
         parts.append(f"client over frontend {client - frontend:+.1f} ms (mean {client:.1f} vs "
@@ -128,6 +128,8 @@ def _split(r: pd.Series, on_table: bool) -> str:
     if frontend is not None and rest > 0:
         parts.append(f"frontend / prediction{' without them' if terms is not None else ''} "
                      f"{frontend / rest:.2f}")
+    if len(parts) == 1:
+        parts.append("no client or frontend TTFT recorded for it")
     return " ".join(parts[:1]) + " " + ", ".join(parts[1:])
 
 
@@ -145,7 +147,7 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
         off = rows[rows["ttft_p50_ms_in_band"] == False]  # noqa: E712 - None is "no figure"
         if off.empty:
             continue
-        table = str(stack) in on_table
+        rehearsal = str(stack) in on_table
         causes = []
         stall = stall_ms.get(str(stack))
         causes.append("the client's first data waits for its delayed ACK on a kept-alive "
@@ -153,11 +155,11 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
                       + (f"{stall:.1f} ms" if stall is not None else "no figure")
                       + " on a short prompt; a request whose first token takes longer hides "
                         "part of it): the client's TTFT over the frontend's, per step")
-        if table:
+        if rehearsal:
             causes.append(MODEL_TERMS)
         causes.append("the engine: the frontend's TTFT over the prediction"
-                      + (" without the model's terms" if table else "") + "; " + MIXED_STEP)
-        steps = "; ".join(_split(r, table) for _, r in off.iterrows())
+                      + (" without the model's terms" if rehearsal else "") + "; " + MIXED_STEP)
+        steps = "; ".join(_split(r, rehearsal) for _, r in off.iterrows())
         out.append(f"{stack}: TTFT outside ±{BANDS['ttft_p50_ms']:.0%} at "
                    f"{', '.join(str(s) for s in off['step'])}. Known causes: "
                    + "; ".join(f"({i}) {c}" for i, c in enumerate(causes, 1))

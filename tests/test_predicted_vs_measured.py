@@ -65,6 +65,10 @@ def test_a_larger_ttft_gap_names_its_causes_split_by_what_the_run_measured():
     assert "model terms" not in line                  # not a rehearsal on the table
     (unmeasured,) = pvm.ttft_causes(t, {"local-agg": None})
     assert "attestation measured no figure" in unmeasured
+    bare = _steps()
+    bare.loc[0, "ttft_p50_ms"] = 30.0                 # no client or frontend means recorded
+    (line,) = pvm.ttft_causes(pvm.table(bare, {"local-agg": PRED}), {})
+    assert "concurrency_sweep/c1: no client or frontend TTFT recorded for it" in line
     assert pvm.ttft_causes(pvm.table(_steps(), {"local-agg": PRED}), {}) == []
 
 

@@ -120,6 +120,7 @@ def ttft_terms(kwargs: dict[str, Any]) -> dict[str, float]:
     layers = _get_model_info(kwargs["model_path"])["layers"]
     return {"ttft_dispatch_ms": float(backend._prefill_dispatch_overhead_ms(
                 SimpleNamespace(_num_layers=layers))),
+            # vLLM's factor reads only the batch; steps_to_finish_ctx is the base class's
             "ttft_queue_factor": float(backend._ttft_queuing_factor(kwargs["batch_size"], 0.0))}
 
 

@@ -87,8 +87,12 @@ def _check_region(region: str, out: list[Problem]) -> bool:
 
 
 # The EFA device plugin chart's image (aws/eks-charts stable/aws-efa-k8s-device-plugin
-# values.yaml at 2a58b2d, v0.5.29: image.repository), in the aws partition's ECR: a node of
-# another partition (aws-cn, aws-us-gov) cannot pull it (aws.md M4).
+# values.yaml, image.repository, read at commit 050f81ee), in the aws partition's EKS registry.
+# EKS's registries "require authentication with an AWS IAM account. Your nodes authenticate
+# using the Amazon EKS node IAM role", and the China and GovCloud regions have registries of
+# their own (cn-north-1: 918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn; docs.aws.amazon.com
+# /eks/latest/userguide/add-ons-images.html): a node role of another partition cannot pull it
+# (aws.md M4).
 EFA_PLUGIN_IMAGE = "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin"
 
 
