@@ -96,3 +96,33 @@ def test_replay_step_runs_on_aiperfs_fixed_schedule_with_the_cap_on_in_flight(tm
     assert plan.configs[0].get_default_dataset().block_size == 128
     # the generated workloads (no timestamps) keep their concurrency-driven phase
     assert "--fixed-schedule" not in profile_args(_inv(tmp_path))
+
+
+def test_a_warmed_step_runs_one_warmup_request_per_slot_before_its_profiled_rows(tmp_path):
+    """AIPerf's own plan of a sweep step with its connection warm-up (workloads/step_warmup.py):
+    a warm-up phase of `warmup_requests` at the step's concurrency, then the profiling phase of
+    the rows after them; a step without one has no warm-up phase."""
+    from aiperf.cli_commands.profile import app
+    from aiperf.config.flags.resolver import resolve_config
+    from aiperf.config.loader import build_benchmark_plan
+
+    args = profile_args(_inv(tmp_path, duration_s=15, request_count=60, warmup_requests=4,
+                             concurrency_ramp_s=1.5))
+    _, bound, _ = app.parse_args(args[1:], exit_on_error=False, print_error=False)
+    plan = build_benchmark_plan(resolve_config(bound.kwargs["cli_config"], None))
+    phases = plan.configs[0].phases
+    kinds = {str(p.kind): p for p in phases}
+    assert list(kinds) == ["warmup", "profiling"]
+    assert (kinds["warmup"].requests, kinds["warmup"].concurrency) == (4, 4)
+    assert kinds["profiling"].requests == 60
+    cold = build_benchmark_plan(resolve_config(_parse(profile_args(_inv(tmp_path))), None))
+    assert [str(p.kind) for p in cold.configs[0].phases] == ["profiling"]
+
+
+def test_only_the_sweep_warms_up_and_never_past_half_its_rows():
+    from workloads.step_warmup import warmup_requests
+
+    assert warmup_requests("concurrency_sweep", 16, 480) == 16
+    assert warmup_requests("concurrency_sweep", 16, 31) == 0   # too few rows to spare
+    for workload in ("prefix_cache", "multi_turn", "trace_replay", "sequence_distributions"):
+        assert warmup_requests(workload, 4, 400) == 0

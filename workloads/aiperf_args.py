@@ -4,10 +4,14 @@ Every flag here was checked against `aiperf profile --help` and AIPerf's sources
 - `--custom-dataset-type mooncake_trace --input-file F`: rows with input_length /
   output_length / hash_ids (and session_id + delay for multi-turn, where AIPerf keeps the
   history and sends it with every turn); `--isl-block-size` is the tokens per hash id.
-- `--request-count` equals the file's rows: otherwise AIPerf picks its own count and wraps or
-  truncates the file. Duration-bounded steps add `--benchmark-duration` (rows are sized so the
-  duration ends first) and `--benchmark-grace-period` for the requests still in flight
-  (sized per step from its expected request latency: workloads/grace.py).
+- `--request-count` equals the file's rows (less the warm-up's): otherwise AIPerf picks its
+  own count and wraps or truncates the file. Duration-bounded steps add
+  `--benchmark-duration` (rows are sized so the duration ends first) and
+  `--benchmark-grace-period` for the requests still in flight (sized per step from its
+  expected request latency: workloads/grace.py).
+- `--warmup-request-count N` (a sweep step: one per slot) warms AIPerf's own connections in
+  the same process first; the warm-up takes the file's first N rows, so `--request-count` is
+  the rows after them (workloads/step_warmup.py).
 - `--concurrency` is concurrent requests, or concurrent conversations for multi-turn data.
   `--concurrency-ramp-duration R` opens the slots one by one over R seconds (a sweep step's
   are spread over one request latency: workloads/stagger.py says why).
@@ -60,6 +64,9 @@ class AiperfInvocation:
     # Seconds over which AIPerf opens the concurrency slots one by one (workloads/stagger.py);
     # None: all at the step's start.
     concurrency_ramp_s: float | None = None
+    # Requests AIPerf sends before its profiling phase, from the dataset's first rows
+    # (workloads/step_warmup.py); `request_count` is then the rows after them.
+    warmup_requests: int = 0
 
 
 def profile_args(inv: AiperfInvocation) -> list[str]:
@@ -79,6 +86,8 @@ def profile_args(inv: AiperfInvocation) -> list[str]:
     ]
     if inv.concurrency_ramp_s is not None:
         args += ["--concurrency-ramp-duration", _num(inv.concurrency_ramp_s)]
+    if inv.warmup_requests:
+        args += ["--warmup-request-count", str(inv.warmup_requests)]
     if inv.tokenizer_revision:
         args += ["--tokenizer-revision", inv.tokenizer_revision]
     if inv.tokenizer_trust_remote_code:

@@ -6,7 +6,7 @@ same steps (same datasets, fresh engine). Per concurrency it prints client TTFT 
 next to the engine's own (the frontend histograms' sum/count over the step), their ratio,
 AIPerf's CPU use, achieved concurrency, and the runner's wall time per step against the bare
 command's. A third pass runs the same commands again with AIPerf's client ACKing every segment
-at once (quickack_site/sitecustomize.py): its TTFT is the client's without the first-token
+at once (aiperf_site/aiperf_quickack.py): its TTFT is the client's without the first-token
 stall (Dynamo's frontend without TCP_NODELAY meeting the client's delayed ACK, docs/testing.md),
 so the table shows the client-minus-engine gap in ms, the stall's size and share of it, and the
 gap and ratio without it (the quick-ACK client against the quick-ACK pass's own engine).
@@ -30,7 +30,7 @@ from rich.table import Table
 from stacks.catalog import metrics
 from stacks.config.loader import stack_file
 from stacks.preflight.run import require_valid
-from workloads import predictions, receipt_split
+from workloads import aiperf_site, predictions, receipt_split
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.grace import MIN_GRACE_S
 from workloads.model_folder import build_model_folder
@@ -65,13 +65,10 @@ def engine_mean_ms(step_dir: Path, histogram: str) -> float | None:
     return 1000 * total / count if count else None
 
 
-QUICKACK_SITE = Path(__file__).parent / "quickack_site"
-
-
 def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict],
              quickack: bool = False) -> dict:
     """The same AIPerf commands without the runner: fresh engine, same datasets. With
-    `quickack`, AIPerf's client ACKs every segment at once (quickack_site/sitecustomize.py):
+    `quickack`, AIPerf's client ACKs every segment at once (aiperf_site/aiperf_quickack.py):
     the first-token stall's diagnostic pass."""
     report = require_valid(name, stacks_dir)
     stack = report.stack
@@ -83,13 +80,12 @@ def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict],
     target.start()
     try:
         ep = target.endpoints()
-        env = {**os.environ, **model.env}
-        if quickack:
-            env["PYTHONPATH"] = os.pathsep.join(
-                [str(QUICKACK_SITE), *filter(None, [env.get("PYTHONPATH")])])
+        env = aiperf_site.aiperf_env({**os.environ, **model.env}, quickack=quickack)
         for s in steps_args:
             inv = AiperfInvocation(model=ep.model, url=ep.base_url, tokenizer=stack.model.id,
-                                   input_file=s["dataset"], request_count=s["rows"],
+                                   input_file=s["dataset"],
+                                   request_count=s["rows"] - s["warmup_requests"],
+                                   warmup_requests=s["warmup_requests"],
                                    concurrency=s["concurrency"], seed=s["seed"],
                                    artifact_dir=out_dir / s["id"],
                                    server_metrics=tuple(ep.metrics_urls),
@@ -257,7 +253,9 @@ def main(concurrencies: list[int], stack: str, duration_s: float, out: Path | No
         manifest = json.loads((result.run_dir / "manifest.json").read_text())
         steps = plan(require_valid(name, tmp).stack, "quick", ["concurrency_sweep"])
         args = [{"id": s.id, "dataset": result.run_dir / manifest["steps"][s.id]["dataset"][
-            "path"], "rows": s.params["rows"], "concurrency": s.concurrency, "seed": s.seed,
+            "path"], "rows": manifest["steps"][s.id]["dataset"]["rows"],
+            "warmup_requests": manifest["steps"][s.id].get("aiperf_warmup_requests", 0),
+            "concurrency": s.concurrency, "seed": s.seed,
             "duration_s": s.duration_s,
             "grace_period_s": manifest["steps"][s.id].get("grace", {}).get(
                 "grace_period_s", MIN_GRACE_S),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workloads import grace, predictions, request_trace, results, stagger
+from workloads import aiperf_site, grace, predictions, request_trace, results, stagger, step_warmup
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.attest.checks import AttestationRefused
 from workloads.datasets import DatasetFile, block_reuse, fit_context, jsonl_bytes, write_jsonl
@@ -81,7 +81,8 @@ class LocalAiperf:
             on_tick: Callable[[float], None], note: Callable[..., None]) -> Execution:
         command = [str(aiperf_executable()), *profile_args(inv)]
         note(command=command)
-        proc = start_process("aiperf", command, self.env, work / "aiperf.log", cwd=work)
+        proc = start_process("aiperf", command, aiperf_site.aiperf_env(self.env),
+                             work / "aiperf.log", cwd=work)
         note(aiperf_pid=proc.pid)
         on_tick(0.0)
         sampler = CpuSampler(proc.pid).start()
@@ -232,9 +233,11 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
                "rows": dfile.rows, **dataset}
     grace_rec = step_grace(step, rows, ctx)
     ramp_rec = step_ramp(step, grace_rec, ctx)
+    warmup = step_warmup.warmup_requests(step.workload, step.concurrency, dfile.rows)
     inv = AiperfInvocation(
         model=endpoints.model, url=endpoints.base_url, tokenizer=ctx.tokenizer,
-        input_file=dfile.path, request_count=dfile.rows, concurrency=step.concurrency,
+        input_file=dfile.path, request_count=dfile.rows - warmup, warmup_requests=warmup,
+        concurrency=step.concurrency,
         seed=step.seed, artifact_dir=work, server_metrics=tuple(endpoints.metrics_urls),
         duration_s=step.duration_s, grace_period_s=grace_rec["grace_period_s"],
         concurrency_ramp_s=ramp_rec["concurrency_ramp_s"] if ramp_rec else None,
@@ -245,6 +248,8 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     manifest.update_step(step.id, dataset=dataset, server_metrics=endpoints.metrics,
                          **({"grace": grace_rec} if step.duration_s is not None else {}),
                          **({"ramp": ramp_rec} if ramp_rec else {}),
+                         aiperf_warmup_requests=warmup,
+                         aiperf_patches=list(aiperf_site.PATCHES),
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
     since_ms = time.time() * 1000

@@ -9,7 +9,9 @@ runtime image both ship Python 3, nothing else is assumed.
   ({"t_ns", "cores"} per line) so the saturation guard judges the in-cluster client the same way
   as the local one. Source: the container's cgroup (v2 `cpu.stat` usage_usec, v1
   `cpuacct.usage`), else the sum of every process's utime+stime under /proc (the container's
-  own PID namespace).
+  own PID namespace). Before AIPerf starts it writes the project's AIPerf start-up files
+  (workloads/aiperf_site: sitecustomize.py, aiperf_slot_wait.py) into SITE_DIR and puts that
+  first on AIPerf's PYTHONPATH, so the in-cluster client runs AIPerf as the local one does.
 - WRITE_FILE: `WRITE_FILE <path> <bytes>`: reads exactly that many bytes from stdin into the
   file. The exec protocol (v4.channel.k8s.io) cannot close stdin, so the size says when to stop.
 - PACK_DIR: `PACK_DIR <dir>`: writes a gzip tar of the directory's contents to stdout.
@@ -19,8 +21,12 @@ runtime image both ship Python 3, nothing else is assumed.
 
 from __future__ import annotations
 
+from workloads import aiperf_site
+
 SAMPLE_S = 0.5
 CPU_SAMPLES = "client_cpu.jsonl"
+# In the load generator's /tmp (an emptyDir, k8s_jobs.loadgen_job).
+SITE_DIR = "/tmp/dynamo-bench-aiperf-site"
 
 CLIENT_WRAPPER = r'''
 import json, os, signal, subprocess, sys, time
@@ -54,7 +60,14 @@ def cgroup_seconds():
                 pass
     return total / HZ, "proc"
 
-child = subprocess.Popen(argv)
+site_dir = "%SITE_DIR%"
+os.makedirs(site_dir, exist_ok=True)
+for name, text in %SITE_FILES%.items():
+    with open(os.path.join(site_dir, name), "w") as f:
+        f.write(text)
+env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    p for p in (site_dir, os.environ.get("PYTHONPATH")) if p))
+child = subprocess.Popen(argv, env=env)
 def forward(signum, frame):
     child.send_signal(signum)
 signal.signal(signal.SIGTERM, forward)
@@ -72,7 +85,8 @@ with open(os.path.join(out_dir, "%CPU_SAMPLES%"), "w") as out:
         out.flush()
         last_cpu, last_t = cpu, t
 sys.exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
-'''.replace("%CPU_SAMPLES%", CPU_SAMPLES).replace("%SAMPLE_S%", str(SAMPLE_S))
+'''.replace("%CPU_SAMPLES%", CPU_SAMPLES).replace("%SAMPLE_S%", str(SAMPLE_S)).replace(
+    "%SITE_DIR%", SITE_DIR).replace("%SITE_FILES%", repr(aiperf_site.run_sources()))
 
 WRITE_FILE = r'''
 import os, sys

@@ -3,19 +3,21 @@
 is handled, so the Dynamo frontend's Nagle delay never waits on a delayed ACK
 (workloads/attest/first_data.py explains the stall). AIPerf itself sets TCP_QUICKACK once, at
 socket creation (`aiperf/transports/http_defaults.py`), and Linux clears it again. The bench
-runs the same AIPerf commands with and without this file on PYTHONPATH: the difference in TTFT
-is the stall's size per step. Loaded by Python's `site` module when its folder is on
-PYTHONPATH (every AIPerf process, its workers included)."""
+runs the same AIPerf commands with and without it (sitecustomize.py applies it when
+DYNAMO_BENCH_AIPERF_QUICKACK=1): the difference in TTFT is the stall's size per step."""
+
+from __future__ import annotations
 
 import contextlib
 import socket
 
-try:
+
+def apply() -> str:
     from aiohttp import client_proto
 
-    _data_received = client_proto.ResponseHandler.data_received
+    original = client_proto.ResponseHandler.data_received
 
-    def data_received(self, data, _orig=_data_received):
+    def data_received(self, data, _orig=original):
         transport = self.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
         if sock is not None:
@@ -24,5 +26,4 @@ try:
         return _orig(self, data)
 
     client_proto.ResponseHandler.data_received = data_received  # type: ignore[method-assign]
-except Exception:  # noqa: BLE001,S110 - a diagnostic must never break the interpreter
-    pass
+    return "applied"
