@@ -109,6 +109,14 @@ def test_every_aiperf_process_the_project_starts_runs_the_installed_aiperf_patch
     assert quick[:3] == ["True", "True", "True"] and quick[3] == "aiperf_quickack"
 
 
+def test_the_sitecustomize_it_shadows_still_runs(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.IMAGE_SITE = 1\n")
+    env = aiperf_site.aiperf_env({"PYTHONPATH": str(tmp_path)})
+    done = subprocess.run([sys.executable, "-c", "import builtins; print(builtins.IMAGE_SITE)"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
+
+
 def test_the_cluster_client_wrapper_gives_aiperf_the_same_files(tmp_path):
     from workloads.targets.aws import k8s_scripts
 

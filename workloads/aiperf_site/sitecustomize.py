@@ -9,9 +9,13 @@ AIPerf forks its services from the process that loaded it, so every service runs
   DYNAMO_BENCH_AIPERF_QUICKACK=1).
 
 A failure to apply is printed and never stops AIPerf. Imported by name, not as a package:
-inside AIPerf this folder is a plain entry of sys.path."""
+inside AIPerf this folder is a plain entry of sys.path. Python loads one `sitecustomize`, the
+first on sys.path, so the one this file shadows (an image's or a distribution's own) is run
+after it."""
 
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import sys
 
@@ -25,3 +29,13 @@ for _name, _env in (("aiperf_slot_wait", None),
             print(f"dynamo-bench: {_name} {_status}", file=sys.stderr)
     except Exception as exc:  # noqa: BLE001 - never break the interpreter AIPerf runs in
         print(f"dynamo-bench: {_name} not applied: {exc!r}", file=sys.stderr)
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.machinery.PathFinder.find_spec(
+    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+if _spec is not None and _spec.loader is not None:
+    try:
+        _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+    except Exception as exc:  # noqa: BLE001 - as Python's own site module does
+        print(f"dynamo-bench: the shadowed sitecustomize {_spec.origin} failed: {exc!r}",
+              file=sys.stderr)
