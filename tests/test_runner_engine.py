@@ -121,6 +121,32 @@ def test_manifest_records_what_ran(tiny_run):
         assert m["datasets"][step["dataset"]["path"]] == step["dataset"]["sha256"]
 
 
+def test_the_sweep_warms_one_request_per_slot_before_the_rows_it_profiles(tiny_run):
+    """workloads/step_warmup.py through the real AIPerf: the sweep step's warm-up takes the
+    file's first rows and the profiled requests the rows after them (no prompt sent twice,
+    no warm-up record counted); the other workloads warm nothing; every step says which AIPerf
+    correction it ran with."""
+    _, run_dir, m = tiny_run
+    sweep = m["steps"]["concurrency_sweep/c2"]
+    cmd = sweep["command"]
+    assert sweep["aiperf_warmup_requests"] == 2
+    assert cmd[cmd.index("--warmup-request-count") + 1] == "2"
+    assert int(cmd[cmd.index("--request-count") + 1]) == sweep["dataset"]["rows"] - 2
+    records = [json.loads(x)["metadata"] for x in
+               (run_dir / "concurrency_sweep/c2" / "profile_export.jsonl").read_text().splitlines()]
+    warm = [r["conversation_id"] for r in records if r["benchmark_phase"] == "warmup"]
+    profiled = [r["conversation_id"] for r in records if r["benchmark_phase"] == "profiling"]
+    rows = [json.loads(x)["session_id"] for x in
+            (run_dir / sweep["dataset"]["path"]).read_text().splitlines()]
+    assert sorted(warm) == sorted(rows[:2]) and not set(warm) & set(profiled)
+    assert len(profiled) == sweep["counts"]["attempted"]
+    for step_id, step in m["steps"].items():
+        assert step["aiperf_patches"] and "slot wait" in step["aiperf_patches"][0], step_id
+        if step_id != "concurrency_sweep/c2":
+            assert step["aiperf_warmup_requests"] == 0
+            assert "--warmup-request-count" not in step["command"], step_id
+
+
 def test_server_metrics_of_frontend_and_every_worker_are_kept(tiny_run):
     _, run_dir, m = tiny_run
     export = json.loads((run_dir / "prefix_cache/share100/server_metrics_export.json")
