@@ -85,10 +85,9 @@ def test_another_aiperf_version_runs_unpatched(monkeypatch):
     assert slot_wait.apply() == "not applied: aiperf 0.14.0, the patch was read against 0.13.0"
 
 
-def _in_aiperf_env(code: str, **kw) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+def _in_aiperf_env(code: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=aiperf_site.aiperf_env({}, **kw), timeout=120, check=True)
-    return done.stdout.strip()
 
 
 CHECK = ("from aiperf.credit.issuer import CreditIssuer\n"
@@ -103,10 +102,24 @@ CHECK = ("from aiperf.credit.issuer import CreditIssuer\n"
 def test_every_aiperf_process_the_project_starts_runs_the_installed_aiperf_patched():
     """sitecustomize applies the slot wait to the installed AIPerf (0.13.0) in any interpreter
     started with aiperf_env; the quick-ACK client only in the bench's diagnostic pass."""
-    plain = _in_aiperf_env(CHECK).split()
-    assert plain[:3] == ["True", "True", "True"] and plain[3] == "aiohttp.client_proto"
-    quick = _in_aiperf_env(CHECK, quickack=True).split()
-    assert quick[:3] == ["True", "True", "True"] and quick[3] == "aiperf_quickack"
+    plain = _in_aiperf_env(CHECK)
+    assert plain.stdout.split()[:3] == ["True", "True", "True"]
+    assert plain.stdout.split()[3] == "aiohttp.client_proto"
+    # what the runner records as the step's `aiperf_patches`, from the same interpreter
+    assert aiperf_site.patch_status(plain.stderr) == {"aiperf_slot_wait": "applied"}
+    quick = _in_aiperf_env(CHECK, quickack=True)
+    assert quick.stdout.split()[3] == "aiperf_quickack"
+    assert aiperf_site.patch_status(quick.stderr) == {"aiperf_slot_wait": "applied",
+                                                      "aiperf_quickack": "applied"}
+
+
+def test_the_record_says_not_applied_when_aiperf_did_not_take_it():
+    log = ("2026-12-04 INFO starting\n"
+           "dynamo-bench: aiperf_slot_wait not applied: aiperf 0.14.0, the patch was read "
+           "against 0.13.0\ndynamo-bench: aiperf_slot_wait applied\n")
+    assert aiperf_site.patch_status(log) == {
+        "aiperf_slot_wait": "not applied: aiperf 0.14.0, the patch was read against 0.13.0"}
+    assert aiperf_site.patch_status("AIPerf without the site\n") == {}
 
 
 def test_the_sitecustomize_it_shadows_still_runs(tmp_path):
@@ -129,6 +142,6 @@ def test_the_cluster_client_wrapper_gives_aiperf_the_same_files(tmp_path):
     site, custom = done.stdout.split()
     assert site == k8s_scripts.SITE_DIR and custom.startswith(k8s_scripts.SITE_DIR)
     for name, text in aiperf_site.run_sources().items():
-        assert (aiperf_site.SITE_DIR / name).read_text() == text
         with open(f"{site}/{name}") as f:
             assert f.read() == text
+    assert "dynamo-bench: aiperf_slot_wait" in done.stderr   # the pod log says what it applied

@@ -249,7 +249,6 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
                          **({"grace": grace_rec} if step.duration_s is not None else {}),
                          **({"ramp": ramp_rec} if ramp_rec else {}),
                          aiperf_warmup_requests=warmup,
-                         aiperf_patches=list(aiperf_site.PATCHES),
                          artifact_dir=str(final.relative_to(ctx.run_dir)))
 
     since_ms = time.time() * 1000
@@ -259,6 +258,9 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     outcome["routing_evidence"] = request_trace.save_step_trace(
         ctx.target, work, since_ms, time.time() * 1000,
         expected=outcome["counts"]["completed"])
+    log = work / "aiperf.log"
+    outcome["aiperf_patches"] = aiperf_site.patch_status(
+        log.read_text(errors="replace") if log.exists() else "")
     outcome |= {"aiperf_exit_code": ex.exit_code, "aiperf_wall_s": round(ex.wall_s, 3),
                 "end": now(), **ex.record}
     (work / "step.json").write_text(json.dumps({**record, **outcome, "dataset": dataset,

@@ -7,15 +7,15 @@ their source to the cluster Job's client wrapper (workloads/targets/aws/k8s_scri
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from workloads.aiperf_site import aiperf_quickack
 
 SITE_DIR = Path(__file__).resolve().parent
 # What a run puts in AIPerf's interpreter: the files the cluster wrapper writes into the pod.
-RUN_FILES = ("sitecustomize.py", "aiperf_slot_wait.py")
-QUICKACK_ENV = "DYNAMO_BENCH_AIPERF_QUICKACK"
-# The run record's words for what AIPerf ran with (each step's `aiperf_patches`).
-PATCHES = ("slot wait: the concurrency loop awaits a free slot instead of polling "
-           "(workloads/aiperf_site/aiperf_slot_wait.py)",)
+RUN_FILES = ("sitecustomize.py", "aiperf_slot_wait.py", "aiperf_quickack.py")
+_STATUS = re.compile(r"^dynamo-bench: (aiperf_\w+) (applied|already applied|not applied: .*)$")
 
 
 def aiperf_env(env: dict[str, str], *, quickack: bool = False) -> dict[str, str]:
@@ -23,12 +23,23 @@ def aiperf_env(env: dict[str, str], *, quickack: bool = False) -> dict[str, str]
     out = {**env, "PYTHONPATH": os.pathsep.join(
         [str(SITE_DIR), *filter(None, [env.get("PYTHONPATH")])])}
     if quickack:
-        out[QUICKACK_ENV] = "1"
+        out[aiperf_quickack.SWITCH_ENV] = "1"
     else:
-        out.pop(QUICKACK_ENV, None)
+        out.pop(aiperf_quickack.SWITCH_ENV, None)
     return out
 
 
 def run_sources() -> dict[str, str]:
     """{file name: source} of the files a run's AIPerf loads (RUN_FILES)."""
     return {name: (SITE_DIR / name).read_text() for name in RUN_FILES}
+
+
+def patch_status(aiperf_log: str) -> dict[str, str]:
+    """{file: what sitecustomize said of it} from an AIPerf log: what the step really ran
+    with. Empty when AIPerf never started the site (then nothing was applied)."""
+    out: dict[str, str] = {}
+    for line in aiperf_log.splitlines():
+        m = _STATUS.match(line.strip())
+        if m:
+            out.setdefault(m[1], m[2])
+    return out

@@ -3,13 +3,15 @@
 is handled, so the Dynamo frontend's Nagle delay never waits on a delayed ACK
 (workloads/attest/first_data.py explains the stall). AIPerf itself sets TCP_QUICKACK once, at
 socket creation (`aiperf/transports/http_defaults.py`), and Linux clears it again. The bench
-runs the same AIPerf commands with and without it (sitecustomize.py applies it when
-DYNAMO_BENCH_AIPERF_QUICKACK=1): the difference in TTFT is the stall's size per step."""
+runs the same AIPerf commands with and without it (sitecustomize.py applies it only when
+SWITCH_ENV is 1): the difference in TTFT is the stall's size per step."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+
+SWITCH_ENV = "DYNAMO_BENCH_AIPERF_QUICKACK"
 
 
 def apply() -> str:

@@ -10,7 +10,7 @@ runtime image both ship Python 3, nothing else is assumed.
   as the local one. Source: the container's cgroup (v2 `cpu.stat` usage_usec, v1
   `cpuacct.usage`), else the sum of every process's utime+stime under /proc (the container's
   own PID namespace). Before AIPerf starts it writes the project's AIPerf start-up files
-  (workloads/aiperf_site: sitecustomize.py, aiperf_slot_wait.py) into SITE_DIR and puts that
+  (workloads/aiperf_site RUN_FILES) into SITE_DIR and puts that
   first on AIPerf's PYTHONPATH, so the in-cluster client runs AIPerf as the local one does.
 - WRITE_FILE: `WRITE_FILE <path> <bytes>`: reads exactly that many bytes from stdin into the
   file. The exec protocol (v4.channel.k8s.io) cannot close stdin, so the size says when to stop.
