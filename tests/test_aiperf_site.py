@@ -68,6 +68,33 @@ def test_a_released_slot_wakes_the_waiting_loop_at_once():
         _run(scenario(notify=False))
 
 
+def test_a_queued_turn_wakes_the_loop_and_its_own_roll_back_does_not():
+    """A conversation's next turn (multi-turn) frees no slot but lets the loop issue: queueing
+    it wakes the wait. A release inside the failed try itself (AIPerf gives a session slot back
+    when no prefill slot is free) does not, else the poll is back."""
+    release = slot_wait.notifying(lambda self: None)
+
+    class RollsBack:
+        async def try_issue_credit(self, turn):
+            release(self)
+            return None
+
+    async def queued() -> None:
+        turns = slot_wait.NotifyingQueue()
+        wrapped = slot_wait.waiting(_NoSlot.try_issue_credit, safety_wake_s=30)
+        asyncio.get_running_loop().call_later(0.01, turns.put_nowait, "turn 2")
+        await asyncio.wait_for(wrapped(_NoSlot(), None), 5)
+        assert turns.get_nowait() == "turn 2"
+
+    async def rolled_back() -> None:
+        wrapped = slot_wait.waiting(RollsBack.try_issue_credit, safety_wake_s=30)
+        await asyncio.wait_for(wrapped(RollsBack(), None), 0.2)
+
+    _run(queued())
+    with pytest.raises(asyncio.TimeoutError):
+        _run(rolled_back())
+
+
 def test_a_free_slot_is_issued_without_waiting():
     class Free:
         async def try_issue_credit(self, turn):
@@ -91,11 +118,13 @@ def _in_aiperf_env(code: str, **kw) -> subprocess.CompletedProcess:
 
 
 CHECK = ("from aiperf.credit.issuer import CreditIssuer\n"
+         "from aiperf.timing.strategies.request_rate import RequestRateStrategy as S\n"
          "from aiperf.timing.concurrency import DynamicConcurrencyLimit as L\n"
          "from aiohttp import client_proto\n"
          "m = '" + slot_wait.MARK + "'\n"
          "print(getattr(CreditIssuer.try_issue_credit, m, False),"
-         " getattr(L.release, m, False), getattr(L.set_limit, m, False),"
+         " getattr(L.release, m, False) and getattr(L.set_limit, m, False)"
+         " and getattr(S.__init__, m, False),"
          " client_proto.ResponseHandler.data_received.__module__)")
 
 
@@ -103,12 +132,12 @@ def test_every_aiperf_process_the_project_starts_runs_the_installed_aiperf_patch
     """sitecustomize applies the slot wait to the installed AIPerf (0.13.0) in any interpreter
     started with aiperf_env; the quick-ACK client only in the bench's diagnostic pass."""
     plain = _in_aiperf_env(CHECK)
-    assert plain.stdout.split()[:3] == ["True", "True", "True"]
-    assert plain.stdout.split()[3] == "aiohttp.client_proto"
+    assert plain.stdout.split()[:2] == ["True", "True"]
+    assert plain.stdout.split()[2] == "aiohttp.client_proto"
     # what the runner records as the step's `aiperf_patches`, from the same interpreter
     assert aiperf_site.patch_status(plain.stderr) == {"aiperf_slot_wait": "applied"}
     quick = _in_aiperf_env(CHECK, quickack=True)
-    assert quick.stdout.split()[3] == "aiperf_quickack"
+    assert quick.stdout.split()[2] == "aiperf_quickack"
     assert aiperf_site.patch_status(quick.stderr) == {"aiperf_slot_wait": "applied",
                                                       "aiperf_quickack": "applied"}
 

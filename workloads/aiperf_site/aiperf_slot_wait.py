@@ -12,10 +12,16 @@ from the engine and from AIPerf's own worker, and the client's TTFT carries the 
 (docs/testing.md, "What is left without the stall"); on a cluster it is a core of the load
 generator's CPU that the saturation guard counts as client load.
 
-What changes: after a `None` (no slot) the wrapped `try_issue_credit` awaits the next slot
+What changes: after a `None` (no slot) the wrapped `try_issue_credit` awaits whatever lets the
+loop issue again, or SAFETY_WAKE_S, whichever is first, then returns the same `None`: a slot
 release or limit change (`DynamicConcurrencyLimit.release` / `set_limit`, aiperf/timing/
 concurrency.py: every session and prefill slot, and the concurrency ramp's steps, go through
-them) or SAFETY_WAKE_S, whichever is first, then returns the same `None`. The strategy's loop,
+them) or a conversation's next turn queued for the loop (`RequestRateStrategy.
+handle_credit_return` puts it on `_continuation_turns`, an asyncio.Queue, at once or after
+its think time: both end in the queue's `put_nowait`, which the strategy's queue here
+notifies from). The event is cleared after the `None`: the `None` paths of
+`try_issue_credit` never await, and their own roll-back releases (a session slot given back
+when no prefill slot is free) must not count as a wake-up. The strategy's loop,
 its stop checks and the credits it issues are AIPerf's own; a freed slot is taken on the next
 turn of the event loop, as before. Applied only to the AIPerf version it was read against
 (AIPERF_VERSION); any other version runs unpatched and `apply()` says why.
@@ -68,13 +74,32 @@ def notifying(fn):
     return wrapper
 
 
+class NotifyingQueue(asyncio.Queue):
+    """The strategy's continuation-turn queue: a queued turn wakes the waiting loop."""
+
+    def put_nowait(self, item) -> None:   # asyncio.Queue.put ends here too
+        super().put_nowait(item)
+        notify_slot()
+
+
+def notifying_queue(init):
+    """RequestRateStrategy.__init__, whose `_continuation_turns` then notifies."""
+    def wrapper(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if type(self._continuation_turns) is asyncio.Queue and self._continuation_turns.empty():
+            self._continuation_turns = NotifyingQueue()
+    setattr(wrapper, MARK, True)
+    wrapper.__wrapped__ = init  # type: ignore[attr-defined]
+    return wrapper
+
+
 def waiting(fn, safety_wake_s: float = SAFETY_WAKE_S):
     """`try_issue_credit` that, when no slot was free (None), waits for a release first."""
     async def wrapper(self, turn):
-        ev = slot_event()
-        ev.clear()
         result = await fn(self, turn)
         if result is None:
+            ev = slot_event()
+            ev.clear()   # no await since fn's checks: only what comes next wakes it
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(ev.wait(), safety_wake_s)
         return result
@@ -93,9 +118,11 @@ def apply() -> str:
         return f"not applied: aiperf {version}, the patch was read against {AIPERF_VERSION}"
     from aiperf.credit.issuer import CreditIssuer
     from aiperf.timing.concurrency import DynamicConcurrencyLimit
+    from aiperf.timing.strategies.request_rate import RequestRateStrategy
     if getattr(CreditIssuer.try_issue_credit, MARK, False):
         return "already applied"
     DynamicConcurrencyLimit.release = notifying(DynamicConcurrencyLimit.release)
     DynamicConcurrencyLimit.set_limit = notifying(DynamicConcurrencyLimit.set_limit)
+    RequestRateStrategy.__init__ = notifying_queue(RequestRateStrategy.__init__)
     CreditIssuer.try_issue_credit = waiting(CreditIssuer.try_issue_credit)
     return "applied"
