@@ -140,6 +140,8 @@ def test_the_sweep_warms_one_request_per_slot_before_the_rows_it_profiles(tiny_r
             (run_dir / sweep["dataset"]["path"]).read_text().splitlines()]
     assert sorted(warm) == sorted(rows[:2]) and not set(warm) & set(profiled)
     assert len(profiled) == sweep["counts"]["attempted"]
+    # the frontend's request records the step keeps are the profiled requests', not warm-up's
+    assert sweep["routing_evidence"]["records"] == sweep["counts"]["completed"]
     for step_id, step in m["steps"].items():
         # what the step's own AIPerf said at start-up (its aiperf.log), not what was intended
         assert step["aiperf_patches"] == {"aiperf_slot_wait": "applied"}, step_id

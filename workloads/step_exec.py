@@ -254,9 +254,14 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     since_ms = time.time() * 1000
     ex = ctx.executor.run(step, inv, work, on_tick,
                           lambda **fields: manifest.update_step(step.id, **fields))
-    outcome = judge(work, rows, step, ex, ctx.error_rate_threshold)
+    records = results.read_records(work)
+    outcome = judge(work, rows, step, ex, ctx.error_rate_threshold, records)
+    # The frontend's records of the profiled requests only: a sweep step's warm-up requests
+    # (workloads/step_warmup.py) all arrived before its first profiled request started.
+    window = results.load_window_ns(records)
     outcome["routing_evidence"] = request_trace.save_step_trace(
-        ctx.target, work, since_ms, time.time() * 1000,
+        ctx.target, work, max(since_ms, window[0] / 1e6) if window else since_ms,
+        time.time() * 1000,
         expected=outcome["counts"]["completed"])
     log = work / "aiperf.log"
     outcome["aiperf_patches"] = aiperf_site.patch_status(
@@ -298,11 +303,12 @@ def step_ramp(step: Step, grace_rec: dict, ctx: StepContext) -> dict | None:
 
 
 def judge(work: Path, rows: list[dict], step: Step, ex: Execution,
-          error_rate_threshold: float) -> dict:
+          error_rate_threshold: float, records: list[dict] | None = None) -> dict:
     """The step's counts by request outcome, client verdict and status, from AIPerf's exports
     in `work` (the request classes and the step rules are workloads.outcomes', which the
-    reports apply too)."""
-    records = results.read_records(work)
+    reports apply too); `records`: the profiled records, when the caller has read them."""
+    if records is None:
+        records = results.read_records(work)
     cpu = ex.cpu.summary(results.load_window_ns(records))
     per_request = results.outcomes(records, rows,
                                    results.step_expectations(work, ex.command))
