@@ -309,7 +309,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"\n{note}\n")
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
-    out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records))
+    out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records, infos))
     rehearsal = any(i.rehearsal for i in infos.values())
     out.append("\n## Hypotheses" + (" — REHEARSAL figures (local mocker timings)"
                                      if rehearsal else "") + "\n")
@@ -328,7 +328,8 @@ def _timings(info: StackInfo, records: list[RunRecord]) -> str:
     return pvm.timing_label(mine[-1].extra, info.target)
 
 
-def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord]) -> str:
+def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord],
+                           infos: dict[str, StackInfo]) -> str:
     """Per step, measured / predicted (PREDICTED by AIConfigurator, from the run's record),
     a ratio outside its band marked `!`, and the known causes of each larger TTFT gap."""
     out = ["\n## Predicted vs measured\n"]
@@ -352,7 +353,8 @@ def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecor
     out += [pvm.band_note() + "\n\n", md_table(pd.DataFrame(rows))]
     stalls = {r.stack: pvm.first_data_stall_ms(r.extra) for r in records}
     on_table = {r.stack for r in records if pvm.on_table(r.extra)}
-    out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls, on_table)]
+    labels = {name: _timings(info, records) for name, info in infos.items()}
+    out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls, on_table, labels)]
     return "".join(out)
 
 

@@ -126,7 +126,7 @@ def _split(r: pd.Series, rehearsal: bool) -> str:
     if terms is not None:
         parts.append(f"model terms {terms:.1f} of the predicted {pred:.1f} ms")
     if frontend is not None and rest > 0:
-        parts.append(f"frontend / prediction{' without them' if terms is not None else ''} "
+        parts.append(f"frontend mean / prediction{' without them' if terms is not None else ''} "
                      f"{frontend / rest:.2f}")
     if len(parts) == 1:
         parts.append("no client or frontend TTFT recorded for it")
@@ -134,12 +134,16 @@ def _split(r: pd.Series, rehearsal: bool) -> str:
 
 
 def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
-                on_table: Collection[str] = frozenset()) -> list[str]:
+                on_table: Collection[str] = frozenset(),
+                labels: dict[str, str] | None = None) -> list[str]:
     """The known causes of each TTFT gap outside its band, split per step into what the run
     measured: the client's TTFT over the frontend's (the first-data stall, which the
     attestation also measures on a short prompt), and, for a rehearsal (`on_table`: its
     mockers ran on the database's table), the model's terms the table leaves out; what is left
-    is the engine's own TTFT over the prediction without them."""
+    is the engine's own TTFT over the prediction without them. The model's terms are named
+    only where the prediction has them (AIConfigurator's agg estimate: a disaggregated
+    prediction carries none, stacks/predict/aic_runner.py ttft_terms). `labels`: what each
+    stack's figures stand on (timing_label), said on its per-step line."""
     if compared.empty:
         return []
     out = []
@@ -147,7 +151,7 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
         off = rows[rows["ttft_p50_ms_in_band"] == False]  # noqa: E712 - None is "no figure"
         if off.empty:
             continue
-        rehearsal = str(stack) in on_table
+        rehearsal = str(stack) in on_table and bool(off["ttft_model_terms_ms"].notna().any())
         causes = []
         stall = stall_ms.get(str(stack))
         causes.append("the client's first data waits for its delayed ACK on a kept-alive "
@@ -163,7 +167,7 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
         out.append(f"{stack}: TTFT outside ±{BANDS['ttft_p50_ms']:.0%} at "
                    f"{', '.join(str(s) for s in off['step'])}. Known causes: "
                    + "; ".join(f"({i}) {c}" for i, c in enumerate(causes, 1))
-                   + f". Measured per step: {steps}")
+                   + f". Per step ({(labels or {}).get(str(stack), 'measured')}): {steps}")
     return out
 
 

@@ -61,7 +61,7 @@ def test_a_larger_ttft_gap_names_its_causes_split_by_what_the_run_measured():
     (line,) = pvm.ttft_causes(t, {"local-agg": pvm.first_data_stall_ms(extra)})
     assert "at concurrency_sweep/c1." in line and "measured 29.0 ms on a short prompt" in line
     assert "concurrency_sweep/c1: client over frontend +11.0 ms (mean 31.0 vs 20.0)" in line
-    assert f"frontend / prediction {20.0 / 66.8:.2f}" in line and "mixes a prefill" in line
+    assert f"frontend mean / prediction {20.0 / 66.8:.2f}" in line and "mixes a prefill" in line
     assert "model terms" not in line                  # not a rehearsal on the table
     (unmeasured,) = pvm.ttft_causes(t, {"local-agg": None})
     assert "attestation measured no figure" in unmeasured
@@ -98,13 +98,31 @@ def test_a_rehearsals_ttft_gap_names_the_model_terms_its_table_leaves_out_with_t
     assert t.loc[0, "ttft_model_terms_ms"] == 63.9 and not t.loc[0, "ttft_p50_ms_in_band"]
     (line,) = pvm.ttft_causes(t, {}, on_table={"local-agg"})
     assert "dispatch term" in line and "model terms 63.9 of the predicted 93.3 ms" in line
-    assert f"frontend / prediction without them {46.1 / (93.3 - 63.9):.2f}" in line
-    (cluster,) = pvm.ttft_causes(t, {})
+    assert f"frontend mean / prediction without them {46.1 / (93.3 - 63.9):.2f}" in line
+    (cluster,) = pvm.ttft_causes(t, {}, labels={"local-agg": "MEASURED (a real cluster)"})
+    assert "Per step (MEASURED (a real cluster)):" in cluster
     assert "dispatch term" not in cluster and "model terms" not in cluster
-    assert f"frontend / prediction {46.1 / 93.3:.2f}" in cluster
+    assert f"frontend mean / prediction {46.1 / 93.3:.2f}" in cluster
     table = {"attempts": [{"target": {"timings": {"source": "aiconfigurator",
                                                   "tables": [{"role": "worker"}]}}}]}
     assert pvm.on_table(table)
     assert not pvm.on_table({"attempts": [{"target": {"timings": {"source": "generic",
                                                                   "tables": []}}}]})
     assert not pvm.on_table({"attempts": [{}]})
+
+
+def test_a_disaggregated_rehearsal_names_no_model_terms_its_prediction_has_none():
+    """AIConfigurator's disagg estimate carries no dispatch / queueing terms (aic_runner
+    ttft_terms): on the table or not, its TTFT gap names none, and the per-step line says
+    what the figures stand on."""
+    pred = {"steps": {"concurrency_sweep/c4": {"ttft_ms": 56.2, "itl_ms": 6.7,
+                                               "output_tok_s": 550.0}}}
+    steps = pd.DataFrame([{"stack": "local-disagg", "step": "concurrency_sweep/c4",
+                           "ttft_p50_ms": 82.1, "itl_p50_ms": 6.3, "output_tok_s": 553.0,
+                           "ttft_mean_ms": 82.1, "server_ttft_mean_ms": 47.8}])
+    t = pvm.table(steps, {"local-disagg": pred})
+    (line,) = pvm.ttft_causes(t, {}, on_table={"local-disagg"},
+                              labels={"local-disagg": "SIMULATED (mocker table)"})
+    assert "dispatch term" not in line and "without the model's terms" not in line
+    assert f"frontend mean / prediction {47.8 / 56.2:.2f}" in line
+    assert "Per step (SIMULATED (mocker table)):" in line
