@@ -53,15 +53,15 @@ def test_shipped_campaign_ratio_without_dropping_or_lowering_anything(base, ceil
 def test_shipped_figures(capsys):
     a100, _ = _campaign("base-a100")
     b200, _ = _campaign("base-b200")
-    assert (round(a100.billed_gpu_hours, 2), round(a100.loaded_gpu_hours, 2)) == (122.87, 97.22)
-    assert round(a100.billed_over_loaded, 3) == 1.264
+    assert (round(a100.billed_gpu_hours, 2), round(a100.loaded_gpu_hours, 2)) == (127.65, 101.99)
+    assert round(a100.billed_over_loaded, 3) == 1.252
     assert (round(b200.billed_gpu_hours, 2), round(b200.loaded_gpu_hours, 2)) == (237.70, 62.98)
     assert round(b200.billed_over_loaded, 3) == 3.774
     res = CliRunner().invoke(app, ["plan", "base-a100", "--as-of", ON.isoformat(),
                                    "--no-predict"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
-    assert f"${a100.cost_usd:,.2f} billed" in out and "= 1.26x" in out
+    assert f"${a100.cost_usd:,.2f} billed" in out and "= 1.25x" in out
     assert "budget $500.00 (cost.campaignBudgetUsd): within" in out
 
 
@@ -78,7 +78,7 @@ def _with_budget(tmp_path, base: str, budget: float):
 @pytest.mark.parametrize("command", ["plan", "check"])
 def test_a_campaign_over_its_budget_is_refused_naming_the_field(tmp_path, command):
     c, _ = _campaign("base-a100")
-    stacks = _with_budget(tmp_path, "base-a100", 300)          # the forecast is ~$353
+    stacks = _with_budget(tmp_path, "base-a100", 300)          # the forecast is ~$367
     assert c.cost_usd > 300
     # at the assumed ITL (tests/test_step_itl.py: all three judge the predicted ITL by default)
     no_predict = ["--no-predict"]
@@ -112,4 +112,4 @@ def test_auto_mode_bills_the_empty_node_grace_only_where_a_pool_is_lowered_not_p
     extra = {g: auto.group_billed_gpu_hours(g) - mng.group_billed_gpu_hours(g)
              for g in ("p4d", "g6e")}
     assert extra == {"p4d": pytest.approx(8 * EMPTY_NODE_GRACE_S / 3600), "g6e": 0.0}
-    assert round(auto.billed_over_loaded, 3) == 1.305 and not auto.over_budget
+    assert round(auto.billed_over_loaded, 3) == 1.291 and not auto.over_budget

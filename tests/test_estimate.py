@@ -55,8 +55,9 @@ def test_planned_hours_by_hand() -> None:
     stack = load_stack("agg-a100")
     steps = workload_steps_seconds(stack, "full")
     itl = 0.025  # cost.assumedItlMs 25 ms; every AIPerf step also pays a fixed 10 s
-    # concurrency sweep: 7 steps x (120 s + grace 512 tokens x 25 ms = 12.8 s + 10 s) = 999.6 s
-    assert steps["concurrency_sweep/c64"] == pytest.approx(120 + 512 * itl + 10)
+    # concurrency sweep: 7 steps x (warm-up 2 x 512 tokens x 25 ms = 25.6 s + 120 s + grace
+    # 12.8 s + 10 s) = 7 x 168.4 = 1178.8 s
+    assert steps["concurrency_sweep/c64"] == pytest.approx(3 * 512 * itl + 120 + 10)
     # multi-turn: 300 s + grace 5 turns x 256 x 25 ms = 32 s, + 10 s = 342 s, named by its
     # conversations in flight as the runner names it
     conv = stack.workloads.multi_turn.at_scale("full").conversations
@@ -68,23 +69,24 @@ def test_planned_hours_by_hand() -> None:
     assert steps["prefix_cache/share075"] == pytest.approx(138.0)
     assert "trace_replay/c16" not in steps  # disabled by default
     assert len(steps) == 7 + 1 + 3 + 5
-    total_s = 999.6 + 342 + 1614 + 690  # = 3645.6 s
+    total_s = 1178.8 + 342 + 1614 + 690  # = 3824.8 s
     assert sum(steps.values()) == pytest.approx(total_s)
     # prefix cache restarts the workers before each of its 5 shares (coldRestart every-step);
     # on aws each restart is one model load: 61.0e9 B = 56.81 GiB at 0.5 GiB/s + 240 s
     load = 30.5e9 * 2 / 1024**3 / 0.5 + 240            # 353.62 s
     assert cold_restarts(stack) == 5 and restart_seconds(stack) == pytest.approx(load)
-    # setupHours 0.25 + (3645.6 + 5 x 353.62) / 3600 = 1.753807 h; x $45.913701/h = $80.52
+    # setupHours 0.25 + (3824.8 + 5 x 353.62) / 3600 = 1.803585 h; x $45.913701/h = $82.81
     report = check_stack("agg-a100", on=ON)
     assert report.planned_hours == pytest.approx(0.25 + (total_s + 5 * load) / 3600)
-    assert report.planned_cost == pytest.approx(80.5237, abs=1e-3)
+    assert report.planned_cost == pytest.approx(45.913701 * 1.803585, abs=1e-3)
 
 
 def test_quick_scale_steps() -> None:
     steps = workload_steps_seconds(load_stack("agg-a100"), "quick")
-    # quick sweep: concurrencies 1, 4, 16; 12 s + 128 tokens x 25 ms (3.2 s) + 10 s = 25.2 s
+    # quick sweep: concurrencies 1, 4, 16; warm-up 2 x 128 tokens x 25 ms (6.4 s) + 12 s +
+    # grace 3.2 s + 10 s = 31.6 s
     assert {k: v for k, v in steps.items() if k.startswith("concurrency_sweep")} == \
-        pytest.approx({f"concurrency_sweep/c{c}": 25.2 for c in (1, 4, 16)})
+        pytest.approx({f"concurrency_sweep/c{c}": 31.6 for c in (1, 4, 16)})
 
 
 def test_variant_pays_only_the_base_nodes_it_fills() -> None:

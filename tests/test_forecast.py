@@ -16,12 +16,13 @@ P4D, G6E, M7I = 21.957642, 10.49264, 0.8064          # catalogue $/h
 EKS, EFS_200 = 0.10, 200 * 0.30 / 730                  # $/h
 NAT = 0.045 + 0.005                                    # NAT gateway + its IPv4 address, $/h
 GP3 = 0.08 / 730                                       # gp3 root volume, $ per GiB-hour
-# Default workloads at full scale, assumed ITL 25 ms, +10 s AIPerf per step:
-SWEEP = 7 * (120 + 512 * 0.025 + 10)                   # 7 x 142.8 = 999.6 s
+# Default workloads at full scale, assumed ITL 25 ms, +10 s AIPerf per step; a sweep step's
+# warm-up is two request latencies (stacks/sizing/estimate.py WARMUP_REQUESTS):
+SWEEP = 7 * (3 * 512 * 0.025 + 120 + 10)               # 7 x 168.4 = 1178.8 s
 MULTI_TURN = 300 + 5 * 256 * 0.025 + 10                # 342 s
 SEQ_DIST = 3 * (20 * (64 + 2048) / 2 * 0.025 + 10)     # 3 x 538 = 1614 s
 PREFIX = 5 * (10 * 512 * 0.025 + 10)                   # 5 x 138 = 690 s
-STEPS = SWEEP + MULTI_TURN + SEQ_DIST + PREFIX         # 3645.6 s
+STEPS = SWEEP + MULTI_TURN + SEQ_DIST + PREFIX         # 3824.8 s
 # BF16 Qwen3-30B-A3B: 61.0e9 bytes = 56.81 GiB at 0.5 GiB/s + 240 s engine start.
 MODEL_LOAD = 30.5e9 * 2 / 1024**3 / 0.5 + 240          # 353.62 s
 # prefixCache restarts the workers before each of its 5 shares (coldRestart every-step, the
@@ -51,7 +52,7 @@ def test_base_campaign_by_hand(a100):
     base, variants = a100
     c = base_campaign(base, variants, on=dt.date(2026, 7, 1))
     for s in c.slots:
-        assert s.load_window_s == pytest.approx(3645.6)
+        assert s.load_window_s == pytest.approx(3824.8)
         assert (s.load_kind, s.load_s) == ("first", pytest.approx(353.62, abs=0.01))
         assert s.startup_s == pytest.approx(900 - 353.62, abs=0.01)
         # no cold restart: the deployment starts cold and every step has fresh hash ids; the
@@ -70,10 +71,11 @@ def test_base_campaign_by_hand(a100):
     assert c.schedule.groups["g6e"].intervals == [[]]          # nobody uses it: never billed
     assert [(e.t_s, e.group, e.nodes) for e in c.schedule.events] == [
         (3600, "p4d", 2), (pytest.approx(end), "p4d", 0)]
-    billed_node_s = 2 * (end + RELEASE - 3600)                 # 19,622.4 node-seconds
-    assert c.billed_gpu_hours == pytest.approx(8 * billed_node_s / 3600)   # 43.61
-    assert c.loaded_gpu_hours == pytest.approx(2 * 16 * STEPS / 3600)      # 32.41
-    assert c.billed_over_loaded == pytest.approx(1.34562, abs=1e-5)
+    billed_node_s = 2 * (end + RELEASE - 3600)                 # node-seconds
+    assert c.billed_gpu_hours == pytest.approx(8 * billed_node_s / 3600)   # 45.20
+    assert c.loaded_gpu_hours == pytest.approx(2 * 16 * STEPS / 3600)      # 34.00
+    assert c.billed_over_loaded == pytest.approx(8 * billed_node_s / (2 * 16 * STEPS), abs=1e-9)
+    assert round(c.billed_over_loaded, 5) == 1.32943
     # every dollar: each variant its 2 p4d nodes for its turn, the base's fixed lines for the
     # whole campaign, and the nodes' lead and release as idle
     assert c.per_node["p4d"] == pytest.approx(P4D_NODE)
@@ -81,7 +83,7 @@ def test_base_campaign_by_hand(a100):
     assert c.attributed_usd(agg) == pytest.approx(2 * P4D_NODE * VARIANT / 3600)
     assert c.idle_node_s("p4d") == pytest.approx(2 * (NODE_READY + RELEASE))
     assert c.cost_usd == pytest.approx(SHARED * end / 3600 + 2 * P4D_NODE * (
-        2 * VARIANT + NODE_READY + RELEASE) / 3600) == pytest.approx(126.956, abs=1e-3)
+        2 * VARIANT + NODE_READY + RELEASE) / 3600) == pytest.approx(131.527, abs=1e-3)
 
 
 def test_identical_workers_are_kept_and_only_the_frontend_is_replaced(a100):
@@ -126,13 +128,13 @@ def test_standalone_by_hand():
     s = load_stack("agg-a100-standalone")
     c = standalone_campaign(s)
     # setup 1 h (incl. the first model load) + steps + 5 restarts, one model load each
-    wall_h = (3600 + STEPS + RESTARTS) / 3600            # 2.503807 h
+    wall_h = (3600 + STEPS + RESTARTS) / 3600            # 2.553585 h
     assert c.wall_s / 3600 == pytest.approx(wall_h)
     assert c.runs[0].startup_s == pytest.approx(3600 - MODEL_LOAD)
     assert c.cost_usd == pytest.approx(
-        (2 * P4D + 2 * M7I + EKS + EFS_200 + NAT + 1400 * GP3) * wall_h)  # $114.96
-    assert c.billed_gpu_hours == pytest.approx(16 * wall_h)          # 32.20
-    assert c.loaded_gpu_hours == pytest.approx(16 * STEPS / 3600)    # 16.20
+        (2 * P4D + 2 * M7I + EKS + EFS_200 + NAT + 1400 * GP3) * wall_h)  # $117.24
+    assert c.billed_gpu_hours == pytest.approx(16 * wall_h)          # 40.86
+    assert c.loaded_gpu_hours == pytest.approx(16 * STEPS / 3600)    # 17.00
     assert c.billed_over_loaded == pytest.approx(wall_h / (STEPS / 3600))  # 1.99
 
 
@@ -154,7 +156,7 @@ def test_variant_extra_group_bills_during_its_turn_and_a_half_node_is_attributed
     v = parse_config("extra", raw)
     c = base_campaign(base, [v], on=dt.date(2026, 7, 1))
     (slot,) = c.slots
-    step = 100 + 512 * 0.025 + 10                        # 122.8 s
+    step = 3 * 512 * 0.025 + 100 + 10                    # 148.4 s
     assert slot.steps_s == {"concurrency_sweep/c8": pytest.approx(step)}
     extra = G6E + 200 * GP3                              # the node and its 200 GiB root volume
     assert c.extras["extra"].total == pytest.approx(extra)
@@ -215,10 +217,10 @@ def test_plan_cli_prints_the_campaign_ratio_and_every_dollar():
                                    "--no-predict"])   # every step at cost.assumedItlMs
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
-    assert "campaign base-a100: wall 3.69 h, $126.96 billed" in out
-    assert "GPU-hours billed 43.61 / under load 32.41 = 1.35x" in out
+    assert "campaign base-a100: wall 3.79 h, $131.53 billed" in out
+    assert "GPU-hours billed 45.20 / under load 34.00 = 1.33x" in out
     assert "cold restarts: none of the 5 coldRestart names" in out
-    assert "every dollar: $111.18 attributed to variants + $6.97 shared" in out
-    assert "+ $8.80 idle GPU nodes = $126.96" in out
+    assert "every dollar: $115.56 attributed to variants + $7.16 shared" in out
+    assert "+ $8.80 idle GPU nodes = $131.53" in out
     bad = CliRunner().invoke(app, ["plan", "no-such-stack"])
     assert bad.exit_code == 2 and "no stack file" in bad.output

@@ -63,9 +63,9 @@ def test_memory_table_and_cost_of_one_stack() -> None:
     assert "of which shared with its base's other variants: $1.89/h; not included: network " \
         "transfer and NAT data processing" in out
     assert "unverified prices: m7i.4xlarge (catalogue 2025-01-01)" in out
-    # 5 prefix-cache restarts x 353.62 s model load: 0.25 + (3645.6 + 1768.1) / 3600 = 1.75 h
-    assert ("planned: 1.75 h (setup 0.25 h + workloads at full scale + 5 cold restart(s) x "
-            "5.9 min) = $80.52; budget $200") in out
+    # 5 prefix-cache restarts x 353.62 s model load: 0.25 + (3824.8 + 1768.1) / 3600 = 1.80 h
+    assert ("planned: 1.80 h (setup 0.25 h + workloads at full scale + 5 cold restart(s) x "
+            "5.9 min) = $82.81; budget $200") in out
     assert "1/1 stack(s) valid" in out
 
 

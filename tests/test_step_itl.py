@@ -89,9 +89,9 @@ def test_steps_seconds_is_the_estimate_at_each_steps_itl(agg):
     lower, higher = steps_seconds(agg, "full", _sweep_at(5.0)), \
         steps_seconds(agg, "full", _sweep_at(40.0))
     for step in SWEEP:   # 120 s + 512 tokens x ITL (the grace) + 10 s AIPerf
-        assert plain[step] == pytest.approx(120 + 512 * 0.025 + 10)
-        assert lower[step] == pytest.approx(120 + 512 * 0.005 + 10)
-        assert higher[step] == pytest.approx(120 + 512 * 0.040 + 10)
+        assert plain[step] == pytest.approx(3 * 512 * 0.025 + 120 + 10)
+        assert lower[step] == pytest.approx(3 * 512 * 0.005 + 120 + 10)
+        assert higher[step] == pytest.approx(3 * 512 * 0.040 + 120 + 10)
         assert lower[step] < plain[step] < higher[step]
     others = [k for k in plain if k not in SWEEP]
     assert others and all(lower[k] == higher[k] == plain[k] for k in others)
@@ -110,9 +110,10 @@ def test_the_schedule_and_the_forecast_price_steps_at_the_predicted_itl(agg):
     fast = base_campaign(base, [agg], on=ON, itls={"agg-a100": _sweep_at(5.0)})
     slow = base_campaign(base, [agg], on=ON, itls={"agg-a100": _sweep_at(40.0)})
     (p,), (f,), (s,) = plain.slots, fast.slots, slow.slots
-    saved = 7 * 512 * (0.025 - 0.005)           # 71.68 s over the sweep's 7 steps
+    # warm-up (2 request latencies) and grace (1) at each ITL: 215.04 s over the 7 steps
+    saved = 7 * 3 * 512 * (0.025 - 0.005)
     assert p.load_window_s - f.load_window_s == pytest.approx(saved)
-    assert s.load_window_s - p.load_window_s == pytest.approx(7 * 512 * 0.015)
+    assert s.load_window_s - p.load_window_s == pytest.approx(7 * 3 * 512 * 0.015)
     assert f.steps_s == steps_seconds(agg, "full", _sweep_at(5.0))
     assert fast.wall_s < plain.wall_s < slow.wall_s
     assert fast.cost_usd < plain.cost_usd < slow.cost_usd

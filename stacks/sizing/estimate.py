@@ -48,6 +48,9 @@ from stacks.sizing.memory import GIB, weights_bytes_per_gpu
 
 # AIPerf's fixed cost per invocation (start-up, tokenizer, export), measured ~9-10 s locally.
 AIPERF_FIXED_S = 10.0
+# A sweep step's warm-up, in request latencies: its ramp (about one, workloads/stagger.py) and
+# the warm-up requests themselves, which AIPerf drains before profiling (workloads/step_warmup.py).
+WARMUP_REQUESTS = 2
 # Model load of one worker, assumed until the runner measures it: the checkpoint read from EFS
 # and copied to the GPUs at an effective 0.5 GiB/s, then vLLM's engine start (torch.compile,
 # CUDA graph capture, KV cache allocation), a few minutes for a MoE model.
@@ -346,9 +349,14 @@ def workload_steps_seconds(stack: StackConfig, scale: Scale,
     enabled = w.enabled()
     if "concurrency_sweep" in enabled:
         sweep = w.concurrency_sweep.at_scale(scale)
+        request_s = sweep.osl * itl / 1000
         for c in sweep.concurrencies:
-            # duration plus the grace period for requests in flight at the end
-            steps[f"concurrency_sweep/c{c}"] = sweep.duration_s + sweep.osl * itl / 1000
+            # the runner's warm-up first (one request per slot, opened over the step's ramp of
+            # about one request latency and drained before profiling starts: workloads/
+            # step_warmup.py, workloads/stagger.py), then the duration, then the requests still
+            # in flight at its end
+            steps[f"concurrency_sweep/c{c}"] = WARMUP_REQUESTS * request_s + sweep.duration_s \
+                + request_s
     if "multi_turn" in enabled:
         mt = w.multi_turn.at_scale(scale)
         steps[f"multi_turn/conv{mt.conversations}"] = \
