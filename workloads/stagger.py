@@ -8,10 +8,13 @@ figure the sweep is compared with describes the other steady state: AIConfigurat
 estimate (aiconfigurator_core sdk/backends/base_backend.py `run_agg`) spreads the batch's b
 prefills over b separate mixed steps of one request's ctx_tokens (`cli_estimate` passes
 ctx_tokens = isl, aiconfigurator cli/api.py) among its osl decode iterations, and its TPOT is
-the mean of those mixed and generation-only steps. Measured on local-agg (quick scale, 8
-requests a worker at c16): started together, a request's decode window held 5.2 other prefills
-in 3.5 distinct steps (1.47 a step) and ITL p50 was 0.964 of the prediction (0.891 in a demo
-run); started spread, 6.5 in 6.5 steps (1.01 a step) and 1.009.
+the mean of those mixed and generation-only steps. SIMULATED on local-agg (the mocker on its
+table from AIConfigurator's a100_sxm_40gb database; quick scale, 8 requests a worker at c16):
+started together, a request's decode window held 5.2 other prefills in 3.5 distinct steps
+(1.47 a step) and ITL p50 was 0.964 of the prediction (0.891 in a demo run); started spread,
+6.5 in 6.5 steps (1.01 a step) and 1.004 (issue 27's run; the clean-clone demo of 2026-12-04,
+run 20261204T212705Z, 1.01). The mocker's table comes from the same database as the
+prediction, so this checks the start pattern, not AIConfigurator.
 
 AIPerf's session-concurrency ramp (`--concurrency-ramp-duration`, aiperf/timing/ramping.py
 LinearStrategy in stepped mode, started at 1 by timing/phase/runner.py `_create_rampers`) opens

@@ -4,8 +4,9 @@ Why: AIPerf opens its HTTP connections lazily, per worker, and keeps them for th
 process (aiperf/transports/aiohttp_transport.py: one AioHttpClient from init to stop; the
 POOLED strategy reuses it). The runner's own warm-up (runner.py, before the first step) warms
 the engine but not AIPerf's pool, which each step's AIPerf process builds anew. So every slot's
-first profiled request carried a TCP connect and AIPerf's first-request code paths: measured on
-the local engine (2026-12-04, the quick-ACK pass of `make bench`) `http_req_connecting` 6.7 ms
+first profiled request carried a TCP connect and AIPerf's first-request code paths: SIMULATED
+on the local engine (AIPerf's own per-request timings of `make bench`'s quick-ACK pass, run
+20261204T181829Z-quickack, 2026-12-04) `http_req_connecting` 6.7 ms
 and `http_req_sending` 7.4 ms on c1's first request against 0 and ~0.3 ms on the others, +0.9 ms
 on c1's mean TTFT over 15 requests. A closed-loop client in its steady state holds its
 connections; the sweep measures that state. `--warmup-request-count N` runs N requests (at the
