@@ -30,7 +30,6 @@ from components.dynamo import (
 )
 from components.monitoring import Monitoring, MonitoringArgs, prometheus_url
 from components.network import StackOnAws
-from components.node_specs import uses_efa
 from components.nodegroups import NodeGroups, NodeGroupsArgs
 from components.storage import ModelDownload, ModelDownloadArgs, Storage, StorageArgs
 from components.tags import stack_tags
@@ -39,6 +38,7 @@ from stacks.config.api_access import ApiAccess, parse_api_access
 from stacks.config.campaign_config import CampaignDeploy
 from stacks.config.loader import PROJECT
 from stacks.config.schema import ComputeMode, StackConfig
+from stacks.conventions.efa_groups import uses_efa
 from stacks.preflight.auto_mode import has_efa as auto_mode_has_efa
 from stacks.preflight.run import effective_cluster
 

@@ -29,7 +29,7 @@ from stacks.config.loader import (
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.forecast_cli import (
-    campaign_problems,
+    campaign_budget_problems,
     campaign_stacks,
     console,
     known_stacks,
@@ -184,7 +184,7 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
         report.problems += parsed.problems.get(report.stack.name, [])
         report.notes += parsed.notes.get(report.stack.name, [])
         _print_report(report)
-        problems = campaign_problems(report, stacks_dir, on, predict_)
+        problems = campaign_budget_problems(report, stacks_dir, on, predict_)
         for p in problems:
             console.print(f"  - {p}", markup=False)
         failed += bool(not report.ok or problems)

@@ -70,8 +70,8 @@ def known_stacks(stacks_dir: Path) -> list[StackConfig]:
     return known
 
 
-def campaign_problems(report: PreflightReport, stacks_dir: Path, on: dt.date | None,
-                      predict_: bool) -> list:
+def campaign_budget_problems(report: PreflightReport, stacks_dir: Path,
+                             on: dt.date | None, predict_: bool) -> list:
     """A base's campaign forecast against its cost.campaignBudgetUsd (every variant that
     attaches to it), each step priced at its predicted ITL where AIConfigurator predicts it
     (as `stacks plan` and `workloads campaign` price it), else at cost.assumedItlMs."""

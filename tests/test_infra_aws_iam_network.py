@@ -4,6 +4,7 @@ interfaces on every network card but the primary (aws.md M3, M4, M5)."""
 
 from __future__ import annotations
 
+import boto3
 import pytest
 from pulumi_harness import raw_config, run, run_config
 
@@ -25,7 +26,8 @@ def _raw_in_region(stack: str, region: str, *, efa: bool = True) -> dict:
 def _in_region(stack: str, region: str):
     # outside the aws partition, groups without EFA (its device plugin image cannot be pulled
     # there: the next test)
-    raw = _raw_in_region(stack, region, efa=region.startswith("us-east"))
+    raw = _raw_in_region(stack, region, efa=boto3.session.Session().get_partition_for_region(
+        region) == "aws")
     result = run_config(f"{stack}-{region}", raw)
     assert result.error is None, result.error
     return result
