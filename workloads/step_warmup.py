@@ -13,7 +13,9 @@ connections; the sweep measures that state. `--warmup-request-count N` runs N re
 step's concurrency and ramp) in the same AIPerf process before the profiling phase; AIPerf keeps
 warm-up records apart (`benchmark_phase` "warmup": results.py reads only "profiling") and its
 server-metrics window starts after them (aiperf/server_metrics/accumulator.py excludes the
-warm-up period).
+warm-up period). It inherits the step's ramp, so its first requests can end before its last
+slots open: a few profiled requests still open a connection at high concurrency (docs/
+workloads.md has the counts).
 
 The warm-up takes the dataset's first N rows and the profiling phase continues from row N
 (AIPerf samples one sequence across its phases: seen in the records, conversation ids
