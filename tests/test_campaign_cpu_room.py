@@ -57,3 +57,7 @@ def test_a_variant_asks_its_frontend_and_its_busiest_load_generator(scale, want)
     gpu_frontend = stack.model_copy(update={"serving": stack.serving.model_copy(update={
         "frontend": stack.serving.frontend.model_copy(update={"node_group": "p4d"})})})
     assert slot_cpu(gpu_frontend, scale, 8, {"cpu"}) == want - 2
+    # every frontend replica is a pod of its own on the CPU nodes
+    two = stack.model_copy(update={"serving": stack.serving.model_copy(update={
+        "frontend": stack.serving.frontend.model_copy(update={"replicas": 2})})})
+    assert slot_cpu(two, scale, 8, {"cpu"}) == want + 2

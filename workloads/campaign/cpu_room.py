@@ -6,7 +6,9 @@ frontend on the CPU group (unless its frontend sits on a GPU group: packed with 
 pre-flight) and, during a step, one AIPerf load generator Job that requests the CPU its
 concurrency needs (workloads/targets/aws/k8s_jobs.loadgen_cpu, at most half of the smallest
 CPU node). Every CPU node is in the workers' zone (components/node_specs.pinned_zone), so the
-group's nodes together are the room. A Job that cannot be scheduled ends its variant's run
+group's nodes together are the room (summed, as if a pod could span nodes: a 4-CPU Job that
+fits no single node's remainder passes here; pre-flight's per-node packing,
+stacks/preflight/pods.py, covers the frontends alone). Every frontend replica counts. A Job that cannot be scheduled ends its variant's run
 after the start limit, so a campaign whose busiest moment asks more CPU than the group's
 allocatable share is refused before anything is created. Counted at the largest concurrency of
 each variant (its busiest step), as if the busiest steps of running variants met. Only the
@@ -34,8 +36,9 @@ def slot_cpu(stack: StackConfig, scale: Scale, max_cpu: int, cpu_groups: set[str
     """The CPU requests a running variant keeps on the CPU group at its busiest step."""
     serving = stack.serving
     assert serving is not None   # a campaign's variants serve
-    frontend = serving.frontend.cpu if (serving.frontend.node_group is None
-                                        or serving.frontend.node_group in cpu_groups) else 0
+    fe = serving.frontend
+    frontend = fe.cpu * fe.replicas if (fe.node_group is None
+                                        or fe.node_group in cpu_groups) else 0
     busiest = max((s.concurrency for s in steps_plan(stack, scale)), default=1)
     return frontend + loadgen_cpu(busiest, max_cpu)
 
