@@ -331,7 +331,7 @@ def test_problem_names_field_and_fix() -> None:
         update={"cost": load_stack("agg-a100").cost.model_copy(update={"budget_usd": 1.0})}),
         load_stack("base-a100"), on=dt.date(2026, 7, 1))  # EKS 1.35 in standard support
     (problem,) = report.problems
-    assert str(problem).startswith(f"{F}cost.budgetUsd: estimated $45.91/h x 1.75 h = $81 "
+    assert str(problem).startswith(f"{F}cost.budgetUsd: estimated $45.91/h x 1.80 h = $83 "
                                    "exceeds the ceiling $1")
     assert str(problem).endswith("-> fix: raise the budget or plan fewer/shorter workloads")
 

@@ -8,8 +8,8 @@ concurrency needs (workloads/targets/aws/k8s_jobs.loadgen_cpu, at most half of t
 CPU node). Every CPU node is in the workers' zone (components/node_specs.pinned_zone), so the
 group's nodes together are the room (summed, as if a pod could span nodes: a 4-CPU Job that
 fits no single node's remainder passes here; pre-flight's per-node packing,
-stacks/preflight/pods.py, covers the frontends alone). Every frontend replica counts. A Job that cannot be scheduled ends its variant's run
-after the start limit, so a campaign whose busiest moment asks more CPU than the group's
+stacks/preflight/pods.py, covers the frontends alone). Every frontend replica counts. A Job
+that cannot be scheduled ends its variant's run after the start limit, so a campaign whose busiest moment asks more CPU than the group's
 allocatable share is refused before anything is created. Counted at the largest concurrency of
 each variant (its busiest step), as if the busiest steps of running variants met. Only the
 frontends and load generators are counted: the project sets no CPU requests on the monitoring
