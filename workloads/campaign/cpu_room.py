@@ -4,18 +4,18 @@ runner.md R5).
 Variants on disjoint GPU groups run at the same time (stacks/plan/schedule.py). Each puts its
 frontend on the CPU group (unless its frontend sits on a GPU group: packed with the workers by
 pre-flight) and, during a step, one AIPerf load generator Job that requests the CPU its
-concurrency needs (workloads/targets/aws/k8s_jobs.loadgen_cpu, at most half of the smallest
-CPU node). Every CPU node is in the workers' zone (components/node_specs.pinned_zone), so the
-group's nodes together are the room (summed, as if a pod could span nodes: a 4-CPU Job that
-fits no single node's remainder passes here; pre-flight's per-node packing,
-stacks/preflight/pods.py, covers the frontends alone). Every frontend replica counts. A Job
-that cannot be scheduled ends its variant's run after the start limit, so a campaign whose busiest moment asks more CPU than the group's
-allocatable share is refused before anything is created. Counted at the largest concurrency of
-each variant (its busiest step), as if the busiest steps of running variants met. Only the
-frontends and load generators are counted: the project sets no CPU requests on the monitoring
-(components/monitoring_specs.py) and the Dynamo platform chart's values set none; what the
-charts' own defaults and the system daemons request is not read here, so the check is a floor.
-Auto Mode sizes its nodes to the pods: nothing to check.
+concurrency needs (workloads/targets/aws/k8s_jobs.loadgen_cpu, at most half of the smallest CPU
+node). Every CPU node is in the workers' zone (components/node_specs.pinned_zone), so the
+group's nodes together are the room (summed, as if a pod could span nodes: a 4-CPU Job that fits
+no single node's remainder passes here; pre-flight's per-node packing, stacks/preflight/pods.py,
+covers the frontends alone). Every frontend replica counts. A Job that cannot be scheduled ends
+its variant's run after the start limit, so a campaign whose busiest moment asks more CPU than
+the group's allocatable share is refused before anything is created. Counted at the largest
+concurrency of each variant (its busiest step), as if the busiest steps of running variants met.
+Only the frontends and load generators are counted: the project sets no CPU requests on the
+monitoring (components/monitoring_specs.py) and the Dynamo platform chart's values set none;
+what the charts' own defaults and the system daemons request is not read here, so the check is a
+floor. Auto Mode sizes its nodes to the pods: nothing to check.
 """
 
 from __future__ import annotations
