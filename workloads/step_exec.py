@@ -257,10 +257,12 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
     records = results.read_records(work)
     outcome = judge(work, rows, step, ex, ctx.error_rate_threshold, records)
     # The frontend's records of the profiled requests only: a sweep step's warm-up requests
-    # (workloads/step_warmup.py) all arrived before its first profiled request started.
+    # (workloads/step_warmup.py) all arrived a request latency before its first profiled one
+    # started. The trace stamps arrival in whole ms (request_received_ms), so the window opens
+    # 1 ms before that start, not at it.
     window = results.load_window_ns(records)
     outcome["routing_evidence"] = request_trace.save_step_trace(
-        ctx.target, work, max(since_ms, window[0] / 1e6) if window else since_ms,
+        ctx.target, work, max(since_ms, window[0] / 1e6 - 1.0) if window else since_ms,
         time.time() * 1000,
         expected=outcome["counts"]["completed"])
     log = work / "aiperf.log"
