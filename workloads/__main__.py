@@ -60,7 +60,13 @@ def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.
             help="aws stacks: `pulumi stack output --json --show-secrets` saved to a file "
             "readable by you only (default: $DYNAMO_BENCH_STACK_OUTPUTS, else the Pulumi CLI)."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar or "
-                                         "progress lines.")) -> None:
+                                         "progress lines."),
+        target: str = typer.Option(
+            "stack", "--target", click_type=click.Choice(["stack", "sim"]),
+            help="stack: the stack's own target (local engine or the deployed cluster); sim: "
+            "replay every step through NVIDIA DynoSim (Dynamo 1.6.1's offline replay, virtual "
+            "time, no GPU) and record it as a run whose figures say SIMULATED (run id "
+            "sim-<UTC> by default).")) -> None:
     """Pre-flight, start the target, smoke test, warm up, run every step, stop.
 
     Exit codes: 0 all steps complete, 1 a step failed or the engine broke, 2 invalid stack or
@@ -73,7 +79,8 @@ def run(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.
     _check_scale(scale)
     opts = RunOptions(stack=stack, scale=scale, only=only or None, repeat=repeat,
                       run_id=run_id, runs_dir=runs_dir, stacks_dir=stacks_dir,
-                      show_progress=not no_progress, outputs_file=outputs)
+                      show_progress=not no_progress, outputs_file=outputs,
+                      simulate=target == "sim")
     try:
         result = run_stack(opts, console)
     except StackError as exc:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # make_target imports each target where it is made
     from workloads.targets.local import LocalTarget
 
 REPO = Path(__file__).resolve().parents[1]
+# A simulated run's default id starts so: `reports` never takes one for the stack's measured run.
+SIM_PREFIX = "sim-"
 
 
 def default_hf_home() -> Path:
@@ -71,6 +73,8 @@ class RunOptions:
     # aws: the stack's outputs from the Automation API, and the clock of the target's waits.
     outputs: dict | None = None
     clock: object | None = None
+    # "sim": the steps are replayed by DynoSim (workloads/sim/), not sent to the stack's target.
+    simulate: bool = False
 
 
 @dataclass
@@ -119,7 +123,8 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     repeats = opts.repeat if opts.repeat is not None else stack.workloads.repeats
     steps = plan(stack, opts.scale, opts.only, repeats, prompt_epoch=opts.prompt_epoch,
                  campaign=opts.campaign is not None)
-    run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_id = opts.run_id or (SIM_PREFIX if opts.simulate else "") + time.strftime(
+        "%Y%m%dT%H%M%SZ", time.gmtime())
     run_dir = Path(opts.runs_dir).resolve() / stack.name / run_id
     manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
                              scale=opts.scale)
@@ -155,12 +160,17 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     with _sigterm_as_interrupt():
         try:
             workdir = run_dir / "engine" / f"attempt-{len(manifest.data['attempts'])}"
+            executor: step_exec.StepExecutor | None
             if opts.target is not None:   # a campaign's running target (kept workers)
                 target = opts.target
                 # a local campaign hands over its LocalTarget (platform_local.py)
                 executor = step_exec.LocalAiperf(
                     env={**os.environ, **cast("LocalTarget", target).model.env},
                     host_cores=os.cpu_count() or 1) if stack.target == "local" else None
+            elif opts.simulate:
+                from workloads.sim.build import make
+                target, executor = make(stack, [m.kv_capacity_tokens for m in report.memory],
+                                        opts.hf_home)
             elif stack.target == "local":
                 model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
                 target = make_target(stack, workdir, model=model, kv_capacity_tokens=[
@@ -223,15 +233,12 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
     # How this machine reaches the frontend: directly (local), or through the cluster's API
     # server (aws); `None` means plain httpx.
     http = target.http_client() if hasattr(target, "http_client") else None
-    try:
-        with manifest.phase("smoke") as phase:
-            phase["result"] = smoke.smoke_test(ep.base_url, ep.model, client=http)
-        with manifest.phase("warmup") as phase:
-            phase["result"] = smoke.warm_up(ep.base_url, ep.model,
-                                            stack.workloads.warmup_requests, client=http)
-    finally:
-        if http is not None:
-            http.close()
+    if target.kind == "sim":   # nothing serves: the steps are replayed
+        for name in ("smoke", "warmup"):
+            with manifest.phase(name) as phase:
+                phase["result"] = "skipped: DynoSim replays each step; nothing serves"
+    else:
+        _smoke_and_warm_up(stack, ep, manifest, http)
 
     ctx = step_exec.StepContext(
         run_dir=run_dir, target=target, executor=executor or target.step_executor(),
@@ -265,6 +272,18 @@ def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[S
             if problems:
                 raise TargetError("engine process died: " + "; ".join(problems) +
                                   f" -> resume with --run-id {run_dir.name}")
+
+
+def _smoke_and_warm_up(stack, ep, manifest: Manifest, http) -> None:
+    try:
+        with manifest.phase("smoke") as phase:
+            phase["result"] = smoke.smoke_test(ep.base_url, ep.model, client=http)
+        with manifest.phase("warmup") as phase:
+            phase["result"] = smoke.warm_up(ep.base_url, ep.model,
+                                            stack.workloads.warmup_requests, client=http)
+    finally:
+        if http is not None:
+            http.close()
 
 
 def _statuses(manifest: Manifest, steps: list[Step]) -> dict[str, str]:

@@ -1,0 +1,200 @@
+"""How AIPerf sends a step, rebuilt as DynoSim sessions (pure).
+
+DynoSim replays a Mooncake trace on a virtual clock; a row with a `session_id` waits for the
+session's previous row to end plus its `delay` (ms), and a session's first row starts at its
+`timestamp` (Dynamo 1.6.1 dynamo.replay; checked here: tests/test_sim_dispatch.py). AIPerf 0.13.0
+sends a step as a closed loop of `concurrency` slots: a slot sends its next request when its last
+one ends; a conversation's turns follow each other after the row's think time (`delay`); with a
+ramp (`--concurrency-ramp-duration`, a sweep step: workloads/stagger.py) slot k of c opens at
+R x (k - 1) / (c - 1); a duration-bounded step issues nothing after its duration and cancels
+what is still running one grace period later; a replayed trace sends each row at its timestamp.
+
+So a step becomes one session per slot, each session the chain of requests that slot sends, in
+order. Which slot sends which request is AIPerf's dispatch: the next row goes to the slot that
+frees first. With rows of one length and no conversation that is round-robin; otherwise a first
+closed-loop replay (DynoSim's own `replay_concurrency`, which dispatches exactly so: next row on
+the first completion, counting conversations as AIPerf does) gives the order, and `chains` reads
+it off. Between two requests of a slot the client turns around in `gap_ms` (the live loop's end
+of one request to the frontend's receipt of the next: workloads/sim/calibration.py measures it).
+
+A sweep step's warm-up rows (workloads/step_warmup.py) are not replayed: they share no block with
+the profiled rows and AIPerf's profiling phase starts only once they have all ended (seen in its
+records: the phase barrier), on an idle engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SendPattern:
+    """How AIPerf sends one step (from the step's AIPerf invocation)."""
+    concurrency: int
+    warmup: int = 0                  # rows of the warm-up phase, not replayed
+    ramp_s: float | None = None
+    duration_s: float | None = None  # None: bounded by the rows
+    grace_s: float = 0.0
+    fixed_schedule: bool = False     # rows carry timestamps (ms) and are sent at them
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of the step: its row, and its conversation and turn as AIPerf names them."""
+    index: int                 # row index in the step's dataset
+    conversation: str
+    turn: int
+    input_length: int          # tokens the engine sees (prompt_layout)
+    output_length: int
+    hash_ids: tuple[int, ...]
+    think_ms: float = 0.0      # a later turn's pause after the previous answer
+    timestamp_ms: float | None = None
+
+
+@dataclass
+class Plan:
+    """DynoSim's input for one replay, and where each of its rows came from."""
+    rows: list[dict]
+    origin: dict[tuple[str, int], Request] = field(default_factory=dict)  # (session, turn)
+    replay_concurrency: int | None = None
+
+
+def _row(req: Request, session: str, first_at: float | None, delay: float | None) -> dict:
+    row: dict = {"session_id": session, "input_length": req.input_length,
+                 "output_length": req.output_length, "hash_ids": list(req.hash_ids)}
+    if first_at is not None:
+        row["timestamp"] = round(first_at, 3)
+    if delay is not None:
+        row["delay"] = round(delay, 3)
+    return row
+
+
+def conversations(requests: list[Request]) -> list[list[Request]]:
+    """The requests grouped by conversation, in first-appearance order."""
+    out: dict[str, list[Request]] = {}
+    for r in requests:
+        out.setdefault(r.conversation, []).append(r)
+    return list(out.values())
+
+
+def closed_loop_plan(requests: list[Request]) -> Plan:
+    """The first replay of a closed-loop step: DynoSim dispatches the rows itself, in order, at
+    most `concurrency` conversations at once (set by the caller), with no ramp or turnaround."""
+    plan = Plan([])
+    for conv in conversations(requests):
+        for turn, req in enumerate(conv):
+            session = f"c-{req.conversation}"
+            plan.rows.append(_row(req, session, 0.0 if turn == 0 else None,
+                                  None if turn == 0 else req.think_ms))
+            plan.origin[session, turn] = req
+    return plan
+
+
+def chains(replayed: list[dict], plan: Plan, concurrency: int) -> list[list[str]]:
+    """Conversation ids per slot, in the order each slot sent them, read from a closed-loop
+    replay's requests (DynoSim's per-request arrival and terminal times): the first
+    `concurrency` conversations start at once; each later one takes the slot whose conversation
+    ended last at or before its start (DynoSim dispatches on the completion itself)."""
+    start: dict[str, float] = {}
+    end: dict[str, float] = {}
+    for r in replayed:
+        conv = plan.origin[r["session_id"], r["turn_index"]].conversation
+        start[conv] = min(start.get(conv, r["arrival_time_ms"]), r["arrival_time_ms"])
+        end[conv] = max(end.get(conv, r["terminal_time_ms"]), r["terminal_time_ms"])
+    first_row = {req.conversation: req.index for req in reversed(list(plan.origin.values()))}
+    slots: list[list[str]] = []
+    busy: list[tuple[float, int]] = []      # (end time, slot) of each slot's latest conversation
+    for conv in sorted(start, key=lambda c: (start[c], first_row[c])):
+        if len(slots) < concurrency:
+            slot = len(slots)
+            slots.append([conv])
+        else:
+            free = [b for b in busy if b[0] <= start[conv] + 1e-6]
+            taken = max(free) if free else min(busy)
+            busy.remove(taken)
+            slot = taken[1]
+            slots[slot].append(conv)
+        busy.append((end[conv], slot))
+    return slots
+
+
+def round_robin(requests: list[Request], concurrency: int) -> list[list[str]]:
+    """Conversation ids per slot when every request takes as long as every other (one length,
+    single turns): slot k sends requests k, k + c, k + 2c, ..."""
+    convs = [c[0].conversation for c in conversations(requests)]
+    return [convs[k::concurrency] for k in range(min(concurrency, len(convs)))]
+
+
+def slot_offsets_ms(pattern: SendPattern, slots: int, burst_ms: float) -> list[float]:
+    """When each slot sends its first request: spread over the ramp; else together, which
+    reaches the engine `burst_ms` apart, one after another."""
+    if not pattern.ramp_s or slots <= 1:
+        return [burst_ms * k for k in range(slots)]
+    return [pattern.ramp_s * 1000.0 * k / (pattern.concurrency - 1) for k in range(slots)]
+
+
+def session_plan(requests: list[Request], slots: list[list[str]], pattern: SendPattern,
+                 gap_ms: float, burst_ms: float = 0.0) -> Plan:
+    """The step as one DynoSim session per slot: the slot's conversations one after another, a
+    request `gap_ms` after its predecessor ends (plus a turn's think time)."""
+    by_conv = {c[0].conversation: c for c in conversations(requests)}
+    plan = Plan([])
+    offsets = slot_offsets_ms(pattern, len(slots), burst_ms)
+    for k, (convs, offset) in enumerate(zip(slots, offsets, strict=True)):
+        session, turn = f"slot-{k:04d}", 0
+        for conv in convs:
+            for j, req in enumerate(by_conv[conv]):
+                delay = None if turn == 0 else gap_ms + (req.think_ms if j else 0.0)
+                plan.rows.append(_row(req, session, offset if turn == 0 else None, delay))
+                plan.origin[session, turn] = req
+                turn += 1
+    return plan
+
+
+def sent_before(plan: Plan, replayed: list[dict], cutoff_ms: float) -> Plan:
+    """`plan` without the requests a duration-bounded step never sends: those a replay of the
+    plan started at or after `cutoff_ms` (each session keeps the prefix of its turns sent
+    before). Re-replayed, every kept request starts exactly as before: nothing sent earlier
+    depends on what is sent later."""
+    late = {(r["session_id"], r["turn_index"]) for r in replayed
+            if r["arrival_time_ms"] >= cutoff_ms}
+    kept = Plan([], replay_concurrency=plan.replay_concurrency)
+    turns: dict[str, int] = {}
+    cut: set[str] = set()
+    for row in plan.rows:
+        session = row["session_id"]
+        turn = turns.get(session, 0)
+        turns[session] = turn + 1
+        if session in cut or (session, turn) in late:
+            cut.add(session)
+            continue
+        kept.rows.append(row)
+        kept.origin[session, turn] = plan.origin[session, turn]
+    return kept
+
+
+def timed_plan(requests: list[Request]) -> Plan:
+    """A replayed trace: every request on its own, sent at its timestamp (ms)."""
+    plan = Plan([])
+    for req in requests:
+        session = f"t-{req.index:06d}"
+        plan.rows.append(_row(req, session, float(req.timestamp_ms or 0.0), None))
+        plan.origin[session, 0] = req
+    return plan
+
+
+def after(first: Plan, second: Plan, offset_ms: float) -> tuple[Plan, set[str]]:
+    """`first`, then `second` with every session started `offset_ms` later (a warm pass after
+    its cold pass), as one plan; and the sessions of `second`."""
+    plan = Plan(list(first.rows), dict(first.origin))
+    keep = set()
+    for row in second.rows:
+        session = f"{row['session_id']}-warm"
+        moved = {**row, "session_id": session}
+        if "timestamp" in moved:
+            moved["timestamp"] = round(moved["timestamp"] + offset_ms, 3)
+        plan.rows.append(moved)
+        keep.add(session)
+    for (session, turn), req in second.origin.items():
+        plan.origin[f"{session}-warm", turn] = req
+    return plan, keep

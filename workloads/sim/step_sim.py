@@ -1,0 +1,95 @@
+"""One step through DynoSim: the replays that rebuild AIPerf's sending, in order (pure but for
+the `replay` function it is given).
+
+1. A replayed trace (fixed schedule): every request at its timestamp, one replay.
+2. A closed loop: which slot sends which request (round-robin for one-length single turns, else
+   a first closed-loop replay, dispatch.chains), then the slots as sessions with their ramp or
+   burst offsets and the client's turnaround (dispatch.session_plan); a duration-bounded step is
+   replayed once more with only the requests sent before its end (dispatch.sent_before).
+3. A warm pass (a trace step replayed right after its cold step, workloads/steps.py): the cold
+   pass as in 2, then the same requests again from the moment it ended, in one replay, so the
+   warm pass meets the cache the cold one left; only the warm requests are kept.
+The last replay runs `runs` times when the KV router breaks ties at random (Dynamo 1.6.1
+dynamo/replay/api.py: equal-cost workers are picked at random even at temperature 0): the
+first run's requests are the step's records, every run's figures its spread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from workloads.sim import dispatch as d
+from workloads.sim.engine_setup import SimSetup
+
+Replay = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+# How AIPerf's client turns around and starts, as the live rehearsal's frontend saw it (run
+# local-agg gt1, 2026-12-06, quick scale, every closed-loop step): a slot's next request reached
+# the frontend a median 5.2-6.3 ms after its previous one ended (c1 5.2, c4 6.0, c16 6.0), and
+# requests AIPerf starts together reached it spread out (13 of 16 within 2 ms, the last at 31 ms).
+TURNAROUND_MS = 6.0
+BURST_SPACING_MS = 0.5
+
+
+@dataclass
+class StepSimulation:
+    plan: d.Plan
+    runs: list[list[dict]]                 # the last replay's requests, per run
+    cut_ms: float | None                   # when the step cancels what still runs
+    replays: int = 0
+    keep: set[str] = field(default_factory=set)    # sessions whose requests are the step's
+    block_size: int = 0                    # the engine's KV block (the hashes' size)
+
+    @property
+    def requests(self) -> list[dict]:
+        """The step's requests (the first run), without a warm pass's cold part."""
+        return [r for r in self.runs[0] if not self.keep or r["session_id"] in self.keep]
+
+
+def job(plan: d.Plan, setup: SimSetup, runs: int = 1) -> dict[str, Any]:
+    return {"trace": plan.rows, "trace_block_size": setup.block_size,
+            "roles": setup.job_roles(), "router_mode": setup.router_mode, "router_config": None,
+            "replay_concurrency": plan.replay_concurrency, "runs": runs}
+
+
+def _slots(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
+           replay: Replay) -> tuple[list[list[str]], int]:
+    single = len(d.conversations(requests)) == len(requests)
+    if single and len({(r.input_length, r.output_length) for r in requests}) == 1:
+        return d.round_robin(requests, pattern.concurrency), 0
+    first = d.closed_loop_plan(requests)
+    first.replay_concurrency = pattern.concurrency
+    (answer,) = replay([job(first, setup)])
+    return d.chains(answer["runs"][0]["requests"], first, pattern.concurrency), 1
+
+
+def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
+             replay: Replay, runs: int = 1, warm: bool = False,
+             turnaround_ms: float = TURNAROUND_MS,
+             burst_ms: float = BURST_SPACING_MS) -> StepSimulation:
+    if pattern.fixed_schedule:
+        plan = d.timed_plan(requests)
+        (answer,) = replay([job(plan, setup, runs)])
+        return StepSimulation(plan, [r["requests"] for r in answer["runs"]], None, 1,
+                              block_size=setup.block_size)
+    slots, replays = _slots(requests, pattern, setup, replay)
+    plan = d.session_plan(requests, slots, pattern, turnaround_ms, burst_ms)
+    cut_ms = None
+    if warm:
+        (answer,) = replay([job(plan, setup)])
+        ended = max(r["terminal_time_ms"] for r in answer["runs"][0]["requests"])
+        plan, keep = d.after(plan, d.session_plan(requests, slots, pattern, turnaround_ms,
+                                                  burst_ms), ended + turnaround_ms)
+        (answer,) = replay([job(plan, setup, runs)])
+        return StepSimulation(plan, [r["requests"] for r in answer["runs"]], None,
+                              replays + 2, keep, setup.block_size)
+    if pattern.duration_s is not None:
+        (answer,) = replay([job(plan, setup)])
+        plan = d.sent_before(plan, answer["runs"][0]["requests"], pattern.duration_s * 1000)
+        cut_ms = (pattern.duration_s + pattern.grace_s) * 1000
+        replays += 1
+    (answer,) = replay([job(plan, setup, runs)])
+    return StepSimulation(plan, [r["requests"] for r in answer["runs"]], cut_ms, replays + 1,
+                          block_size=setup.block_size)

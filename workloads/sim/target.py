@@ -1,0 +1,173 @@
+"""The simulation target: a stack's steps replayed by NVIDIA DynoSim (Dynamo 1.6.1's offline
+replay, the mocker's scheduler on a virtual clock) instead of sent to a deployment.
+
+`python -m workloads run <stack> --target sim` runs the runner's whole path (pre-flight, the
+plan, every step's dataset, grace and ramp, the judge, the manifest) with two parts swapped:
+`SimTarget`, which serves nothing (no smoke test, warm-up or attestation can be made; the
+record says so), and `SimExecutor`, which replays each step's dataset through DynoSim where
+AIPerf would have sent it, and writes AIPerf's exports of the result (workloads/sim/exports.py)
+plus the frontend's request trace of it (worker, cached tokens), so `reports build` reads a
+simulated run like any other while every figure says SIMULATED (DynoSim, its timing source).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stacks.config.schema import StackConfig
+from workloads.aiperf_args import AiperfInvocation
+from workloads.attest.checks import CHECKS, Attestation, Check
+from workloads.sim import exports
+from workloads.sim.dispatch import SendPattern
+from workloads.sim.engine_setup import SimSetup
+from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
+from workloads.sim.replay import replay
+from workloads.sim.step_sim import StepSimulation, simulate
+from workloads.targets.base import Endpoints
+
+KIND = "sim"
+SIMULATION = "not applicable (simulation)"
+# Runs of a step's last replay when the KV router picks among equal-cost workers at random.
+KV_ROUTER_RUNS = 3
+SOURCE = "DynoSim (dynamo.replay, ai-dynamo {version})"
+
+
+def label(timings: dict[str, Any], version: str) -> str:
+    """The words every figure of a simulated run carries: the simulator and its timings."""
+    from workloads.targets.mocker_timings import label as mocker_label
+    inner = mocker_label(timings).removeprefix("SIMULATED (").removesuffix(")")
+    inner = inner.removeprefix("mocker, ").removeprefix("mocker ")
+    return f"SIMULATED ({SOURCE.format(version=version)}, {inner})"
+
+
+class NoClientCpu:
+    """A replay has no client process: no CPU samples, no client-bound verdict from them."""
+
+    def summary(self, window_ns: tuple[int, int] | None = None) -> dict:
+        return {}
+
+
+@dataclass
+class SimTarget:
+    stack: StackConfig
+    setup: SimSetup
+    timings: dict[str, Any]                    # the timing record (mocker_timings)
+    version: str = "unknown"
+    kind: str = KIND
+    attestations: int = 0
+    _trace: list[str] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Nothing to start: every step is its own replay."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    def endpoints(self) -> Endpoints:
+        return Endpoints(base_url="sim://dynosim", model=self.stack.model.name)
+
+    def restart_workers(self) -> dict:
+        return {"simulated": "every step is replayed on empty caches; nothing to restart"}
+
+    def attest(self, when: str) -> Attestation:
+        self.attestations += 1
+        return Attestation(when, KIND, [Check(name, SIMULATION, "nothing is deployed: the "
+                                              "steps are replayed by DynoSim")
+                                        for name in CHECKS])
+
+    def problems(self) -> list[str]:
+        return []
+
+    def request_trace(self, since_ms: float, until_ms: float) -> list[str]:
+        """The last step's requests as the frontend's trace lines (what routing evidence
+        reads), written by the executor; the window is the runner's wall clock, not the
+        replay's, so it is not applied."""
+        return list(self._trace)
+
+    def describe(self) -> dict:
+        return {"kind": KIND, "dynamo_version": self.version, "simulator": "DynoSim",
+                "router": self.setup.router_mode, "topology": (
+                    "disaggregated" if len(self.setup.roles) == 2 else "aggregated"),
+                "workers": [{"role": r.role, "count": r.count, "argv": r.argv}
+                            for r in self.setup.roles],
+                "block_size": self.setup.block_size, "notes": self.setup.notes,
+                "timings": {**self.timings, "label": label(self.timings, self.version)}}
+
+
+@dataclass
+class SimExecutor:
+    """Replays each step where AIPerf would send it (workloads.step_exec.StepExecutor)."""
+    target: SimTarget
+    template: ChatTemplate
+    host_cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def run(self, step, inv: AiperfInvocation, work: Path,
+            on_tick: Callable[[float], None], note: Callable[..., None]):
+        from workloads.step_exec import Execution
+        t0 = time.monotonic()
+        on_tick(0.0)
+        data = Path(inv.input_file).read_bytes()
+        rows = [json.loads(line) for line in data.splitlines() if line.strip()]
+        scope = f"{hashlib.sha256(data).hexdigest()}:{inv.seed}"
+        setup = self.target.setup
+        requests = step_requests(rows, inv.block_size, scope, self.template,
+                                 BlockHasher(setup.block_size))
+        requests = [r for r in requests if r.index >= inv.warmup_requests]
+        pattern = SendPattern(inv.concurrency, inv.warmup_requests, inv.concurrency_ramp_s,
+                              inv.duration_s, inv.grace_period_s if inv.duration_s else 0.0,
+                              inv.fixed_schedule)
+        runs = KV_ROUTER_RUNS if setup.router_mode == "kv_router" else 1
+        versions: dict[str, str] = {}
+
+        def run_replays(jobs: list[dict]) -> list[dict]:
+            answers, found = replay(jobs)
+            versions.update(found)
+            return answers
+        sim = simulate(requests, pattern, setup, run_replays, runs=runs,
+                       warm=bool(step.params.get("warm_after")))
+        epoch_ns = time.time_ns()
+        records = [exports.request_record(r, sim.plan, epoch_ns, sim.cut_ms)
+                   for r in sim.requests]
+        simulated_by = {"simulator": "DynoSim", **versions, "replays": sim.replays,
+                        "runs": runs, "spread": spread(sim), "label": label(
+                            self.target.timings, versions.get("ai-dynamo", "unknown"))}
+        with (work / "profile_export.jsonl").open("w") as f:
+            for rec in records:
+                f.write(json.dumps(rec) + "\n")
+        (work / "profile_export_aiperf.json").write_text(json.dumps(exports.summary(
+            records, pattern, str(inv.input_file), simulated_by), indent=2))
+        self.target._trace = exports.trace_lines(sim, epoch_ns)
+        command = ["dynosim", "replay", f"--concurrency={inv.concurrency}",
+                   f"--input-file={inv.input_file}", f"--runs={runs}"]
+        return Execution(0, NoClientCpu(), time.monotonic() - t0, command,  # type: ignore[arg-type]
+                         self.host_cores, record={"simulation": simulated_by})
+
+
+def spread(sim: StepSimulation) -> dict[str, Any]:
+    """Per run of the step's last replay: TTFT and ITL p50 and output tok/s (the KV router's
+    random ties make runs differ), with their min and max."""
+    per_run = []
+    for run in sim.runs:
+        reqs = [r for r in run if not sim.keep or r["session_id"] in sim.keep]
+        ttft = [r["ttft_ms"] for r in reqs if r.get("ttft_ms") is not None]
+        itl = [r["itl_ms"] for r in reqs if r.get("itl_ms") is not None]
+        start = min((r["arrival_time_ms"] for r in reqs), default=0.0)
+        end = max((r["terminal_time_ms"] for r in reqs), default=0.0)
+        tokens = sum(r["output_length"] for r in reqs)
+        per_run.append({"ttft_p50_ms": statistics.median(ttft) if ttft else None,
+                        "itl_p50_ms": statistics.median(itl) if itl else None,
+                        "output_tok_s": tokens / ((end - start) / 1000) if end > start else None})
+    out: dict[str, Any] = {"runs": per_run}
+    for key in ("ttft_p50_ms", "itl_p50_ms", "output_tok_s"):
+        vals = [float(v) for r in per_run if (v := r[key]) is not None]
+        if vals:
+            out[key] = {"min": min(vals), "max": max(vals)}
+    return out
