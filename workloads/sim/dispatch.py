@@ -152,24 +152,36 @@ def session_plan(requests: list[Request], slots: list[list[str]], pattern: SendP
 
 
 def sent_before(plan: Plan, replayed: list[dict], cutoff_ms: float) -> Plan:
-    """`plan` without the requests a duration-bounded step never sends: those a replay of the
-    plan started at or after `cutoff_ms` (each session keeps the prefix of its turns sent
-    before). Re-replayed, every kept request starts exactly as before: nothing sent earlier
-    depends on what is sent later."""
-    late = {(r["session_id"], r["turn_index"]) for r in replayed
-            if r["arrival_time_ms"] >= cutoff_ms}
-    kept = Plan([], replay_concurrency=plan.replay_concurrency)
-    turns: dict[str, int] = {}
-    cut: set[str] = set()
+    """`plan` without the requests a duration-bounded step never sends: those starting at or
+    after `cutoff_ms`. `replayed` is a replay of `plan` stopped at the cutoff (DynoSim's
+    `max_sim_time_ms` reports the requests completed by then). A session keeps its turns in
+    order while each started before the cutoff: a reported turn by its own arrival, the next
+    one by its predecessor's end plus its delay; a kept turn that was not reported was still
+    in flight, so the turns after it start later. Re-replayed, every kept request starts as
+    before: nothing sent earlier depends on what is sent later."""
+    done: dict[tuple[str, int], dict] = {(r["session_id"], r["turn_index"]): r
+                                         for r in replayed}
+    sessions: dict[str, list[dict]] = {}
     for row in plan.rows:
-        session = row["session_id"]
-        turn = turns.get(session, 0)
-        turns[session] = turn + 1
-        if session in cut or (session, turn) in late:
-            cut.add(session)
-            continue
-        kept.rows.append(row)
-        kept.origin[session, turn] = plan.origin[session, turn]
+        sessions.setdefault(row["session_id"], []).append(row)
+    kept = Plan([], replay_concurrency=plan.replay_concurrency)
+    for session, rows in sessions.items():
+        for turn, row in enumerate(rows):
+            reported, before = done.get((session, turn)), done.get((session, turn - 1))
+            if reported is not None:
+                start = reported["arrival_time_ms"]
+            elif turn == 0:
+                start = row.get("timestamp", 0.0)
+            elif before is not None:
+                start = before["terminal_time_ms"] + row.get("delay", 0.0)
+            else:
+                break
+            if start >= cutoff_ms:
+                break
+            kept.rows.append(row)
+            kept.origin[session, turn] = plan.origin[session, turn]
+            if reported is None:
+                break
     return kept
 
 

@@ -89,6 +89,14 @@ class BlockHasher:
     to a block's end. One hasher per replay: its numbering is shared by all its requests."""
     block: int
     ids: dict = field(default_factory=dict)
+    issued: int = 0
+
+    def fresh(self, tokens: int) -> list[int]:
+        """Hashes of a prompt that shares no token with any other past its first block's
+        template tokens: every block is its own (a sweep's or a distribution's rows)."""
+        n = -(-tokens // self.block)
+        self.issued += n
+        return list(range(self.issued - n, self.issued))
 
     def hashes(self, segments: list[Segment]) -> tuple[int, list[int]]:
         """(prompt tokens, one hash per block of `block` tokens, the last block partial)."""
@@ -115,7 +123,8 @@ class BlockHasher:
         key = (parent, tuple(pieces))
         found = self.ids.get(key)
         if found is None:
-            found = self.ids[key] = len(self.ids)
+            found = self.ids[key] = self.issued
+            self.issued += 1
         return found
 
 
@@ -129,11 +138,20 @@ def step_requests(rows: list[dict], block_size: int, scope: str, template: ChatT
     sessions: dict[str, list[tuple[int, dict]]] = {}
     for i, row in enumerate(rows):
         sessions.setdefault(str(row.get("session_id") or f"session_{i:06d}"), []).append((i, row))
+    uses: dict[int, int] = {}
+    for row in rows:
+        for h in row.get("hash_ids") or []:
+            uses[h] = uses.get(h, 0) + 1
     out = []
     for conv, turns in sessions.items():
         prompts = conversation_prompts([r for _, r in turns], block_size, scope, template)
+        alone = len(turns) == 1 and all(uses[h] == 1 for h in turns[0][1].get("hash_ids") or [])
         for turn, ((i, row), segments) in enumerate(zip(turns, prompts, strict=True)):
-            tokens, hashes = hasher.hashes(segments)
+            if alone:   # shares no block with any row: no need to compare its tokens
+                tokens = sum(n for _, n in segments)
+                hashes = hasher.fresh(tokens)
+            else:
+                tokens, hashes = hasher.hashes(segments)
             out.append(Request(index=i, conversation=conv, turn=turn, input_length=tokens,
                                output_length=row["output_length"], hash_ids=tuple(hashes),
                                think_ms=float(row.get("delay") or 0.0),

@@ -1,39 +1,81 @@
-"""The thin shell around DynoSim: runs replay_child.py in the engine's environment (one JSON
-request on stdin, one answer on stdout) for a batch of replays. Nothing here decides anything;
-the traces and the workers' command lines come from the pure modules of workloads/sim/.
+"""The thin shell around DynoSim: one child process in the engine's environment
+(replay_child.py) for a whole run, fed one JSON request per line. Nothing here decides
+anything; the traces and the workers' command lines come from the pure modules of workloads/sim/.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from workloads.targets.local import engine_python
 
 CHILD = Path(__file__).resolve().parent / "replay_child.py"
-TIMEOUT_S = 1800.0
 
 
 class SimUnavailable(RuntimeError):
     """The engine's environment is missing or the replay failed: the message says the fix."""
 
 
-def replay(jobs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Each job's answer (its runs' per-request rows and summaries), and the engine's
-    versions, from one run of the replay child."""
-    python = engine_python()
-    if not python.exists():
-        raise SimUnavailable(f"the engine environment ({python}) is missing: run `make engine`")
-    done = subprocess.run([str(python), str(CHILD)], input=json.dumps({"jobs": jobs}),
-                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise SimUnavailable(f"DynoSim's replay failed (exit {done.returncode}): "
-                             f"{done.stderr.strip()[-800:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    for job, answer in zip(jobs, out["answers"], strict=True):
-        if "error" in answer:
-            raise SimUnavailable(f"DynoSim refused a replay of {len(job['trace'])} requests: "
-                                 f"{answer['error']}")
-    return out["answers"], out["versions"]
+class Replayer:
+    """A replay child kept for many requests (started on first use; `close` ends it)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr: IO[str] | None = None
+        self.versions: dict[str, str] = {}
+
+    def _start(self) -> subprocess.Popen[str]:
+        python = engine_python()
+        if not python.exists():
+            raise SimUnavailable(f"the engine environment ({python}) is missing: run "
+                                 "`make engine`")
+        # kept open for the child's life (closed by close()), read when it dies
+        self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        return subprocess.Popen([str(python), str(CHILD)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+
+    def __call__(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each job's answer (its runs' per-request rows and summaries)."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = self._start()
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            self._proc.stdin.write(json.dumps({"jobs": jobs}) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line.strip():
+            raise SimUnavailable(f"DynoSim's replay process ended (exit {self._proc.poll()}): "
+                                 f"{self._tail()}")
+        out = json.loads(line)
+        self.versions = out["versions"]
+        for job, answer in zip(jobs, out["answers"], strict=True):
+            if "error" in answer:
+                raise SimUnavailable(f"DynoSim refused a replay of {len(job['trace'])} "
+                                     f"requests: {answer['error']}")
+        answers: list[dict[str, Any]] = out["answers"]
+        return answers
+
+    def _tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read()[-800:].strip()
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None

@@ -1,8 +1,8 @@
 """The one module that runs NVIDIA DynoSim, Dynamo 1.6.1's offline replay: a thin shell.
 
-Run by workloads/sim/replay.py as `.venv-engine/bin/python replay_child.py` with one JSON request
-on stdin; prints one JSON answer on stdout (the engine's own logging goes to stderr). It imports
-nothing of dynamo-bench (the engine's environment does not hold it) and decides nothing: the
+Run by workloads/sim/replay.py as `.venv-engine/bin/python replay_child.py`: one JSON request
+per stdin line, one JSON answer per stdout line (the engine's own logging goes to stderr). It
+imports nothing of dynamo-bench (the engine's environment does not hold it) and decides nothing: the
 traces, the workers' command lines and the router are built by the pure modules of workloads/sim/.
 
 Each worker role's engine configuration is made from the very command line a live mocker of the
@@ -79,7 +79,8 @@ def run_job(job: dict[str, Any], folder: Path) -> dict[str, Any]:
     trace.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in job["trace"]))
     kwargs: dict[str, Any] = {"trace_block_size": job["trace_block_size"],
                               "router_mode": job["router_mode"], "capture_per_request": True,
-                              "replay_concurrency": job.get("replay_concurrency")}
+                              "replay_concurrency": job.get("replay_concurrency"),
+                              "max_sim_time_ms": job.get("max_sim_time_ms")}
     if job.get("router_config") is not None:
         kwargs["router_config"] = KvRouterConfig.from_json(json.dumps(job["router_config"]))
     if "worker" in roles:
@@ -109,12 +110,18 @@ def answer(job: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    request = json.loads(sys.stdin.read())
+    """One request per stdin line, one answer per stdout line, until stdin closes: a run keeps
+    one child for all its steps (the engine's import costs ~0.7 s a start)."""
     versions = {"ai-dynamo": metadata.version("ai-dynamo"),
                 "ai-dynamo-runtime": metadata.version("ai-dynamo-runtime")}
     with tempfile.TemporaryDirectory(prefix="dynamo-bench-sim-") as tmp:
-        answers = [answer(job, Path(tmp)) for job in request["jobs"]]
-    sys.stdout.write(json.dumps({"versions": versions, "answers": answers}) + os.linesep)
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            answers = [answer(job, Path(tmp)) for job in request["jobs"]]
+            sys.stdout.write(json.dumps({"versions": versions, "answers": answers}) + os.linesep)
+            sys.stdout.flush()
     return 0
 
 

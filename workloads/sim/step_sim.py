@@ -48,10 +48,12 @@ class StepSimulation:
         return [r for r in self.runs[0] if not self.keep or r["session_id"] in self.keep]
 
 
-def job(plan: d.Plan, setup: SimSetup, runs: int = 1) -> dict[str, Any]:
+def job(plan: d.Plan, setup: SimSetup, runs: int = 1,
+        until_ms: float | None = None) -> dict[str, Any]:
     return {"trace": plan.rows, "trace_block_size": setup.block_size,
             "roles": setup.job_roles(), "router_mode": setup.router_mode, "router_config": None,
-            "replay_concurrency": plan.replay_concurrency, "runs": runs}
+            "replay_concurrency": plan.replay_concurrency, "runs": runs,
+            "max_sim_time_ms": until_ms}
 
 
 def _slots(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
@@ -61,7 +63,9 @@ def _slots(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
         return d.round_robin(requests, pattern.concurrency), 0
     first = d.closed_loop_plan(requests)
     first.replay_concurrency = pattern.concurrency
-    (answer,) = replay([job(first, setup)])
+    # only who sends what before the step ends matters: the replay may stop there
+    until = (pattern.duration_s + pattern.grace_s) * 1000 if pattern.duration_s else None
+    (answer,) = replay([job(first, setup, until_ms=until)])
     return d.chains(answer["runs"][0]["requests"], first, pattern.concurrency), 1
 
 
@@ -86,7 +90,7 @@ def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
         return StepSimulation(plan, [r["requests"] for r in answer["runs"]], None,
                               replays + 2, keep, setup.block_size)
     if pattern.duration_s is not None:
-        (answer,) = replay([job(plan, setup)])
+        (answer,) = replay([job(plan, setup, until_ms=pattern.duration_s * 1000)])
         plan = d.sent_before(plan, answer["runs"][0]["requests"], pattern.duration_s * 1000)
         cut_ms = (pattern.duration_s + pattern.grace_s) * 1000
         replays += 1

@@ -29,7 +29,7 @@ from workloads.sim import exports
 from workloads.sim.dispatch import SendPattern
 from workloads.sim.engine_setup import SimSetup
 from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
-from workloads.sim.replay import replay
+from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.targets.base import Endpoints
 
@@ -63,13 +63,15 @@ class SimTarget:
     version: str = "unknown"
     kind: str = KIND
     attestations: int = 0
+    replayer: Replayer = field(default_factory=Replayer)
     _trace: list[str] = field(default_factory=list)
 
     def start(self) -> None:
-        """Nothing to start: every step is its own replay."""
+        """Nothing to start: every step is its own replay (the replay process starts on the
+        first)."""
 
     def stop(self) -> None:
-        """Nothing to stop."""
+        self.replayer.close()
 
     def endpoints(self) -> Endpoints:
         return Endpoints(base_url="sim://dynosim", model=self.stack.model.name)
@@ -125,14 +127,10 @@ class SimExecutor:
                               inv.duration_s, inv.grace_period_s if inv.duration_s else 0.0,
                               inv.fixed_schedule)
         runs = KV_ROUTER_RUNS if setup.router_mode == "kv_router" else 1
-        versions: dict[str, str] = {}
-
-        def run_replays(jobs: list[dict]) -> list[dict]:
-            answers, found = replay(jobs)
-            versions.update(found)
-            return answers
-        sim = simulate(requests, pattern, setup, run_replays, runs=runs,
+        replayer = self.target.replayer
+        sim = simulate(requests, pattern, setup, replayer, runs=runs,
                        warm=bool(step.params.get("warm_after")))
+        versions = replayer.versions
         epoch_ns = time.time_ns()
         records = [exports.request_record(r, sim.plan, epoch_ns, sim.cut_ms)
                    for r in sim.requests]
