@@ -27,6 +27,27 @@ from workloads.sim.dispatch import Plan, SendPattern
 NS = 1_000_000   # ns per ms
 
 
+def first_token_ms(r: dict) -> float:
+    """When the client gets a request's first token (replay clock, ms). Disaggregated, the
+    prefill worker's own first token is streamed as soon as its prefill ends (the live
+    frontend's request trace: ttft_ms = prefill_wait_time_ms + prefill_time_ms, before any KV
+    transfer or decode step; Dynamo 1.6.1 local-disagg rehearsal, 2026-12-06); DynoSim's
+    `first_token_ms` is the decode worker's first token, so the prefill's end
+    (`source_held_ms`) is taken instead. Aggregated, the two are the same."""
+    held = r.get("source_held_ms")
+    return held if held is not None else r["first_token_ms"]
+
+
+def ttft_itl(r: dict) -> tuple[float, float | None]:
+    """TTFT and the mean gap between output tokens as the client sees them: from the first
+    token it gets (first_token_ms) to the last, over output_length - 1 gaps (AIPerf's
+    per-request inter_token_latency, and the frontend's avg_itl_ms)."""
+    first = first_token_ms(r)
+    n = r["output_length"]
+    itl = (r["last_token_ms"] - first) / (n - 1) if n > 1 else None
+    return first - r["arrival_time_ms"], itl
+
+
 def _metric(value: float, unit: str) -> dict[str, Any]:
     return {"value": value, "unit": unit}
 
@@ -35,7 +56,7 @@ def request_record(r: dict, plan: Plan, epoch_ns: int, cut_ms: float | None) -> 
     """One replayed request as an AIPerf profiling record (`cut_ms`: when the step cancels
     what is still running, relative to its start)."""
     req = plan.origin[r["session_id"], r["turn_index"]]
-    arrival, first, last = r["arrival_time_ms"], r["first_token_ms"], r["last_token_ms"]
+    arrival, first, last = r["arrival_time_ms"], first_token_ms(r), r["last_token_ms"]
     cancelled = cut_ms is not None and last > cut_ms
     end = cut_ms if cut_ms is not None and cancelled else last
     meta = {"conversation_id": req.conversation, "turn_index": req.turn,
@@ -53,10 +74,10 @@ def request_record(r: dict, plan: Plan, epoch_ns: int, cut_ms: float | None) -> 
             record["metrics"]["time_to_first_token"] = _metric(first - arrival, "ms")
         return record
     out_tokens = r["output_length"]
-    itl = r.get("itl_ms")
+    ttft, itl = ttft_itl(r)
     m = record["metrics"]
-    m["time_to_first_token"] = _metric(r["ttft_ms"], "ms")
-    if itl is not None and out_tokens > 1:
+    m["time_to_first_token"] = _metric(ttft, "ms")
+    if itl is not None:
         m["inter_token_latency"] = _metric(itl, "ms")
         m["output_token_throughput_per_user"] = _metric(1000.0 / itl, "tokens/sec/user")
     m["request_latency"] = _metric(last - arrival, "ms")
@@ -139,7 +160,8 @@ def trace_lines(sim, epoch_ns: int) -> list[str]:
             "input_tokens": r["input_length"], "output_tokens": r["output_length"],
             "cached_tokens": r.get("reused_input_tokens") or 0,
             "request_received_ms": round(received),
-            "ttft_ms": r["ttft_ms"], "total_time_ms": r["e2e_latency_ms"],
+            "ttft_ms": ttft_itl(r)[0], "avg_itl_ms": ttft_itl(r)[1],
+            "total_time_ms": r["e2e_latency_ms"],
             "worker": {"prefill_worker_id": 1000 + (prefill if prefill is not None else decode),
                        "decode_worker_id": 1000 + decode if prefill is None else 2000 + decode},
             "replay": {"trace_block_size": sim.block_size,

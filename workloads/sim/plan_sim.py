@@ -24,6 +24,7 @@ from stacks.sizing.step_itl import ASSUMED_SOURCE
 from workloads import step_exec, step_warmup
 from workloads.datasets import jsonl_bytes
 from workloads.sim.dispatch import SendPattern
+from workloads.sim.exports import ttft_itl
 from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
@@ -69,8 +70,9 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
     reqs = sim.requests
     cut = sim.cut_ms
     done = [r for r in reqs if cut is None or r["last_token_ms"] <= cut]
-    ttft = [r["ttft_ms"] for r in done]
-    itl = [r["itl_ms"] for r in done if r.get("itl_ms") and r["output_length"] > 1]
+    timings = [ttft_itl(r) for r in done]
+    ttft = [t for t, _ in timings]
+    itl = [i for _, i in timings if i]
     start = min((r["arrival_time_ms"] for r in reqs), default=0.0)
     end = max((min(r["last_token_ms"], cut) if cut else r["last_token_ms"] for r in reqs),
               default=0.0)

@@ -155,8 +155,9 @@ def spread(sim: StepSimulation) -> dict[str, Any]:
     per_run = []
     for run in sim.runs:
         reqs = [r for r in run if not sim.keep or r["session_id"] in sim.keep]
-        ttft = [r["ttft_ms"] for r in reqs if r.get("ttft_ms") is not None]
-        itl = [r["itl_ms"] for r in reqs if r.get("itl_ms") is not None]
+        timings = [exports.ttft_itl(r) for r in reqs]
+        ttft = [t for t, _ in timings]
+        itl = [i for _, i in timings if i]
         start = min((r["arrival_time_ms"] for r in reqs), default=0.0)
         end = max((r["terminal_time_ms"] for r in reqs), default=0.0)
         tokens = sum(r["output_length"] for r in reqs)
