@@ -186,11 +186,13 @@ def sent_before(plan: Plan, replayed: list[dict], cutoff_ms: float) -> Plan:
 
 
 def timed_plan(requests: list[Request]) -> Plan:
-    """A replayed trace: every request on its own, sent at its timestamp (ms)."""
+    """A replayed trace: every request on its own, sent at its timestamp (ms, from the first
+    request's: DynoSim's clock starts there)."""
     plan = Plan([])
+    start = min((float(r.timestamp_ms or 0.0) for r in requests), default=0.0)
     for req in requests:
         session = f"t-{req.index:06d}"
-        plan.rows.append(_row(req, session, float(req.timestamp_ms or 0.0), None))
+        plan.rows.append(_row(req, session, float(req.timestamp_ms or 0.0) - start, None))
         plan.origin[session, 0] = req
     return plan
 
@@ -210,3 +212,31 @@ def after(first: Plan, second: Plan, offset_ms: float) -> tuple[Plan, set[str]]:
     for (session, turn), req in second.origin.items():
         plan.origin[f"{session}-warm", turn] = req
     return plan, keep
+
+
+def attribute(plan: Plan, replayed: list[dict]) -> list[dict]:
+    """`replayed` with every request named by its (session, turn). DynoSim drops the session
+    of a session that has one row (it replays it as a lone request at its timestamp: seen in
+    Dynamo 1.6.1, tests/test_sim_engine.py), so such a request is matched to the one-row
+    session that starts at its arrival with its lengths (in plan order where two do; DynoSim's
+    clock starts at the trace's first timestamp, which every plan puts at 0)."""
+    turns: dict[str, int] = {}
+    for row in plan.rows:
+        turns[row["session_id"]] = turns.get(row["session_id"], 0) + 1
+    lone: dict[tuple, list[str]] = {}
+    for row in plan.rows:
+        if turns[row["session_id"]] == 1:
+            key = (round(row.get("timestamp", 0.0), 3), row["input_length"],
+                   row["output_length"])
+            lone.setdefault(key, []).append(row["session_id"])
+    out = []
+    for r in sorted(replayed, key=lambda r: (r["arrival_time_ms"], r["first_admit_ms"] or 0.0)):
+        if r["session_id"] is None:
+            key = (round(r["arrival_time_ms"], 3), r["input_length"],
+                   r["requested_output_length"])
+            if not lone.get(key):
+                raise ValueError(f"DynoSim returned a request without its session that no "
+                                 f"one-row session of the plan matches: {key}")
+            r = {**r, "session_id": lone[key].pop(0), "turn_index": 0}
+        out.append(r)
+    return out

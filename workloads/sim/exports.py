@@ -138,7 +138,7 @@ def summary(records: list[dict], pattern: SendPattern, dataset_path: str,
         out["error_request_count"] = {"unit": "requests", "avg": errors}
         out["error_summary"] = [{"error_details": {"type": "RequestCancelledError"},
                                  "count": errors}]
-    return {k: v for k, v in out.items() if v is not None}
+    return {k: v for k, v in out.items() if v is not None or k == "aiperf_version"}
 
 
 def trace_lines(sim, epoch_ns: int) -> list[str]:

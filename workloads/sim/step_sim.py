@@ -25,6 +25,11 @@ from workloads.sim.engine_setup import SimSetup
 
 Replay = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
+
+def _runs(answer: dict[str, Any], plan: d.Plan) -> list[list[dict]]:
+    """Each run's requests, every one named by its (session, turn)."""
+    return [d.attribute(plan, run["requests"]) for run in answer["runs"]]
+
 # How AIPerf's client turns around and starts, as the live rehearsal's frontend saw it (run
 # local-agg gt1, 2026-12-06, quick scale, every closed-loop step): a slot's next request reached
 # the frontend a median 5.2-6.3 ms after its previous one ended (c1 5.2, c4 6.0, c16 6.0), and
@@ -66,7 +71,7 @@ def _slots(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
     # only who sends what before the step ends matters: the replay may stop there
     until = (pattern.duration_s + pattern.grace_s) * 1000 if pattern.duration_s else None
     (answer,) = replay([job(first, setup, until_ms=until)])
-    return d.chains(answer["runs"][0]["requests"], first, pattern.concurrency), 1
+    return d.chains(_runs(answer, first)[0], first, pattern.concurrency), 1
 
 
 def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
@@ -76,24 +81,23 @@ def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
     if pattern.fixed_schedule:
         plan = d.timed_plan(requests)
         (answer,) = replay([job(plan, setup, runs)])
-        return StepSimulation(plan, [r["requests"] for r in answer["runs"]], None, 1,
-                              block_size=setup.block_size)
+        return StepSimulation(plan, _runs(answer, plan), None, 1, block_size=setup.block_size)
     slots, replays = _slots(requests, pattern, setup, replay)
     plan = d.session_plan(requests, slots, pattern, turnaround_ms, burst_ms)
     cut_ms = None
     if warm:
         (answer,) = replay([job(plan, setup)])
-        ended = max(r["terminal_time_ms"] for r in answer["runs"][0]["requests"])
+        ended = max(r["terminal_time_ms"] for r in _runs(answer, plan)[0])
         plan, keep = d.after(plan, d.session_plan(requests, slots, pattern, turnaround_ms,
                                                   burst_ms), ended + turnaround_ms)
         (answer,) = replay([job(plan, setup, runs)])
-        return StepSimulation(plan, [r["requests"] for r in answer["runs"]], None,
-                              replays + 2, keep, setup.block_size)
+        return StepSimulation(plan, _runs(answer, plan), None, replays + 2, keep,
+                              setup.block_size)
     if pattern.duration_s is not None:
         (answer,) = replay([job(plan, setup, until_ms=pattern.duration_s * 1000)])
-        plan = d.sent_before(plan, answer["runs"][0]["requests"], pattern.duration_s * 1000)
+        plan = d.sent_before(plan, _runs(answer, plan)[0], pattern.duration_s * 1000)
         cut_ms = (pattern.duration_s + pattern.grace_s) * 1000
         replays += 1
     (answer,) = replay([job(plan, setup, runs)])
-    return StepSimulation(plan, [r["requests"] for r in answer["runs"]], cut_ms, replays + 1,
+    return StepSimulation(plan, _runs(answer, plan), cut_ms, replays + 1,
                           block_size=setup.block_size)
