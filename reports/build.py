@@ -28,6 +28,7 @@ from reports.sla import sla_table
 from reports.stackinfo import StackInfo, stack_info
 from reports.trace_plot import trace_timeline
 from reports.trace_report import trace_replay_table
+from workloads.attest.checks import first_data_floor
 
 
 @dataclass
@@ -84,7 +85,8 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
         "sla": sla,
         "trace_replay": trace_replay_table(steps, requests, records),
         "cost_efficiency": cost_efficiency(steps, infos, records),
-        "fidelity": tables.fidelity(steps),
+        "fidelity": tables.fidelity(steps, {
+            key: first_data_floor(rec.extra.get("attestations")) for key, rec in records.items()}),
         "reconciliation": tables.reconciliation(steps),
         "ablation": ablation_check(steps, latest_configs(records)),
     }

@@ -15,7 +15,7 @@ import pandas as pd
 
 from reports import predicted_vs_measured as pvm
 from reports.ablation import MIN_HIT_DELTA, ROUTED_WORKLOADS
-from reports.flags import left_out
+from reports.flags import aiperf_provenance, left_out
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
 from reports.md_columns import short_columns, with_display_columns
@@ -23,6 +23,7 @@ from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo
+from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
 from workloads.attest.checks import summary_line
 
@@ -102,8 +103,9 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
         rows.append({"stack": r.stack, "run id": r.run_id, "layout": infos[r.stack].workers,
                      "config sha256": r.config_hash[:16],
                      "window": f"{r.started_at or '?'} to {r.ended_at or '?'}",
-                     "versions": f"dynamo-bench {str(commit)[:12]}, AIPerf "
-                                 f"{v.get('aiperf', '?')}, Dynamo {v.get('dynamo', '?')}, "
+                     "versions": f"dynamo-bench {str(commit)[:12]}, "
+                                 f"{aiperf_provenance(v.get('aiperf', '?'), r.steps)}, "
+                                 f"Dynamo {v.get('dynamo', '?')}, "
                                  f"Python {v.get('python', '?')}",
                      "datasets (sha256)": ds,
                      # the deployment checked against the stack before any load
@@ -184,7 +186,11 @@ SECTIONS = [
      "either side is NOT COMPARED: it gets no verdict."),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
-     "above 1 or a client-bound step means the harness distorted the figure. "
+     "above 1 or a client-bound step means the harness distorted the figure. ttft_gap_ms = "
+     "client mean - frontend mean TTFT of the step: material above "
+     f"{GAP_MATERIAL_MS:g} ms and {GAP_MATERIAL_SHARE:.0%} of the frontend's (the summary "
+     "names those steps); stall_estimate_ms (fidelity.csv) is the part the attested "
+     "first-data floor accounts for, max(0, floor - frontend TTFT). "
      "achieved_concurrency (mean requests in flight while the client was issuing, from the "
      "request timestamps) is the figure client_bound is judged on; "
      "aiperf_effective_concurrency is AIPerf's own, different definition, shown only for "

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from stacks.sizing.step_itl import repeated_step
+from workloads.attest.checks import first_data_measured
 
 # The bands, and why each is as wide as it is (issue 27): ITL is one decode step, which the
 # table and the database give directly, so it should hold within 10 %; TTFT adds queueing,
@@ -65,14 +66,10 @@ def on_table(manifest_extra: dict[str, Any]) -> bool:
 
 
 def first_data_stall_ms(manifest_extra: dict[str, Any]) -> float | None:
-    """The first-data stall the run's attestation measured (workloads/attest/first_data.py)."""
-    for att in manifest_extra.get("attestations") or []:
-        for check in att.get("checks") or []:
-            if check.get("name") == "first_data":
-                stall = (check.get("evidence") or {}).get("stall_ms")
-                if isinstance(stall, (int, float)):
-                    return float(stall)
-    return None
+    """The first-data stall the run's attestation measured (workloads/attest/first_data.py;
+    a probe refused as a measurement has none)."""
+    evidence = first_data_measured(manifest_extra.get("attestations"))
+    return float(evidence["stall_ms"]) if evidence is not None else None
 
 
 def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.DataFrame:
