@@ -22,7 +22,7 @@ from reports.md_columns import short_columns, with_display_columns
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
-from reports.stackinfo import StackInfo
+from reports.stackinfo import StackInfo, rehearsal_timings
 from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
 from workloads.attest.checks import summary_line
@@ -272,10 +272,8 @@ def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> st
                 "baseline_stack", "changed_stack"):
         if col in table:
             stacks |= set(table[col])
-    local = sorted(s for s in stacks if s in infos and infos[s].rehearsal)
-    if not local:
-        return title
-    return f"{title} — REHEARSAL (local mocker timings: {', '.join(local)})"
+    local = rehearsal_timings(infos, sorted(stacks))
+    return f"{title} — REHEARSAL ({local})" if local else title
 
 
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
@@ -286,7 +284,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
            "\nEvery figure below comes from the run records listed at the end; CSVs with the "
            "same tables sit beside this file.\n", "## Stacks\n",
            md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
-                                   "what the timings are": _timings(i, records),
+                                   "what the timings are": i.timing.label,
                                    "topology": i.topology, "router": i.router,
                                    "workers": i.workers, "GPUs": i.gpus,
                                    "instance types": i.gpu_types,
@@ -316,22 +314,14 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
     out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records, infos))
-    rehearsal = any(i.rehearsal for i in infos.values())
-    out.append("\n## Hypotheses" + (" — REHEARSAL figures (local mocker timings)"
+    rehearsal = rehearsal_timings(infos)
+    out.append("\n## Hypotheses" + (f" — REHEARSAL figures ({rehearsal})"
                                      if rehearsal else "") + "\n")
     for h in hypotheses:
         out.append(f"\n### {h.title}\n{h.question}\n\n")
         out += [f"- {f}\n" for f in h.findings]
     out += ["\n## Run records used\n", _records(records, infos)]
     return "".join(out)
-
-
-def _timings(info: StackInfo, records: list[RunRecord]) -> str:
-    """The timings the stack's figures stand on, as its last run recorded them."""
-    mine = [r for r in records if r.stack == info.name]
-    if not mine:
-        return "local mocker (rehearsal)" if info.rehearsal else pvm.MEASURED_LABEL
-    return pvm.timing_label(mine[-1].extra, info.target)
 
 
 def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord],
@@ -359,7 +349,7 @@ def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecor
     out += [pvm.band_note() + "\n\n", md_table(pd.DataFrame(rows))]
     stalls = {r.stack: pvm.first_data_stall_ms(r.extra) for r in records}
     on_table = {r.stack for r in records if pvm.on_table(r.extra)}
-    labels = {name: _timings(info, records) for name, info in infos.items()}
+    labels = {name: info.timing.label for name, info in infos.items()}
     out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls, on_table, labels)]
     return "".join(out)
 

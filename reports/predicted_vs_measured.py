@@ -1,7 +1,7 @@
 """Predicted vs measured (pure): per step, the run's measured TTFT p50, ITL p50 and output
 throughput over what AIConfigurator predicted for it (the manifest's `predictions`, kept at run
-start, so no predictor is needed here), flagged outside a stated band, and the timings every
-figure of the run stands on.
+start, so no predictor is needed here), flagged outside a stated band; the timings its figures
+stand on are worded by reports/stackinfo.py timing_words, as everywhere in a report.
 
 On a local run the ratio is the rehearsal's fidelity to the model (the mocker runs on the
 model's own table); on a cluster it is the model against the GPU. Where a TTFT gap is larger
@@ -26,8 +26,6 @@ from workloads.attest.checks import first_data_measured
 BANDS: dict[str, float] = {"ttft_p50_ms": 0.25, "itl_p50_ms": 0.10, "output_tok_s": 0.15}
 PREDICTED_FIELD = {"ttft_p50_ms": "ttft_ms", "itl_p50_ms": "itl_ms",
                    "output_tok_s": "output_tok_s"}
-MEASURED_LABEL = "MEASURED"
-UNRECORDED_LABEL = "SIMULATED (mocker; its timings were not recorded by this run)"
 MIXED_STEP = ("on the local engine the mocker table charges a step that mixes a prefill with "
               "decodes as the prefill plus a full decode step, and a batched prefill by its "
               "total tokens (stacks/predict/mocker_table.py)")
@@ -41,18 +39,6 @@ def in_band(ratio: float | None, band: float) -> bool | None:
     if ratio is None:
         return None
     return abs(ratio - 1.0) <= band + 1e-9   # a ratio on the edge (1.10) is in
-
-
-def timing_label(manifest_extra: dict[str, Any], target: str) -> str:
-    """What the run's figures stand on: MEASURED on a cluster; on the local engine the
-    timings its mockers ran on, as the run recorded them (workloads/targets/mocker_timings.py)."""
-    if target != "local":
-        return MEASURED_LABEL
-    for attempt in reversed(manifest_extra.get("attempts") or []):
-        timings = (attempt.get("target") or {}).get("timings")
-        if timings and timings.get("label"):
-            return str(timings["label"])
-    return UNRECORDED_LABEL
 
 
 def on_table(manifest_extra: dict[str, Any]) -> bool:
@@ -140,7 +126,7 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
     is the engine's own TTFT over the prediction without them. The model's terms are named
     only where the prediction has them (AIConfigurator's agg estimate: a disaggregated
     prediction carries none, stacks/predict/aic_runner.py ttft_terms). `labels`: what each
-    stack's figures stand on (timing_label), said on its per-step line."""
+    stack's figures stand on (stackinfo.timing_words' label), said on its per-step line."""
     if compared.empty:
         return []
     out = []

@@ -21,7 +21,7 @@ from reports.ablation import summary_lines
 from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
-from reports.stackinfo import REHEARSAL, StackInfo
+from reports.stackinfo import REHEARSAL, StackInfo, rehearsal_timings
 from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from workloads.attest.checks import summary_line
 from workloads.manifest import COMPLETE
@@ -34,15 +34,16 @@ class SummaryFacts:
     headlines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rehearsal: bool = False
+    rehearsal_timings: str = ""     # stackinfo.rehearsal_timings: the rehearsals' timings
 
 
 def where_it_ran(info: StackInfo, attestation: str | None) -> str:
     proof = f"attestation: {attestation}" if attestation else \
         "no attestation recorded in the run record"
     if info.rehearsal:
-        return (f"`{info.name}`: **{REHEARSAL}.** It imitates {info.workers} on "
-                f"{info.gpu_types or 'no GPUs'}; dollar figures price that layout as if it "
-                f"ran on AWS; {proof}")
+        return (f"`{info.name}`: **{REHEARSAL}, {info.timing.label}**: {info.timing.meaning}. "
+                f"It imitates {info.workers} on {info.gpu_types or 'no GPUs'}; dollar figures "
+                f"price that layout as if it ran on AWS; {proof}")
     return f"`{info.name}`: real cluster ({info.gpu_types}, {info.workers}); {proof}"
 
 
@@ -156,7 +157,8 @@ def _small_samples(steps: pd.DataFrame) -> str | None:
 def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunRecord],
           infos: dict[str, StackInfo], slo: Slo, attestations: dict[str, str] | None = None,
           cost_warnings: list[str] | None = None) -> SummaryFacts:
-    f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()))
+    f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()),
+                     rehearsal_timings=rehearsal_timings(infos))
     attested = attestation_lines(records) if attestations is None else attestations
     f.where = [where_it_ran(i, attested.get(s)) for s, i in infos.items()]
     n = {c: int(steps[c].sum()) for c in ("attempted", "completed", "failed", "truncated",
@@ -191,7 +193,7 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
 
 
 def render(f: SummaryFacts) -> str:
-    label = " — REHEARSAL (local mocker timings)" if f.rehearsal else ""
+    label = f" — REHEARSAL ({f.rehearsal_timings})" if f.rehearsal else ""
     out = ["\n## Summary\n", "\n**Where it ran**\n\n", *[f"- {w}\n" for w in f.where],
            "\n**What was measured**\n\n", *[f"- {m}\n" for m in f.measured],
            f"\n**Headline answers{label}**\n\n",
