@@ -79,3 +79,18 @@ def test_a_run_without_recorded_timings_says_so_and_no_more(tmp_path):
     assert "**REHEARSAL on the local mocker, SIMULATED (mocker; its timings were not recorded " \
            "by this run)**" in line
     assert "## Concurrency sweep — REHEARSAL (local-agg: mocker, timings not recorded)" in text
+
+
+def test_a_stacks_runs_on_different_timings_are_each_named():
+    """Two runs of one stack, one on the table and one on the generic timings: one label for
+    both would hide one of them."""
+    from reports.stackinfo import runs_timing, timing_words
+
+    on_table = timing_words({"attempts": [{"target": {"timings": TABLE}}]}, "local")
+    generic = timing_words({"attempts": [{"target": {"timings": GENERIC}}]}, "local")
+    assert runs_timing({"a": on_table, "b": on_table}) == on_table
+    mixed = runs_timing({"a": on_table, "b": generic})
+    assert mixed.label == f"run a: {TABLE_LABEL}; run b: {GENERIC_LABEL}"
+    assert "a model of no GPU" in mixed.meaning and "a100_sxm_40gb" in mixed.meaning
+    assert timing_words({"attempts": [{"target": {"timings": TABLE}}]}, "aws").label == \
+        "MEASURED"

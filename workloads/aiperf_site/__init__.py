@@ -18,9 +18,11 @@ RUN_FILES = ("sitecustomize.py", "aiperf_slot_wait.py", "aiperf_quickack.py")
 SLOT_WAIT, QUICKACK = "aiperf_slot_wait", "aiperf_quickack"
 APPLIED = frozenset({"applied", "already applied"})
 # What an AIPerf log without any status line means: its interpreter never loaded this folder's
-# sitecustomize.py (PYTHONPATH dropped or overridden by a launcher or an image's entrypoint).
+# sitecustomize.py (PYTHONPATH dropped or overridden by a launcher or an image's entrypoint), or
+# the log itself was not read (a cluster pod's log unavailable): either way nothing proves the
+# patch ran.
 NO_SITE = ("not applied: AIPerf's log has no status line (its interpreter did not load the "
-           "project's sitecustomize: PYTHONPATH dropped or overridden)")
+           "project's sitecustomize, PYTHONPATH dropped or overridden, or its log was not read)")
 _STATUS = re.compile(r"^dynamo-bench: (aiperf_\w+) (applied|already applied|not applied: .*)$")
 
 
