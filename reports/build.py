@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,9 +25,11 @@ from reports.hypotheses import all_hypotheses
 from reports.routing import routing_table
 from reports.runs import STEP_KEY, RunFrames, RunRecord, load_run
 from reports.sla import sla_table
-from reports.stackinfo import StackInfo, stack_info
+from reports.stackinfo import StackInfo, runs_timing, stack_info, timing_words
 from reports.trace_plot import trace_timeline
 from reports.trace_report import trace_replay_table
+from workloads.attest.checks import first_data_floor
+from workloads.targets.mocker_timings import TimingWords
 
 
 @dataclass
@@ -46,9 +48,14 @@ def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str
     step judged (reports.flags) and each request carrying its step's `usable` / `step_flag`."""
     infos: dict[str, StackInfo] = {}
     records: dict[tuple[str, str], RunRecord] = {}
+    timings: dict[str, dict[str, TimingWords]] = {}
     for r in runs:
-        infos.setdefault(r.record.stack, stack_info(r.record))
+        info = infos.setdefault(r.record.stack, stack_info(r.record))
         records[(r.record.stack, r.record.run_id)] = r.record
+        timings.setdefault(info.name, {})[r.record.run_id] = timing_words(r.record.extra,
+                                                                          info.target)
+    # what each stack's figures stand on, over all its runs (stackinfo.runs_timing)
+    infos = {s: replace(i, timings=runs_timing(timings[i.name])) for s, i in infos.items()}
     steps = pd.concat([r.steps for r in runs if not r.steps.empty], ignore_index=True)
     requests = pd.concat([r.requests for r in runs], ignore_index=True)
     steps = judge_steps(steps, {s: i.error_rate_threshold for s, i in infos.items()},
@@ -84,7 +91,8 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
         "sla": sla,
         "trace_replay": trace_replay_table(steps, requests, records),
         "cost_efficiency": cost_efficiency(steps, infos, records),
-        "fidelity": tables.fidelity(steps),
+        "fidelity": tables.fidelity(steps, {
+            key: first_data_floor(rec.extra.get("attestations")) for key, rec in records.items()}),
         "reconciliation": tables.reconciliation(steps),
         "ablation": ablation_check(steps, latest_configs(records)),
     }

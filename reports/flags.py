@@ -6,17 +6,23 @@ every table and plot shows, and the note saying what was left out (pure).
   before that rule: then `failed`, with the reasons;
 - client-bound: workloads.saturation.verdict on the achieved concurrency the reports compute
   (the same definition as the runner's) and the client CPU the runner sampled;
-- `usable`: complete and not client-bound. Best points, Pareto fronts, SLA verdicts, folded
-  means and the hypotheses take usable steps only; the others stay in every table and plot,
-  marked with `step_flag`.
+- AIPerf's patches: a step whose AIPerf did not run the project's slot wait (or ran `make
+  bench`'s quick-ACK client) is flagged `AIPERF UNPATCHED` (workloads/aiperf_site
+  patch_problems on the step record's `aiperf_patches`); a record from before the patches
+  existed has none and is not judged;
+- `usable`: complete, not client-bound and AIPerf as patched. Best points, Pareto fronts, SLA
+  verdicts, folded means and the hypotheses take usable steps only; the others stay in every
+  table and plot, marked with `step_flag`.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
 
+from workloads.aiperf_site import patch_problems
 from workloads.manifest import COMPLETE, FAILED
 from workloads.outcomes import OutcomeCounts, step_problems
 from workloads.saturation import Verdict, verdict
@@ -34,6 +40,38 @@ def _counts(st: pd.Series) -> OutcomeCounts:
 
 def _none(v: Any) -> Any:
     return None if v is None or (isinstance(v, float) and pd.isna(v)) else v
+
+
+def aiperf_patch_reason(st: pd.Series) -> str:
+    """Why the step's client is not the one the project measures with, or "".
+
+    Without the slot wait, AIPerf 0.13.0's concurrency loop busy-polls a core for the whole
+    step, and the client's TTFT carries it: docs/testing.md measured the client / engine TTFT
+    ratio without the first-data stall at 1.264 on c64 before the patch (and the sweep's
+    warm-up), 1.047 after. The quick-ACK client is `make bench`'s diagnostic pass, not what a
+    client of the frontend sees."""
+    raw = _none(st.get("aiperf_patches"))
+    if raw is None:
+        return ""
+    problems = patch_problems(json.loads(raw))
+    # one part of step_flag: no "; " inside (report.md's flag cell splits the parts on it)
+    return ("AIPERF UNPATCHED: " + ", and ".join(problems) + " (its TTFT and throughput stand "
+            "on another client: docs/testing.md measured the client / engine TTFT at 1.264 on "
+            "c64 without the slot wait, 1.047 with it)") if problems else ""
+
+
+def aiperf_provenance(version: str, steps: dict[str, dict[str, Any]]) -> str:
+    """The client a run measured with, for its record's provenance: `AIPerf <version> + slot
+    wait` when every step that recorded its patches ran them (the run record's `steps`)."""
+    recorded = [rec["aiperf_patches"] for rec in steps.values()
+                if isinstance(rec.get("aiperf_patches"), dict)]
+    if not recorded:
+        return f"AIPerf {version} (its patches not recorded)"
+    wrong = sum(1 for p in recorded if patch_problems(p))
+    if not wrong:
+        return f"AIPerf {version} + slot wait"
+    return (f"AIPerf {version}, its patches not as measured on {wrong} of {len(recorded)} "
+            "steps (AIPERF UNPATCHED)")
 
 
 def judge(st: pd.Series, error_rate_threshold: float) -> dict[str, Any]:
@@ -57,14 +95,16 @@ def judge(st: pd.Series, error_rate_threshold: float) -> dict[str, Any]:
                      _none(st.get("client_cpu_cores_mean")) if cores else None,
                      int(cores or 1)) if requested else {"client_bound": False, "reasons": []}
     bound = client["client_bound"]
+    unpatched = aiperf_patch_reason(st)
     flag = ""
     if status != COMPLETE:
         flag = f"{status.upper()}: {reasons}" if reasons else status.upper()
     if bound:
         flag = "; ".join(x for x in (flag, "CLIENT-BOUND: " + "; ".join(client["reasons"])) if x)
+    flag = "; ".join(x for x in (flag, unpatched) if x)
     return {"status": status, "status_reasons": reasons, "client_bound": bound,
             "client_bound_reasons": "; ".join(client["reasons"]),
-            "usable": status == COMPLETE and not bound, "step_flag": flag}
+            "usable": status == COMPLETE and not bound and not unpatched, "step_flag": flag}
 
 
 def decode_only_reason(st: pd.Series) -> str:

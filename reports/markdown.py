@@ -15,14 +15,15 @@ import pandas as pd
 
 from reports import predicted_vs_measured as pvm
 from reports.ablation import MIN_HIT_DELTA, ROUTED_WORKLOADS
-from reports.flags import left_out
+from reports.flags import aiperf_provenance, left_out
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
 from reports.md_columns import short_columns, with_display_columns
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
-from reports.stackinfo import StackInfo
+from reports.stackinfo import StackInfo, rehearsal_timings
+from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
 from workloads.attest.checks import summary_line
 
@@ -102,8 +103,9 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
         rows.append({"stack": r.stack, "run id": r.run_id, "layout": infos[r.stack].workers,
                      "config sha256": r.config_hash[:16],
                      "window": f"{r.started_at or '?'} to {r.ended_at or '?'}",
-                     "versions": f"dynamo-bench {str(commit)[:12]}, AIPerf "
-                                 f"{v.get('aiperf', '?')}, Dynamo {v.get('dynamo', '?')}, "
+                     "versions": f"dynamo-bench {str(commit)[:12]}, "
+                                 f"{aiperf_provenance(v.get('aiperf', '?'), r.steps)}, "
+                                 f"Dynamo {v.get('dynamo', '?')}, "
                                  f"Python {v.get('python', '?')}",
                      "datasets (sha256)": ds,
                      # the deployment checked against the stack before any load
@@ -184,7 +186,11 @@ SECTIONS = [
      "either side is NOT COMPARED: it gets no verdict."),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
-     "above 1 or a client-bound step means the harness distorted the figure. "
+     "above 1 or a client-bound step means the harness distorted the figure. ttft_gap_ms = "
+     "client mean - frontend mean TTFT of the step: material above "
+     f"{GAP_MATERIAL_MS:g} ms and {GAP_MATERIAL_SHARE:.0%} of the frontend's (the summary "
+     "names those steps); stall_estimate_ms (fidelity.csv) is the part the attested "
+     "first-data floor accounts for, max(0, floor - frontend TTFT). "
      "achieved_concurrency (mean requests in flight while the client was issuing, from the "
      "request timestamps) is the figure client_bound is judged on; "
      "aiperf_effective_concurrency is AIPerf's own, different definition, shown only for "
@@ -266,10 +272,8 @@ def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> st
                 "baseline_stack", "changed_stack"):
         if col in table:
             stacks |= set(table[col])
-    local = sorted(s for s in stacks if s in infos and infos[s].rehearsal)
-    if not local:
-        return title
-    return f"{title} — REHEARSAL (local mocker timings: {', '.join(local)})"
+    local = rehearsal_timings(infos, sorted(stacks))
+    return f"{title} — REHEARSAL ({local})" if local else title
 
 
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
@@ -280,7 +284,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
            "\nEvery figure below comes from the run records listed at the end; CSVs with the "
            "same tables sit beside this file.\n", "## Stacks\n",
            md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
-                                   "what the timings are": _timings(i, records),
+                                   "what the timings are": i.timing.label,
                                    "topology": i.topology, "router": i.router,
                                    "workers": i.workers, "GPUs": i.gpus,
                                    "instance types": i.gpu_types,
@@ -310,22 +314,14 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
     out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records, infos))
-    rehearsal = any(i.rehearsal for i in infos.values())
-    out.append("\n## Hypotheses" + (" — REHEARSAL figures (local mocker timings)"
+    rehearsal = rehearsal_timings(infos)
+    out.append("\n## Hypotheses" + (f" — REHEARSAL figures ({rehearsal})"
                                      if rehearsal else "") + "\n")
     for h in hypotheses:
         out.append(f"\n### {h.title}\n{h.question}\n\n")
         out += [f"- {f}\n" for f in h.findings]
     out += ["\n## Run records used\n", _records(records, infos)]
     return "".join(out)
-
-
-def _timings(info: StackInfo, records: list[RunRecord]) -> str:
-    """The timings the stack's figures stand on, as its last run recorded them."""
-    mine = [r for r in records if r.stack == info.name]
-    if not mine:
-        return "local mocker (rehearsal)" if info.rehearsal else pvm.MEASURED_LABEL
-    return pvm.timing_label(mine[-1].extra, info.target)
 
 
 def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord],
@@ -353,7 +349,7 @@ def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecor
     out += [pvm.band_note() + "\n\n", md_table(pd.DataFrame(rows))]
     stalls = {r.stack: pvm.first_data_stall_ms(r.extra) for r in records}
     on_table = {r.stack for r in records if pvm.on_table(r.extra)}
-    labels = {name: _timings(info, records) for name, info in infos.items()}
+    labels = {name: info.timing.label for name, info in infos.items()}
     out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls, on_table, labels)]
     return "".join(out)
 

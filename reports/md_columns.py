@@ -70,7 +70,7 @@ SHORT = {
                         "period_cost_usd", "successful_output_tokens",
                         "usd_per_1m_output_tokens"],
     "fidelity": ["stack", "run_id", "step", FLAG, "requested_concurrency",
-                 "achieved_concurrency", "client_cpu_cores_mean", "client_bound", "ttft_ratio",
+                 "achieved_concurrency", "client_bound", "ttft_gap_ms", "ttft_ratio",
                  "itl_ratio"],
     "reconciliation": ["stack", "run_id", "step", FLAG, REQUESTS, "client_output_tokens",
                        "server_output_tokens", "output_token_gap", "server_requests_unfinished",

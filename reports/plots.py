@@ -23,19 +23,23 @@ import pandas as pd  # noqa: E402
 from reports.goodput import Slo  # noqa: E402
 from reports.measures import too_few  # noqa: E402
 from reports.plot_labels import Label, legend_outside, place, settle  # noqa: E402
-from reports.stackinfo import StackInfo  # noqa: E402
+from reports.stackinfo import REHEARSAL, StackInfo, rehearsal_timings  # noqa: E402
 
 DPI = 110
 FLAGGED: dict[str, Any] = dict(marker="X", color="red", ms=11, ls="none", mfc="none", mew=1.8)
 
 
 def rehearsal_tag(infos: dict[str, StackInfo]) -> str:
-    """Title prefix: which of the plotted stacks are rehearsals on the local mocker."""
-    local = sorted(s for s, i in infos.items() if i.rehearsal)
+    """Title prefix: which of the plotted stacks are rehearsals on the local mocker, and the
+    timings each ran on (stackinfo.rehearsal_timings: the words the whole report uses); the
+    stacks are named only when not all are rehearsals on the same timings."""
+    local = [s for s, i in infos.items() if i.rehearsal]
     if not local:
         return ""
-    which = "" if len(local) == len(infos) else f" ({', '.join(local)})"
-    return f"REHEARSAL on the local mocker{which}, not GPU timings\n"
+    shorts = rehearsal_timings(infos, named=False)
+    one = len(local) == len(infos) and "; " not in shorts
+    return (f"{REHEARSAL}, {shorts}\n" if one else
+            f"{REHEARSAL} ({rehearsal_timings(infos)})\n")
 
 
 def _usable(frame: pd.DataFrame) -> pd.Series:

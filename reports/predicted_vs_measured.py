@@ -1,7 +1,7 @@
 """Predicted vs measured (pure): per step, the run's measured TTFT p50, ITL p50 and output
 throughput over what AIConfigurator predicted for it (the manifest's `predictions`, kept at run
-start, so no predictor is needed here), flagged outside a stated band, and the timings every
-figure of the run stands on.
+start, so no predictor is needed here), flagged outside a stated band; the timings its figures
+stand on are worded by reports/stackinfo.py timing_words, as everywhere in a report.
 
 On a local run the ratio is the rehearsal's fidelity to the model (the mocker runs on the
 model's own table); on a cluster it is the model against the GPU. Where a TTFT gap is larger
@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from stacks.sizing.step_itl import repeated_step
+from workloads.attest.checks import first_data_measured
 
 # The bands, and why each is as wide as it is (issue 27): ITL is one decode step, which the
 # table and the database give directly, so it should hold within 10 %; TTFT adds queueing,
@@ -25,8 +26,6 @@ from stacks.sizing.step_itl import repeated_step
 BANDS: dict[str, float] = {"ttft_p50_ms": 0.25, "itl_p50_ms": 0.10, "output_tok_s": 0.15}
 PREDICTED_FIELD = {"ttft_p50_ms": "ttft_ms", "itl_p50_ms": "itl_ms",
                    "output_tok_s": "output_tok_s"}
-MEASURED_LABEL = "MEASURED"
-UNRECORDED_LABEL = "SIMULATED (mocker; its timings were not recorded by this run)"
 MIXED_STEP = ("on the local engine the mocker table charges a step that mixes a prefill with "
               "decodes as the prefill plus a full decode step, and a batched prefill by its "
               "total tokens (stacks/predict/mocker_table.py)")
@@ -42,18 +41,6 @@ def in_band(ratio: float | None, band: float) -> bool | None:
     return abs(ratio - 1.0) <= band + 1e-9   # a ratio on the edge (1.10) is in
 
 
-def timing_label(manifest_extra: dict[str, Any], target: str) -> str:
-    """What the run's figures stand on: MEASURED on a cluster; on the local engine the
-    timings its mockers ran on, as the run recorded them (workloads/targets/mocker_timings.py)."""
-    if target != "local":
-        return MEASURED_LABEL
-    for attempt in reversed(manifest_extra.get("attempts") or []):
-        timings = (attempt.get("target") or {}).get("timings")
-        if timings and timings.get("label"):
-            return str(timings["label"])
-    return UNRECORDED_LABEL
-
-
 def on_table(manifest_extra: dict[str, Any]) -> bool:
     """The run's mockers ran on tables made from AIConfigurator's database (its last attempt's
     recorded timings, workloads/targets/mocker_timings.py)."""
@@ -65,14 +52,10 @@ def on_table(manifest_extra: dict[str, Any]) -> bool:
 
 
 def first_data_stall_ms(manifest_extra: dict[str, Any]) -> float | None:
-    """The first-data stall the run's attestation measured (workloads/attest/first_data.py)."""
-    for att in manifest_extra.get("attestations") or []:
-        for check in att.get("checks") or []:
-            if check.get("name") == "first_data":
-                stall = (check.get("evidence") or {}).get("stall_ms")
-                if isinstance(stall, (int, float)):
-                    return float(stall)
-    return None
+    """The first-data stall the run's attestation measured (workloads/attest/first_data.py;
+    a probe refused as a measurement has none)."""
+    evidence = first_data_measured(manifest_extra.get("attestations"))
+    return float(evidence["stall_ms"]) if evidence is not None else None
 
 
 def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -143,7 +126,7 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
     is the engine's own TTFT over the prediction without them. The model's terms are named
     only where the prediction has them (AIConfigurator's agg estimate: a disaggregated
     prediction carries none, stacks/predict/aic_runner.py ttft_terms). `labels`: what each
-    stack's figures stand on (timing_label), said on its per-step line."""
+    stack's figures stand on (stackinfo.timing_words' label), said on its per-step line."""
     if compared.empty:
         return []
     out = []

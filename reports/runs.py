@@ -25,8 +25,8 @@ from workloads.request_trace import STEP_FILE as TRACE_FILE
 
 CACHE_DIR = ".reports-cache"
 # 5: AIPerf's replay schedule lag columns; 6: routing evidence (frontend request trace) per
-# step and worker
-CACHE_VERSION = "6"
+# step and worker; 7: requested rows without the warm-up, the AIPerf patches each step ran
+CACHE_VERSION = "7"
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -136,6 +136,10 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
     dataset = rec.get("dataset") or {}
     limit = dataset.get("context_limit") or {}
     cold = rec.get("cold")
+    # A sweep step's first rows are its AIPerf's warm-up (workloads/step_warmup.py): sent, but
+    # not requested of the measurement (`--request-count` is the rows left).
+    warmup = int(rec.get("aiperf_warmup_requests") or 0)
+    requested = limit.get("requested_rows", dataset.get("rows"))
     # The step's own statement (params.cache: its prompts start uncached or cached) wins over
     # the restart flag: under coldRestart first-step a later cold-cache step is not restarted.
     cache = params.get("cache") or (None if cold is None else ("cold" if cold else "warm"))
@@ -143,7 +147,7 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
             "recorded_reasons": "; ".join(rec.get("failure_reasons") or []),
             "cache": cache or "unknown",
             "cold_restart": cold,   # the runner restarted the workers before the step
-            "requested_rows": limit.get("requested_rows", dataset.get("rows")),
+            "requested_rows": requested - warmup if requested is not None else None,
             "excluded_over_context": limit.get("dropped"),
             "clipped_over_context": limit.get("clipped"),
             "max_model_len": limit.get("max_model_len"),
@@ -156,6 +160,10 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
             "client_cpu_cores_mean": cpu.get("mean_cores"),
             "client_cpu_cores_max": cpu.get("max_cores"),
             "host_cores": client.get("host_cores", host_cores),
+            # what the step's AIPerf said of the project's patches at start-up (JSON; None in
+            # records before the patches), judged by reports.flags
+            "aiperf_patches": json.dumps(rec["aiperf_patches"], sort_keys=True)
+            if isinstance(rec.get("aiperf_patches"), dict) else None,
             "step_started_at": rec.get("start", rec.get("started_at")),
             "step_ended_at": rec.get("end", rec.get("ended_at"))}
 

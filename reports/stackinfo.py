@@ -10,7 +10,9 @@ estimate, labelled so everywhere.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from reports.runs import RunError, RunRecord
 from stacks.catalog.service_prices import recorded_prices
@@ -19,16 +21,57 @@ from stacks.config.schema import ComputeMode, StackConfig
 from stacks.preflight.offload_notes import UPSTREAM_MATRIX, disagg_native_offload_notes
 from stacks.preflight.run import effective_cluster
 from stacks.sizing.estimate import HourlyCost, cluster_hourly_cost, instance_price
+from workloads.targets.mocker_timings import TimingWords
+from workloads.targets.mocker_timings import words as mocker_words
 
 # `dynamo-bench:tags.extra.recipe` marks a stack's place in a recipe comparison: the baseline
 # of its model (same checkpoint, minimum TP, round-robin) or an optimized recipe stack.
 RECIPE_TAG = "recipe"
 RECIPE_ROLES = ("baseline", "optimized")
 
-# A local run rehearses the pipeline on Dynamo's mocker: its timings are the mocker's model.
-REHEARSAL = ("REHEARSAL on the local mocker: timings are the mocker's, not a prediction of "
-             "GPU performance")
+# A local run rehearses the pipeline on Dynamo's mocker; which timings the mocker ran on, and
+# what they are, is said in timing_words' words only.
+REHEARSAL = "REHEARSAL on the local mocker"
 REHEARSAL_ROW = "rehearsal on the local mocker, not a GPU measurement"
+MEASURED = TimingWords("MEASURED", "measured on the cluster's GPUs", "MEASURED")
+
+
+def timing_words(manifest_extra: dict[str, Any], target: str) -> TimingWords:
+    """What a run's figures stand on, in the one wording every part of a report uses:
+    MEASURED on a cluster; on the local engine the words of the timings its mockers ran on, as
+    its last attempt recorded them (workloads/targets/mocker_timings.py words)."""
+    if target != "local":
+        return MEASURED
+    for attempt in reversed(manifest_extra.get("attempts") or []):
+        timings = (attempt.get("target") or {}).get("timings")
+        if timings:
+            return mocker_words(timings)
+    return mocker_words(None)
+
+
+def runs_timing(by_run: dict[str, TimingWords]) -> TimingWords:
+    """One stack's words over its runs: theirs when all ran on the same timings, else each
+    run's, named (a stack's runs never silently share one label)."""
+    distinct = list(dict.fromkeys(by_run.values()))
+    if len(distinct) == 1:
+        return distinct[0]
+    each = "; ".join(f"run {run}: {w.label}" for run, w in by_run.items())
+    return TimingWords(each, "its runs ran on different timings: "
+                       + "; ".join(f"run {run}: {w.meaning}" for run, w in by_run.items()),
+                       "mixed timings, see the Stacks table")
+
+
+def rehearsal_timings(infos: dict[str, StackInfo], stacks: Iterable[str] | None = None,
+                      named: bool = True) -> str:
+    """The rehearsal stacks among `stacks` (default all) grouped by the short words of their
+    timings, for titles: `local-agg, local-disagg: timings from AIConfigurator 0.12.0
+    a100_sxm` (`named=False`: the words only); "" when none is a rehearsal."""
+    groups: dict[str, list[str]] = {}
+    for s in (infos if stacks is None else stacks):
+        if s in infos and infos[s].rehearsal:
+            groups.setdefault(infos[s].timing.short, []).append(s)
+    return "; ".join(f"{', '.join(names)}: {short}" if named else short
+                     for short, names in groups.items())
 
 
 EXPERIMENTAL = ("EXPERIMENTAL: disaggregated with vLLM's native KV offload, which Dynamo marks "
@@ -62,10 +105,18 @@ class StackInfo:
     # how upstream qualifies the configuration (stacks/preflight/offload_notes.py: disagg with
     # vLLM's native KV offload is "not yet validated end to end"), "" when it does not
     caveat: str = ""
+    # what its figures stand on (timing_words of its runs); None: said from the target alone
+    timings: TimingWords | None = None
 
     @property
     def rehearsal(self) -> bool:
         return self.target == "local"
+
+    @property
+    def timing(self) -> TimingWords:
+        if self.timings is not None:
+            return self.timings
+        return timing_words({}, self.target)
 
     @property
     def label(self) -> str:
@@ -155,4 +206,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         root_gib={g.name: float(g.disk_gib) for g in cluster.node_groups},
         nat_gateways=0 if cluster.vpc.id else 1, eks_version=cluster.eks_version,
         error_rate_threshold=stack.workloads.error_rate_threshold,
-        caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "")
+        caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "",
+        timings=timing_words(record.extra, stack.target))

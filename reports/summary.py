@@ -21,8 +21,9 @@ from reports.ablation import summary_lines
 from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
-from reports.stackinfo import REHEARSAL, StackInfo
-from workloads.attest.checks import first_data_stall, summary_line
+from reports.stackinfo import REHEARSAL, StackInfo, rehearsal_timings
+from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
+from workloads.attest.checks import summary_line
 from workloads.manifest import COMPLETE
 
 
@@ -33,15 +34,16 @@ class SummaryFacts:
     headlines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rehearsal: bool = False
+    rehearsal_timings: str = ""     # stackinfo.rehearsal_timings: the rehearsals' timings
 
 
 def where_it_ran(info: StackInfo, attestation: str | None) -> str:
     proof = f"attestation: {attestation}" if attestation else \
         "no attestation recorded in the run record"
     if info.rehearsal:
-        return (f"`{info.name}`: **{REHEARSAL}.** It imitates {info.workers} on "
-                f"{info.gpu_types or 'no GPUs'}; dollar figures price that layout as if it "
-                f"ran on AWS; {proof}")
+        return (f"`{info.name}`: **{REHEARSAL}, {info.timing.label}**: {info.timing.meaning}. "
+                f"It imitates {info.workers} on {info.gpu_types or 'no GPUs'}; dollar figures "
+                f"price that layout as if it ran on AWS; {proof}")
     return f"`{info.name}`: real cluster ({info.gpu_types}, {info.workers}); {proof}"
 
 
@@ -55,17 +57,38 @@ def attestation_lines(records: list[RunRecord]) -> dict[str, str]:
     return {stack: "; ".join(lines) for stack, lines in out.items()}
 
 
-def stall_warnings(records: list[RunRecord]) -> list[str]:
-    """Every TTFT figure of a run whose attestation measured a first-data stall includes it."""
+def ttft_gap_warnings(fidelity: pd.DataFrame, slo: Slo) -> list[str]:
+    """One warning per run with a step whose client TTFT exceeds the frontend's own by a
+    material gap (reports/tables.py ttft_gap) or by enough to turn its `slo` TTFT verdict (its
+    p50 misses the bound by less than the gap), naming each such step with its gap and the part
+    the attested first-data floor accounts for. A run without such a step gets no sentence: the
+    first-data stall is a floor under short TTFTs, not a constant on every figure."""
+    if fidelity.empty or "ttft_gap_material" not in fidelity:
+        return []
+    p50, gap = fidelity["client_ttft_p50_ms"], fidelity["ttft_gap_ms"]
+    turns = (p50 >= slo.ttft_ms) & (p50 - gap < slo.ttft_ms)
+    shown = fidelity.assign(turns=turns)[fidelity["ttft_gap_material"].astype(bool) | turns]
     out = []
-    for r in records:
-        stall = first_data_stall(r.extra.get("attestations"))
-        if stall is not None:
-            out.append(f"TTFT of {r.stack} (run {r.run_id}) includes a first-data stall of "
-                       f"{stall:.1f} ms, measured by the attestation (the frontend holds the "
-                       "first SSE data until the client ACKs the response headers: Dynamo's "
-                       "HTTP sockets have no TCP_NODELAY; docs/testing.md): every TTFT figure "
-                       "of this run, and its TTFT SLO verdicts, carry it")
+    for (stack, run_id), rows in shown.groupby(["stack", "run_id"], sort=True):
+        parts = []
+        for _, r in rows.iterrows():
+            est = r["stall_estimate_ms"]
+            stall = "" if pd.isna(est) else f"; first-data stall est. {est:.1f} ms"
+            parts.append(f"{r['step']} {r['ttft_gap_ms']:+.1f} ms "
+                         f"({r['ttft_gap_share']:+.0%}{stall})")
+        floor_ms = rows["first_data_floor_ms"].dropna()
+        why = (f"; the attestation's client saw its first data at {floor_ms.iloc[0]:.1f} ms on "
+               "a short prompt: a floor (the frontend holds the first SSE data until the "
+               "client ACKs the headers, docs/testing.md) under any step whose frontend TTFT "
+               "is shorter" if len(floor_ms) else "")
+        flipped = rows[rows["turns"]]["step"].astype(str).tolist()
+        verdict = (f"; `{slo.name}`'s TTFT verdict of {', '.join(flipped)} turns on the gap"
+                   if flipped else "")
+        steps = int(((fidelity["stack"] == stack) & (fidelity["run_id"] == run_id)).sum())
+        out.append(f"TTFT of {stack} (run {run_id}): the client's exceeds the frontend's own "
+                   f"by more than {GAP_MATERIAL_MS:g} ms and {GAP_MATERIAL_SHARE:.0%}, or by "
+                   f"enough to turn a verdict, at {len(rows)} of {steps} step(s): "
+                   f"{'; '.join(parts)} (fidelity.csv `ttft_gap_ms`){why}{verdict}")
     return out
 
 
@@ -134,7 +157,8 @@ def _small_samples(steps: pd.DataFrame) -> str | None:
 def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunRecord],
           infos: dict[str, StackInfo], slo: Slo, attestations: dict[str, str] | None = None,
           cost_warnings: list[str] | None = None) -> SummaryFacts:
-    f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()))
+    f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()),
+                     rehearsal_timings=rehearsal_timings(infos))
     attested = attestation_lines(records) if attestations is None else attestations
     f.where = [where_it_ran(i, attested.get(s)) for s, i in infos.items()]
     n = {c: int(steps[c].sum()) for c in ("attempted", "completed", "failed", "truncated",
@@ -156,7 +180,7 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
                   for _, r in bad.iterrows()]
     f.warnings += [f"not measured: {x}" for x in _steps_without_data(records, steps)]
     f.warnings += no_difference
-    f.warnings += stall_warnings(records)
+    f.warnings += ttft_gap_warnings(t.get("fidelity", pd.DataFrame()), slo)
     if n["truncated"]:
         f.warnings.append(f"{n['truncated']} truncated stream(s): AIPerf counted them as "
                           "successes; here they are excluded (see the reconciliation table)")
@@ -169,7 +193,7 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
 
 
 def render(f: SummaryFacts) -> str:
-    label = " — REHEARSAL (local mocker timings)" if f.rehearsal else ""
+    label = f" — REHEARSAL ({f.rehearsal_timings})" if f.rehearsal else ""
     out = ["\n## Summary\n", "\n**Where it ran**\n\n", *[f"- {w}\n" for w in f.where],
            "\n**What was measured**\n\n", *[f"- {m}\n" for m in f.measured],
            f"\n**Headline answers{label}**\n\n",

@@ -85,22 +85,68 @@ def prefix_cache(steps: pd.DataFrame) -> pd.DataFrame:
     return out[first + [c for c in out.columns if c not in first]]
 
 
-def fidelity(steps: pd.DataFrame) -> pd.DataFrame:
-    """Harness fidelity per step: the client's TTFT/ITL over the server's, and whether the
-    client held the load. `achieved_concurrency` and `client_bound` are one computation (the
-    runner's definition); AIPerf's own `effective_concurrency` is shown apart and not judged."""
+# When a step's client TTFT over the frontend's own is material (ttft_gap): the gap exceeds
+# both bounds. GAP_MATERIAL_MS: without the first-data stall the gap `make bench` measured is
+# +1.1 to +2.3 ms at c1..c64 (transport and the client's own write and read, which any client
+# pays; docs/testing.md), so 5 ms (the attestation's stall bound, first_data.STALL_BOUND_MS) is
+# more than twice what is left without it. GAP_MATERIAL_SHARE: 5 % of the frontend's TTFT, the
+# fidelity the harness is held to (client / engine TTFT within 1.05 without the stall,
+# docs/testing.md): a smaller gap moves no TTFT figure more than the harness may. So a 6 ms gap
+# on a 500 ms TTFT (1.2 %) is not material, and neither is 3 ms on 30 ms (10 %).
+GAP_MATERIAL_MS = 5.0
+GAP_MATERIAL_SHARE = 0.05
+
+
+def ttft_gap(fid: pd.DataFrame, floors: dict[tuple[str, str], float | None]) -> pd.DataFrame:
+    """Per step, the client's TTFT over the frontend's own, measured from the step's own
+    records: the client's mean over its completed requests (AIPerf's per-request TTFT) minus
+    the frontend's mean over the same profiling window (its TTFT histogram, which AIPerf's
+    scrape opens after the warm-up). A per-request join is not possible: the frontend's
+    request trace keeps no X-Request-ID on a plain request (Dynamo lib/llm/src/request_trace/
+    record.rs, emit_request_end: `x_request_id: None`), so a step's gap is its mean's.
+
+    `floors` ({(stack, run_id): ms}): the plain first data of the run's attestation where it
+    flagged a stall (checks.first_data_floor). The client sees a first token at about
+    max(frontend TTFT, that floor), so `stall_estimate_ms` = max(0, floor - the step's
+    frontend TTFT): zero on a step whose first tokens take longer (workloads/attest/
+    first_data.py). `ttft_gap_material`: the gap exceeds GAP_MATERIAL_MS and
+    GAP_MATERIAL_SHARE of the frontend's TTFT."""
+    out = fid.copy()
+    gap = out["client_ttft_mean_ms"] - out["server_ttft_mean_ms"]
+    out["ttft_gap_ms"] = gap
+    out["ttft_gap_share"] = gap / out["server_ttft_mean_ms"].where(
+        out["server_ttft_mean_ms"] > 0)
+    out["first_data_floor_ms"] = [
+        math.nan if (f := floors.get((str(st), str(run)))) is None else float(f)
+        for st, run in zip(out["stack"], out["run_id"], strict=True)]
+    out["stall_estimate_ms"] = (out["first_data_floor_ms"]
+                                - out["server_ttft_mean_ms"]).clip(lower=0.0)
+    out["ttft_gap_material"] = ((gap > GAP_MATERIAL_MS)
+                                & (out["ttft_gap_share"] > GAP_MATERIAL_SHARE)).fillna(False)
+    return out
+
+
+def fidelity(steps: pd.DataFrame,
+             floors: dict[tuple[str, str], float | None] | None = None) -> pd.DataFrame:
+    """Harness fidelity per step: the client's TTFT/ITL over the server's (with the TTFT gap
+    in ms and whether it is material, ttft_gap), and whether the client held the load.
+    `achieved_concurrency` and `client_bound` are one computation (the runner's definition);
+    AIPerf's own `effective_concurrency` is shown apart and not judged."""
     out = steps[["stack", "run_id", "step", "workload", *COUNT_COLUMNS, "concurrency",
                  "achieved_concurrency",
                  "aiperf_effective_concurrency", "client_cpu_cores_mean", "host_cores",
                  "client_bound", "client_bound_reasons", "ttft_mean_ms", "server_ttft_mean_ms",
-                 "itl_mean_ms", "server_itl_mean_ms", "status", "step_flag", "usable"]].copy()
+                 "ttft_p50_ms", "itl_mean_ms", "server_itl_mean_ms", "status", "step_flag",
+                 "usable"]].copy()
     out["ttft_ratio"] = out["ttft_mean_ms"] / out["server_ttft_mean_ms"]
     out["itl_ratio"] = out["itl_mean_ms"] / out["server_itl_mean_ms"]
-    return out.rename(columns={"ttft_mean_ms": "client_ttft_mean_ms",
-                               "itl_mean_ms": "client_itl_mean_ms",
-                               "concurrency": "requested_concurrency"}
-                      ).sort_values(["stack", "workload", "requested_concurrency", "step"]
-                                    ).drop(columns="workload").reset_index(drop=True)
+    out = out.rename(columns={"ttft_mean_ms": "client_ttft_mean_ms",
+                              "ttft_p50_ms": "client_ttft_p50_ms",
+                              "itl_mean_ms": "client_itl_mean_ms",
+                              "concurrency": "requested_concurrency"})
+    return ttft_gap(out, floors or {}).sort_values(
+        ["stack", "workload", "requested_concurrency", "step"]
+    ).drop(columns="workload").reset_index(drop=True)
 
 
 RECONCILIATION_COLUMNS = [

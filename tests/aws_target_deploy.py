@@ -146,7 +146,13 @@ def produce_exports(cluster: FakeCluster, job: dict, pod: dict, *, exit_code: in
         out.write(json.dumps({"source": "cgroup-v2"}) + "\n")
         for i in range(int(cluster.job_seconds * 2)):
             out.write(json.dumps({"t_ns": first + i * 500_000_000, "cores": cores}) + "\n")
-    return JobRun(exit_code, log=f"aiperf {' '.join(argv[:3])} ... exit {exit_code}\n")
+    # what the pod's AIPerf prints at start-up when the client wrapper gave it the project's
+    # site files (workloads/aiperf_site/sitecustomize.py, on AIPerf 0.13.0 as in the image):
+    # the runner records it as the step's `aiperf_patches`
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    site = ("dynamo-bench: aiperf_slot_wait applied\n"
+            if k8s_scripts.CLIENT_WRAPPER in command else "")
+    return JobRun(exit_code, log=f"{site}aiperf {' '.join(argv[:3])} ... exit {exit_code}\n")
 
 
 def _frontend_trace(cluster: FakeCluster, records: list[dict]) -> None:

@@ -272,16 +272,39 @@ def test_a_failed_first_data_probe_is_recorded_as_unmeasured(tmp_path):
     assert "not measured: exit 1: boom" in check.detail
 
 
-def test_every_ttft_of_a_stalled_run_is_flagged_in_the_report():
-    from reports.runs import RunRecord
-    from reports.summary import stall_warnings
+def test_a_probe_that_cannot_quick_ack_is_refused_as_a_measurement(tmp_path):
+    """Without socket.TCP_QUICKACK the probe's quick-ACK mode is its plain mode: a stall of
+    ~0 ms would pass the check while measuring nothing. The check says not measured, and no
+    reader finds a stall or a floor in its evidence."""
+    from reports.predicted_vs_measured import first_data_stall_ms
+    from workloads.attest.checks import first_data_floor, first_data_measured
 
-    def record(status: str, stall: float) -> RunRecord:
-        att = [{"checks": [{"name": "first_data", "status": status,
-                            "evidence": {"stall_ms": stall}}]}]
-        return RunRecord(path=None, stack="agg", run_id="r1", config={},  # type: ignore
-                         config_hash="h", versions={}, datasets={}, steps={},
-                         extra={"attestations": att})
-    assert stall_warnings([record(PASS, 0.4)]) == []
-    [line] = stall_warnings([record(FLAGGED, 23.4)])
-    assert line.startswith("TTFT of agg (run r1) includes a first-data stall of 23.4 ms")
+    blind = {"requests": 8, "quickack_supported": False, "stall_ms": 0.3,
+             "plain": {"first_data_p50_ms": 43.9, "frontend_ttft_mean_ms": 20.1},
+             "quickack": {"first_data_p50_ms": 43.6, "frontend_ttft_mean_ms": 19.9}}
+    d, att = _attest(tmp_path, "disagg-a100", before=lambda d, t: setattr(
+        d.cluster, "first_data", blind))
+    check = next(c for c in att.checks if c.name == "first_data")
+    assert att.ok and check.status == FLAGGED
+    assert "not measured" in check.detail and "TCP_QUICKACK" in check.detail
+    assert set(check.evidence) == {"probe"} and check.evidence["probe"]["stall_ms"] == 0.3
+    records = [att.record()]
+    assert first_data_measured(records) is None and first_data_floor(records) is None
+    assert first_data_stall_ms({"attestations": records}) is None
+
+
+def test_a_flagged_stall_gives_the_report_its_floor_not_a_constant():
+    """A flagged stall hands the report the plain first data (the floor under short TTFTs,
+    reports/tables.py ttft_gap); a passed one hands none; the last attestation that measured
+    it counts."""
+    from workloads.attest.checks import first_data_floor
+
+    def att(status: str, stall: float, plain: float) -> dict:
+        return {"checks": [{"name": "first_data", "status": status, "evidence": {
+            "stall_ms": stall, "plain_first_data_p50_ms": plain, "bound_ms": 5.0}}]}
+    assert first_data_floor([att(PASS, 0.4, 21.0)]) is None
+    assert first_data_floor([att(FLAGGED, 23.4, 43.9)]) == 43.9
+    unmeasured = {"checks": [{"name": "first_data", "status": FLAGGED,
+                              "evidence": {"probe": {"error": "boom"}}}]}
+    assert first_data_floor([att(FLAGGED, 23.4, 43.9), unmeasured]) == 43.9
+    assert first_data_floor([att(FLAGGED, 23.4, 43.9), att(PASS, 0.4, 60.2)]) is None

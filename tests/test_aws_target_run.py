@@ -64,6 +64,11 @@ def test_a_quick_run_on_the_cluster_builds_a_report(tmp_path, deployed):
     assert all(u.end is not None and u.end > u.start for u in usage)
     report = build_report([result.run_dir], tmp_path / "out", name="aws")
     assert (report.out_dir / "report.md").is_file()
+    # the Job's AIPerf ran the project's slot wait, and the record and the report say so
+    assert all(r["aiperf_patches"] == {"aiperf_slot_wait": "applied"}
+               for r in m["steps"].values())
+    assert "AIPerf 0.13.0 + slot wait" in (report.out_dir / "report.md").read_text()
+    assert not report.steps["step_flag"].fillna("").str.contains("UNPATCHED").any()
     cost = report.tables["cost_efficiency"]
     assert len(cost) == len(steps)
     assert cost["cost_basis"].str.startswith("measured").all(), cost["cost_basis"].tolist()

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from reports.flags import judge, judge_steps, left_out
+from reports.flags import aiperf_provenance, judge, judge_steps, left_out
 from workloads import results
 from workloads.outcomes import (
     CANCELLED,
@@ -327,6 +327,47 @@ def test_client_bound_steps_are_flagged_not_usable():
     # no requested concurrency (a trace replayed on a schedule): never client-bound
     assert judge(_step(concurrency=None, achieved_concurrency=0.1), 0.01)["client_bound"] \
         is False
+
+
+def test_a_step_whose_aiperf_ran_another_client_is_flagged_not_usable():
+    """The step record's `aiperf_patches` (JSON in the steps frame): the slot wait applied (or
+    already applied) keeps the step usable; not applied, no status line, or the bench's
+    quick-ACK client flags it AIPERF UNPATCHED with the reason; no record judges nothing."""
+    why = ("(its TTFT and throughput stand on another client: docs/testing.md measured the "
+           "client / engine TTFT at 1.264 on c64 without the slot wait, 1.047 with it)")
+    for ok in ('{"aiperf_slot_wait": "applied"}', '{"aiperf_slot_wait": "already applied"}',
+               None, math.nan):
+        out = judge(_step(aiperf_patches=ok), 0.01)
+        assert (out["usable"], out["step_flag"]) == (True, ""), ok
+    old = judge(_step(aiperf_patches=json.dumps({"aiperf_slot_wait": "not applied: aiperf "
+                                                 "0.14.0"})), 0.01)
+    assert (old["status"], old["client_bound"], old["usable"]) == ("complete", False, False)
+    assert old["step_flag"] == f"AIPERF UNPATCHED: slot wait not applied: aiperf 0.14.0 {why}"
+    none = judge(_step(aiperf_patches="{}"), 0.01)
+    assert none["step_flag"].startswith("AIPERF UNPATCHED: slot wait not applied: AIPerf's log "
+                                        "has no status line")
+    quick = judge(_step(aiperf_patches=json.dumps({"aiperf_slot_wait": "applied",
+                                                   "aiperf_quickack": "applied"})), 0.01)
+    assert quick["step_flag"] == ("AIPERF UNPATCHED: quick-ACK client applied: the bench's "
+                                  f"diagnostic client ran, not AIPerf's own {why}")
+    both = judge(_step(aiperf_patches=json.dumps({"aiperf_quickack": "applied"}),
+                       completed=9, failed=1, achieved_concurrency=1.0,
+                       recorded_status=None), 0.01)
+    parts = both["step_flag"].split("; ")
+    assert [p.split(":")[0] for p in parts] == ["FAILED", "CLIENT-BOUND", "AIPERF UNPATCHED"]
+    assert ", and quick-ACK client applied" in parts[2]
+
+
+def test_the_provenance_names_the_client_only_where_every_recorded_step_ran_it():
+    ok, old = {"aiperf_slot_wait": "applied"}, {"aiperf_slot_wait": "not applied: x"}
+    assert aiperf_provenance("0.13.0", {"a": {}, "b": {"status": "failed"}}) == \
+        "AIPerf 0.13.0 (its patches not recorded)"
+    assert aiperf_provenance("0.13.0", {"a": {"aiperf_patches": ok}, "b": {}}) == \
+        "AIPerf 0.13.0 + slot wait"
+    assert aiperf_provenance("0.13.0", {"a": {"aiperf_patches": ok},
+                                        "b": {"aiperf_patches": old},
+                                        "c": {"aiperf_patches": {}}}) == \
+        "AIPerf 0.13.0, its patches not as measured on 2 of 3 steps (AIPERF UNPATCHED)"
 
 
 def test_judge_steps_uses_each_stacks_threshold():

@@ -1,4 +1,5 @@
-"""Predicted vs measured in a report (pure): ratios, bands, timing labels, TTFT causes."""
+"""Predicted vs measured in a report (pure): ratios, bands, TTFT causes (the timing labels:
+tests/test_reports_timing_words.py)."""
 
 from __future__ import annotations
 
@@ -37,15 +38,6 @@ def test_the_bands_are_the_stated_ones_and_their_edges_are_in():
     assert pvm.BANDS == {"ttft_p50_ms": 0.25, "itl_p50_ms": 0.10, "output_tok_s": 0.15}
     assert pvm.in_band(1.10, 0.10) and pvm.in_band(0.90, 0.10)
     assert not pvm.in_band(1.1001, 0.10) and pvm.in_band(None, 0.1) is None
-
-
-def test_figures_are_labelled_by_the_timings_they_stand_on():
-    label = "SIMULATED (mocker, timings from AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0, "\
-            "table sha256 7bec7f1d1f0c)"
-    extra = {"attempts": [{"target": {"timings": {"label": label}}}]}
-    assert pvm.timing_label(extra, "local") == label
-    assert pvm.timing_label(extra, "aws") == "MEASURED"
-    assert pvm.timing_label({"attempts": [{}]}, "local") == pvm.UNRECORDED_LABEL
 
 
 def test_a_larger_ttft_gap_names_its_causes_split_by_what_the_run_measured():

@@ -10,6 +10,9 @@ at once (aiperf_site/aiperf_quickack.py): its TTFT is the client's without the f
 stall (Dynamo's frontend without TCP_NODELAY meeting the client's delayed ACK, docs/testing.md),
 so the table shows the client-minus-engine gap in ms, the stall's size and share of it, and the
 gap and ratio without it (the quick-ACK client against the quick-ACK pass's own engine).
+Every pass keeps its AIPerf's output (`<pass>/<step>/aiperf.log`) and the bench checks the
+patches' status lines in it (pass_patch_problems): a pass that ran another client than the one
+it stands for is named in the table, and the bench exits non-zero.
 A measurement, not a test: the numbers depend on the machine.
 """
 
@@ -76,6 +79,7 @@ def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict],
     target = LocalTarget(stack, out_dir / "engine", model=model,
                          kv_capacity_tokens=[m.kv_capacity_tokens for m in report.memory])
     walls: dict[str, float] = {}
+    patches: dict[str, dict[str, str]] = {}
     t0 = time.monotonic()
     target.start()
     try:
@@ -93,12 +97,23 @@ def run_bare(name: str, stacks_dir: Path, out_dir: Path, steps_args: list[dict],
                                    grace_period_s=s["grace_period_s"],
                                    concurrency_ramp_s=s.get("concurrency_ramp_s"))
             t = time.monotonic()
-            subprocess.run([str(aiperf_executable()), *profile_args(inv)], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            patches[s["id"]] = run_aiperf([str(aiperf_executable()), *profile_args(inv)], env,
+                                          out_dir / s["id"] / "aiperf.log")
             walls[s["id"]] = time.monotonic() - t
     finally:
         target.stop()
-    return {"steps": walls, "total": time.monotonic() - t0, "dir": out_dir}
+    return {"steps": walls, "total": time.monotonic() - t0, "dir": out_dir,
+            "patches": patches, "quickack": quickack}
+
+
+def run_aiperf(argv: list[str], env: dict[str, str], log: Path) -> dict[str, str]:
+    """One AIPerf command, its output kept in `log` (as the runner keeps a step's aiperf.log):
+    what the project's start-up file said of each patch (aiperf_site.patch_status), so the
+    pass can prove which client it ran."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    return aiperf_site.patch_status(log.read_text(errors="replace"))
 
 
 def _phase_seconds(manifest: dict, step_id: str) -> float | None:
@@ -164,6 +179,20 @@ def _receipts(quickack: dict | None) -> dict[str, int]:
     return receipt_split.frontend_receipts(log.read_text(errors="replace").splitlines())
 
 
+def pass_patch_problems(runner_step: dict, step_id: str, bare: dict,
+                        quickack: dict | None) -> list[str]:
+    """What is wrong with the clients one step's passes ran (pure): the runner's and the bare
+    pass must run AIPerf with the slot wait and its own client, the quick-ACK pass with the
+    slot wait and the quick-ACK client (aiperf_site.patch_problems); a pass whose AIPerf left
+    no status line did not load the patches at all."""
+    passes = [("runner", runner_step.get("aiperf_patches") or {}, False),
+              ("bare", bare.get("patches", {}).get(step_id, {}), False)]
+    if quickack is not None:
+        passes.append(("quick-ACK", quickack.get("patches", {}).get(step_id, {}), True))
+    return [f"{name} pass: {problem}" for name, status, ack in passes
+            for problem in aiperf_site.patch_problems(status, quickack=ack)]
+
+
 def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
                    quickack: dict | None = None) -> list[dict]:
     rows = []
@@ -177,6 +206,7 @@ def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
         runner_s = _phase_seconds(manifest, step_id)
         bare_s = bare["steps"].get(step_id)
         q = quickack["dir"] / step_id if quickack else None
+        patches = pass_patch_problems(step, step_id, bare, quickack)
         ttft_q = summary_metric(q, "time_to_first_token") if q else None
         ttft_eq = engine_mean_ms(q, metrics.FRONTEND_TTFT) if q else None
         rows.append({
@@ -193,6 +223,7 @@ def rows_for_table(run_dir: Path, manifest: dict, bare: dict,
             "client_bound": step["client"]["client_bound"],
             "bare_s": bare_s, "runner_s": runner_s,
             "overhead_s": runner_s - bare_s if runner_s and bare_s else None,
+            "aiperf_patches": "; ".join(patches) or "as measured",
         })
     return rows
 
@@ -216,7 +247,8 @@ COLUMNS = [("c", "c", "{}"), ("requests", "req", "{}"),
            ("aiperf_cpu_cores", "AIPerf CPU cores", "{:.2f}"),
            ("achieved_c", "achieved c", "{:.1f}"), ("client_bound", "client-bound", "{}"),
            ("bare_s", "bare AIPerf s", "{:.1f}"), ("runner_s", "runner step s", "{:.1f}"),
-           ("overhead_s", "overhead s", "{:+.1f}")]
+           ("overhead_s", "overhead s", "{:+.1f}"),
+           ("aiperf_patches", "AIPerf patches", "{}")]
 
 
 def _cell(value, fmt: str) -> str:
@@ -282,4 +314,9 @@ def main(concurrencies: list[int], stack: str, duration_s: float, out: Path | No
     target = out or result.run_dir / "bench.md"
     target.write_text(md)
     console.print(f"table written to {target}")
+    wrong = [f"c{r['c']}: {r['aiperf_patches']}" for r in rows
+             if r["aiperf_patches"] != "as measured"]
+    if wrong:
+        raise SystemExit("the bench's passes did not all run the client they compare (each "
+                         "pass's aiperf.log keeps AIPerf's status lines): " + "; ".join(wrong))
     return rows

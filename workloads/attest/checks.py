@@ -284,13 +284,24 @@ def check_precision(x: Expected, ev: dict) -> Check:
 
 def check_first_data(x: Expected, ev: dict) -> Check:
     """The client's first data against the frontend's own TTFT on a kept-alive connection
-    (workloads/attest/first_data.py): a stall above the bound flags every TTFT of the run."""
+    (workloads/attest/first_data.py). A stall above the bound is flagged with its size and the
+    plain first data it came at: the floor under a client's TTFT (first_data_floor), which the
+    report weighs per step against that step's own frontend TTFT (reports/tables.py
+    ttft_gap). A probe that could not arm TCP_QUICKACK compared the plain client with itself:
+    its figure is refused, the check says not measured."""
     probe = ev.get("first_data")
     stall = first_data.stall_ms(probe)
+    why = None
     if stall is None or probe is None:
         why = (probe or {}).get("error") or "the probe did not run"
+    elif probe.get("quickack_supported") is not True:
+        why = ("the probe's Python has no socket.TCP_QUICKACK, so its quick-ACK mode was the "
+               "plain one and its stall figure means nothing (run it on Linux)")
+    if why is not None:
+        # the probe kept apart: no `stall_ms` a reader could take for a measurement
         return Check("first_data", FLAGGED, f"first-data stall not measured: {why}; TTFT "
-                     "figures may include a client-side stall", probe or {})
+                     "figures may include a client-side stall", {"probe": probe or {}})
+    assert probe is not None and stall is not None
     seen = {"stall_ms": stall, "gap_ms": first_data.gap_ms(probe),
             "plain_first_data_p50_ms": probe["plain"]["first_data_p50_ms"],
             "quickack_first_data_p50_ms": probe["quickack"]["first_data_p50_ms"],
@@ -299,8 +310,10 @@ def check_first_data(x: Expected, ev: dict) -> Check:
     if stall > first_data.STALL_BOUND_MS:
         return Check("first_data", FLAGGED, f"the client sees the first token {stall:.1f} ms "
                      f"after a client that ACKs at once (bound {first_data.STALL_BOUND_MS:g} "
-                     "ms): the frontend's Nagle delay meets the client's delayed ACK; every "
-                     "TTFT of this run includes it", seen)
+                     "ms): the frontend's Nagle delay meets the client's delayed ACK, so a "
+                     "request whose first token comes sooner than "
+                     f"{seen['plain_first_data_p50_ms']:.1f} ms reaches the client then; the "
+                     "report weighs it per step", seen)
     return Check("first_data", PASS, f"first-data stall {stall:.1f} ms <= "
                  f"{first_data.STALL_BOUND_MS:g} ms", seen)
 
@@ -332,14 +345,28 @@ def evaluate(x: Expected, evidence: dict, when: str) -> Attestation:
     return Attestation(when, x.target, checks)
 
 
-def first_data_stall(records: list[dict] | None) -> float | None:
-    """The first-data stall a run's last attestation flagged (ms), None when it passed or
-    was not measured."""
-    for check in ((records or [{}])[-1].get("checks") or []):
-        if check.get("name") == "first_data" and check.get("status") == FLAGGED:
-            value = (check.get("evidence") or {}).get("stall_ms")
-            return float(value) if isinstance(value, (int, float)) else None
+def first_data_measured(records: list[dict] | None) -> dict[str, Any] | None:
+    """The evidence of the last first-data check that measured a stall (stall_ms, the plain
+    and quick-ACK first data, the bound, ...), passed or flagged; None when none did."""
+    for att in reversed(records or []):
+        for check in att.get("checks") or []:
+            evidence = check.get("evidence") or {}
+            if check.get("name") == "first_data" and isinstance(evidence.get("stall_ms"),
+                                                                (int, float)):
+                return evidence
     return None
+
+
+def first_data_floor(records: list[dict] | None) -> float | None:
+    """Where a run's attestation flagged a first-data stall: the plain mode's first data
+    (ms), the floor under a client's TTFT whose first token comes sooner; None when the stall
+    was within its bound or not measured."""
+    evidence = first_data_measured(records)
+    if evidence is None or float(evidence["stall_ms"]) <= float(
+            evidence.get("bound_ms", first_data.STALL_BOUND_MS)):
+        return None
+    floor = evidence.get("plain_first_data_p50_ms")
+    return float(floor) if isinstance(floor, (int, float)) else None
 
 
 def summary_line(records: list[dict] | None) -> str:

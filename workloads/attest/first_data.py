@@ -18,8 +18,17 @@ before every read (the client ACKs at once, so Nagle never waits); per mode the 
 times and the frontend's own TTFT over them (its histogram's sum/count delta). Prints JSON.
 `stall_ms` is the plain mode's median first-data time minus the quick-ACK mode's.
 
-`check_first_data` judges it (pure): above STALL_BOUND_MS the run's every TTFT figure is
-flagged with the measured size; a stall never refuses a run (the server answers correctly).
+The stall is a floor, not a constant: the client sees its first data at about max(the
+frontend's TTFT, the headers' write + the client's delayed-ACK minimum, 40 ms on Linux), so a
+request whose first token takes longer than the plain mode's first data carries none of it.
+A loopback repro on this machine (a server without TCP_NODELAY writing its headers, then its
+first data T ms later, to a kept-alive client; medians of 9): T = 8 / 20 / 35 / 60 ms reached a
+plain client at 44 / 44 / 44 / 60 ms (48 in some runs), a quick-ACK client at 8 / 20 / 35 / 60;
+`make bench` measured the stall falling from 13.5 ms at c1 to 1.7 ms at c64 (docs/testing.md).
+`check_first_data` judges the probe (pure): above STALL_BOUND_MS it is flagged with its size and
+the plain first data, never a refusal of the run (the server answers correctly); a probe
+without TCP_QUICKACK is refused as a measurement. The report weighs it per step, against each
+step's own client and frontend TTFT (reports/tables.py ttft_gap).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ the record says which, and why, never silently. KV capacity is not the table's: 
 
 Tables are built once per (system, TP, model, versions, grid) and kept under a git-ignored
 folder (.cache/mocker-tables, or $DYNAMO_BENCH_MOCKER_TABLES); a second run reads the file.
-`resolve` is the shell; `label` and `generic` are pure.
+`resolve` is the shell; `label`, `words` and `generic` are pure. `words` is the one place a
+report's wording of a timing source comes from (reports/stackinfo.py timing_words): the label on
+every figure, what it means in the summary, and the short form in titles.
 """
 
 from __future__ import annotations
@@ -49,6 +51,43 @@ def label(record: dict) -> str:
                      f"{t['backend']} {t['backend_version']}, table sha256 {t['sha256'][:12]}"
                      for p, t in zip(parts, tables, strict=True))
     return f"SIMULATED (mocker, {body})"
+
+
+@dataclass(frozen=True)
+class TimingWords:
+    """How a report words one timing source: `label` on every figure (the Stacks table, the
+    predicted-vs-measured lines), `meaning` in the summary's where-it-ran line, `short` in
+    section and plot titles."""
+
+    label: str
+    meaning: str
+    short: str
+
+
+UNRECORDED = TimingWords(
+    "SIMULATED (mocker; its timings were not recorded by this run)",
+    "the run record does not say which timings its mockers ran on, so its figures stand on "
+    "no stated model of any GPU", "mocker, timings not recorded")
+
+
+def words(record: dict | None) -> TimingWords:
+    """The words for a run's recorded timings (the manifest's `target.timings`), decided by
+    its label: the mocker's generic timings model no GPU; a table from AIConfigurator's
+    database is that tool's model of the imitated GPU, simulated, not a measurement of it."""
+    if not record:
+        return UNRECORDED
+    tables = record.get("tables") or []
+    text = str(record.get("label") or label(record))
+    if not tables:
+        return TimingWords(text, "Dynamo's mocker on its generic timings, a model of no GPU: "
+                           "the figures rehearse the pipeline and predict no GPU's "
+                           "performance", "mocker generic timings")
+    tools = ", ".join(sorted({f"AIConfigurator {t.get('aiconfigurator', '?')}"
+                              for t in tables}))
+    systems = ", ".join(sorted({str(t.get("system", "?")) for t in tables}))
+    return TimingWords(text, f"Dynamo's mocker on step timings from {tools}'s database for "
+                       f"{systems}: simulated from a model of that GPU, a prediction of its "
+                       "performance, not a measurement of it", f"timings from {tools} {systems}")
 
 
 def generic(reason: str) -> MockerTimings:
