@@ -25,7 +25,8 @@ os.environ.setdefault("DYNAMO_BENCH_ENGINE_PARSE", "off")
 # --- what the `engine`, `prometheus` and `parsers` markers require ---------------------------
 # A test that starts the local Dynamo engine carries `@pytest.mark.engine`, one that starts
 # Prometheus (or runs promtool) `@pytest.mark.prometheus`, one that asks the engine's parsers
-# (.venv-parsers) `@pytest.mark.parsers`; the marker alone says what it needs.
+# (.venv-parsers) `@pytest.mark.parsers`, one that runs helm (`make helm`) `@pytest.mark.helm`;
+# the marker alone says what it needs.
 # Missing, a local run skips it with the fix; in CI (CI=true, which .ci/run sets) the run fails,
 # so a machine without the engine or Prometheus never goes green on the tests that need them.
 # tests/test_test_hygiene.py checks every test that starts one carries its marker.
@@ -37,14 +38,16 @@ def _missing_for(marker: str) -> str | None:
         missing_predictor,
         missing_prometheus,
     )
+    from helm_install import missing_helm
     return {"engine": missing_engine, "prometheus": missing_prometheus,
-            "parsers": missing_parsers, "predictor": missing_predictor}[marker]()
+            "parsers": missing_parsers, "predictor": missing_predictor,
+            "helm": missing_helm}[marker]()
 
 
 def pytest_runtest_setup(item) -> None:
     from engine_support import IN_CI
 
-    for marker in ("engine", "prometheus", "parsers", "predictor"):
+    for marker in ("engine", "prometheus", "parsers", "predictor", "helm"):
         if item.get_closest_marker(marker) is None:
             continue
         missing = _missing_for(marker)

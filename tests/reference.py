@@ -10,7 +10,9 @@ and commit. `reference_file(name)` is how a test reads one:
   none, so no setting turns that into a skip).
 
 `python tests/reference.py fetch [--dest DIR]` (`make reference`) downloads every pinned file
-that has a `url` into the folder, writing a file only once its sha256 matches the pin;
+that has a `url` into the folder, writing a file only once its sha256 matches the pin, and
+names the others with how to get them (a pin's `remake`: the commands that build it again from
+its sources, for the Helm chart archives made with `helm package`);
 `python tests/reference.py check` says which files the folder has.
 """
 
@@ -44,6 +46,7 @@ class Pin:
     ref: str           # the commit it was taken at
     licence: str
     url: str | None = None   # where `make reference` fetches it; None: not a verbatim file
+    remake: str | None = None  # how it is made again from its sources, when it is built
 
     @property
     def source(self) -> str:
@@ -88,8 +91,10 @@ def _checked(path: Path, pinned: str, mtime_ns: int, size: int) -> None:
 
 def missing_message(name: str, folder: Path) -> str:
     where = f"{ENV}={folder}" if os.environ.get(ENV) else f"{folder} ({ENV} unset)"
-    how = ("run `make reference` to fetch the pinned upstream files" if pins()[name].url else
-           "copy it from a checkout that has it (not fetchable: see tests/reference.toml)")
+    pin = pins()[name]
+    how = ("run `make reference` to fetch the pinned upstream files" if pin.url else
+           "copy it from a checkout that has it (not fetchable: see tests/reference.toml"
+           + (", which says how it is re-made)" if pin.remake else ")"))
     return f"reference data {name} not in {where}: {how}, or set {ENV}"
 
 
@@ -117,8 +122,9 @@ def fetch(dest: Path, opener=urllib.request.urlopen) -> list[str]:
             lines.append(f"ok       {pin.name}")
             continue
         if pin.url is None:
+            made = f"; or re-make it: {pin.remake}" if pin.remake else ""
             lines.append(f"manual   {pin.name}: not a verbatim upstream file ({pin.source}); "
-                         "copy it from a checkout that has it")
+                         f"copy it from a checkout that has it{made}")
             continue
         with opener(pin.url, timeout=120) as response:
             data = response.read()

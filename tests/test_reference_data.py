@@ -99,3 +99,25 @@ def test_a_pin_that_cannot_be_fetched_is_listed_as_manual(tmp_path):
     finally:
         reference.pins().clear()
         reference.pins().update(saved)
+
+
+def test_a_chart_archive_says_how_it_is_made_again(tmp_path):
+    """The chart archives are `helm package` builds of upstream sources (nothing to download):
+    each pin names the commit its `git archive` starts from, and `make reference` prints how."""
+    charts = [p for p in reference.pins().values() if p.name.startswith("charts/")]
+    assert {p.name for p in charts} == {
+        "charts/kube-prometheus-stack-79.5.0.tgz", "charts/dcgm-exporter-4.8.2.tgz",
+        "charts/nvidia-device-plugin-0.18.0.tgz", "charts/aws-efa-k8s-device-plugin-v0.5.29.tgz"}
+    for pin in charts:
+        assert pin.url is None and pin.remake, pin.name
+        assert f"git archive {pin.ref}" in pin.remake and "helm package" in pin.remake, pin.name
+    saved = dict(reference.pins())
+    reference.pins().clear()
+    reference.pins().update({p.name: p for p in charts})
+    try:
+        out = reference.fetch(tmp_path, opener=lambda url, timeout: pytest.fail("downloaded"))
+        assert all(line.startswith("manual") and "re-make it: git archive" in line
+                   for line in out)
+    finally:
+        reference.pins().clear()
+        reference.pins().update(saved)
