@@ -22,7 +22,7 @@ from reports.md_columns import short_columns, with_display_columns
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.sla import RECIPE_SLA
-from reports.stackinfo import StackInfo, rehearsal_timings
+from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
 from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
 from workloads.attest.checks import summary_line
@@ -104,7 +104,9 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
                      "config sha256": r.config_hash[:16],
                      "window": f"{r.started_at or '?'} to {r.ended_at or '?'}",
                      "versions": f"dynamo-bench {str(commit)[:12]}, "
-                                 f"{aiperf_provenance(v.get('aiperf', '?'), r.steps)}, "
+                                 + ("no client (DynoSim replayed every step), "
+                                    if infos[r.stack].simulated else
+                                    f"{aiperf_provenance(v.get('aiperf', '?'), r.steps)}, ") +
                                  f"Dynamo {v.get('dynamo', '?')}, "
                                  f"Python {v.get('python', '?')}",
                      "datasets (sha256)": ds,
@@ -273,7 +275,7 @@ def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> st
         if col in table:
             stacks |= set(table[col])
     local = rehearsal_timings(infos, sorted(stacks))
-    return f"{title} — REHEARSAL ({local})" if local else title
+    return f"{title} — {unmeasured_word(infos, sorted(stacks))} ({local})" if local else title
 
 
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
@@ -315,7 +317,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
     out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records, infos))
     rehearsal = rehearsal_timings(infos)
-    out.append("\n## Hypotheses" + (f" — REHEARSAL figures ({rehearsal})"
+    out.append("\n## Hypotheses" + (f" — {unmeasured_word(infos)} figures ({rehearsal})"
                                      if rehearsal else "") + "\n")
     for h in hypotheses:
         out.append(f"\n### {h.title}\n{h.question}\n\n")

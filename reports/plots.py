@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from reports.goodput import Slo  # noqa: E402
 from reports.measures import too_few  # noqa: E402
 from reports.plot_labels import Label, legend_outside, place, settle  # noqa: E402
-from reports.stackinfo import REHEARSAL, StackInfo, rehearsal_timings  # noqa: E402
+from reports.stackinfo import StackInfo, rehearsal_timings  # noqa: E402
 
 DPI = 110
 FLAGGED: dict[str, Any] = dict(marker="X", color="red", ms=11, ls="none", mfc="none", mew=1.8)
@@ -38,8 +38,8 @@ def rehearsal_tag(infos: dict[str, StackInfo]) -> str:
         return ""
     shorts = rehearsal_timings(infos, named=False)
     one = len(local) == len(infos) and "; " not in shorts
-    return (f"{REHEARSAL}, {shorts}\n" if one else
-            f"{REHEARSAL} ({rehearsal_timings(infos)})\n")
+    word = " / ".join(sorted({infos[s].unmeasured for s in local}, reverse=True))
+    return (f"{word}, {shorts}\n" if one else f"{word} ({rehearsal_timings(infos)})\n")
 
 
 def _usable(frame: pd.DataFrame) -> pd.Series:

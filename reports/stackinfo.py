@@ -33,20 +33,31 @@ RECIPE_ROLES = ("baseline", "optimized")
 # what they are, is said in timing_words' words only.
 REHEARSAL = "REHEARSAL on the local mocker"
 REHEARSAL_ROW = "rehearsal on the local mocker, not a GPU measurement"
+# A run replayed by DynoSim (`workloads run --target sim`): no engine process, no request.
+SIMULATION = "SIMULATION by DynoSim"
+SIMULATION_ROW = "simulation by DynoSim, not a GPU measurement"
 MEASURED = TimingWords("MEASURED", "measured on the cluster's GPUs", "MEASURED")
 
 
 def timing_words(manifest_extra: dict[str, Any], target: str) -> TimingWords:
     """What a run's figures stand on, in the one wording every part of a report uses:
-    MEASURED on a cluster; on the local engine the words of the timings its mockers ran on, as
-    its last attempt recorded them (workloads/targets/mocker_timings.py words)."""
-    if target != "local":
+    MEASURED on a cluster; on the local engine, or replayed by DynoSim (`--target sim`, for a
+    stack of any target), the words of the timings it ran on, as its last attempt recorded
+    them (workloads/targets/mocker_timings.py words)."""
+    attempts = manifest_extra.get("attempts") or []
+    if target != "local" and not simulated(manifest_extra):
         return MEASURED
-    for attempt in reversed(manifest_extra.get("attempts") or []):
+    for attempt in reversed(attempts):
         timings = (attempt.get("target") or {}).get("timings")
         if timings:
             return mocker_words(timings)
     return mocker_words(None)
+
+
+def simulated(manifest_extra: dict[str, Any]) -> bool:
+    """Was the run replayed by DynoSim (`workloads run --target sim`)?"""
+    return any((a.get("target") or {}).get("kind") == "sim"
+               for a in manifest_extra.get("attempts") or [])
 
 
 def runs_timing(by_run: dict[str, TimingWords]) -> TimingWords:
@@ -72,6 +83,14 @@ def rehearsal_timings(infos: dict[str, StackInfo], stacks: Iterable[str] | None 
             groups.setdefault(infos[s].timing.short, []).append(s)
     return "; ".join(f"{', '.join(names)}: {short}" if named else short
                      for short, names in groups.items())
+
+
+def unmeasured_word(infos: dict[str, StackInfo], stacks: Iterable[str] | None = None) -> str:
+    """The title word for the figures of `stacks` (default all) that no cluster measured:
+    REHEARSAL (the local mocker), SIMULATION (DynoSim) or both; "" when all were measured."""
+    kinds = {"SIMULATION" if infos[s].simulated else "REHEARSAL"
+             for s in (infos if stacks is None else stacks) if s in infos and infos[s].rehearsal}
+    return " / ".join(sorted(kinds, reverse=True))
 
 
 EXPERIMENTAL = ("EXPERIMENTAL: disaggregated with vLLM's native KV offload, which Dynamo marks "
@@ -107,10 +126,27 @@ class StackInfo:
     caveat: str = ""
     # what its figures stand on (timing_words of its runs); None: said from the target alone
     timings: TimingWords | None = None
+    # its runs were replayed by DynoSim (`--target sim`), whatever the stack's target
+    simulated: bool = False
 
     @property
     def rehearsal(self) -> bool:
-        return self.target == "local"
+        """No cluster measured its figures: the local mocker rehearsed them, or DynoSim
+        simulated them."""
+        return self.target == "local" or self.simulated
+
+    @property
+    def unmeasured(self) -> str:
+        """What its figures are instead of a measurement, "" when a cluster measured them."""
+        if self.simulated:
+            return SIMULATION
+        return REHEARSAL if self.target == "local" else ""
+
+    @property
+    def row_kind(self) -> str:
+        if self.simulated:
+            return SIMULATION_ROW
+        return REHEARSAL_ROW if self.target == "local" else ""
 
     @property
     def timing(self) -> TimingWords:
@@ -120,6 +156,9 @@ class StackInfo:
 
     @property
     def label(self) -> str:
+        if self.simulated:
+            return (f"{self.name} (SIMULATION: {self.topology}, {self.router}, {self.gpus} "
+                    "GPUs replayed by DynoSim)")
         if self.rehearsal:
             return (f"{self.name} (REHEARSAL: {self.topology}, {self.router}, {self.gpus} "
                     "imitated GPUs on the local mocker)")
@@ -207,4 +246,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         nat_gateways=0 if cluster.vpc.id else 1, eks_version=cluster.eks_version,
         error_rate_threshold=stack.workloads.error_rate_threshold,
         caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "",
-        timings=timing_words(record.extra, stack.target))
+        timings=timing_words(record.extra, stack.target),
+        simulated=simulated(record.extra))

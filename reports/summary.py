@@ -21,7 +21,7 @@ from reports.ablation import summary_lines
 from reports.goodput import Slo
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
-from reports.stackinfo import REHEARSAL, StackInfo, rehearsal_timings
+from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
 from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from workloads.attest.checks import summary_line
 from workloads.manifest import COMPLETE
@@ -35,15 +35,17 @@ class SummaryFacts:
     warnings: list[str] = field(default_factory=list)
     rehearsal: bool = False
     rehearsal_timings: str = ""     # stackinfo.rehearsal_timings: the rehearsals' timings
+    unmeasured_word: str = "REHEARSAL"   # stackinfo.unmeasured_word of those stacks
 
 
 def where_it_ran(info: StackInfo, attestation: str | None) -> str:
     proof = f"attestation: {attestation}" if attestation else \
         "no attestation recorded in the run record"
     if info.rehearsal:
-        return (f"`{info.name}`: **{REHEARSAL}, {info.timing.label}**: {info.timing.meaning}. "
-                f"It imitates {info.workers} on {info.gpu_types or 'no GPUs'}; dollar figures "
-                f"price that layout as if it ran on AWS; {proof}")
+        return (f"`{info.name}`: **{info.unmeasured}, {info.timing.label}**: "
+                f"{info.timing.meaning}. It imitates {info.workers} on "
+                f"{info.gpu_types or 'no GPUs'}; dollar figures price that layout as if it ran "
+                f"on AWS; {proof}")
     return f"`{info.name}`: real cluster ({info.gpu_types}, {info.workers}); {proof}"
 
 
@@ -158,7 +160,8 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
           infos: dict[str, StackInfo], slo: Slo, attestations: dict[str, str] | None = None,
           cost_warnings: list[str] | None = None) -> SummaryFacts:
     f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()),
-                     rehearsal_timings=rehearsal_timings(infos))
+                     rehearsal_timings=rehearsal_timings(infos),
+                     unmeasured_word=unmeasured_word(infos) or "REHEARSAL")
     attested = attestation_lines(records) if attestations is None else attestations
     f.where = [where_it_ran(i, attested.get(s)) for s, i in infos.items()]
     n = {c: int(steps[c].sum()) for c in ("attempted", "completed", "failed", "truncated",
@@ -193,7 +196,7 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
 
 
 def render(f: SummaryFacts) -> str:
-    label = f" — REHEARSAL ({f.rehearsal_timings})" if f.rehearsal else ""
+    label = f" — {f.unmeasured_word} ({f.rehearsal_timings})" if f.rehearsal else ""
     out = ["\n## Summary\n", "\n**Where it ran**\n\n", *[f"- {w}\n" for w in f.where],
            "\n**What was measured**\n\n", *[f"- {m}\n" for m in f.measured],
            f"\n**Headline answers{label}**\n\n",

@@ -169,8 +169,10 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                     host_cores=os.cpu_count() or 1) if stack.target == "local" else None
             elif opts.simulate:
                 from workloads.sim.build import make
+                base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
+                    if stack.cluster.attach_to is not None else None
                 target, executor = make(stack, [m.kv_capacity_tokens for m in report.memory],
-                                        opts.hf_home)
+                                        opts.hf_home, base=base)
             elif stack.target == "local":
                 model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
                 target = make_target(stack, workdir, model=model, kv_capacity_tokens=[

@@ -266,8 +266,9 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
         time.time() * 1000,
         expected=outcome["counts"]["completed"])
     log = work / "aiperf.log"
-    outcome["aiperf_patches"] = aiperf_site.patch_status(
-        log.read_text(errors="replace") if log.exists() else "")
+    if "simulation" not in ex.record:   # a replayed step ran no AIPerf to patch
+        outcome["aiperf_patches"] = aiperf_site.patch_status(
+            log.read_text(errors="replace") if log.exists() else "")
     outcome |= {"aiperf_exit_code": ex.exit_code, "aiperf_wall_s": round(ex.wall_s, 3),
                 "end": now(), **ex.record}
     (work / "step.json").write_text(json.dumps({**record, **outcome, "dataset": dataset,

@@ -32,9 +32,11 @@ def chat_template(snapshot: Path) -> ChatTemplate:
 
 
 def make(stack: StackConfig, kv_capacity_tokens: list[int], hf_home: Path,
-         timings: MockerTimings | None = None) -> tuple[SimTarget, SimExecutor]:
+         timings: MockerTimings | None = None,
+         base: StackConfig | None = None) -> tuple[SimTarget, SimExecutor]:
+    """`base`: an attached variant's base (its node groups decide the GPU the tables model)."""
     model = build_model_folder(hf_home, stack.model.id, stack.model.arch)
-    timings = timings or resolve(stack)
+    timings = timings or resolve(stack, base=base)
     tables = {role: str(path) for role, path in timings.tables.items()}
     sim = setup(stack, mocker_blocks(stack, kv_capacity_tokens), str(model.snapshot), tables)
     target = SimTarget(stack, sim, timings.record, dynamo_version(engine_python()))

@@ -31,21 +31,24 @@ from workloads.sim.engine_setup import SimSetup
 from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
+from workloads.targets import mocker_timings
 from workloads.targets.base import Endpoints
 
 KIND = "sim"
 SIMULATION = "not applicable (simulation)"
 # Runs of a step's last replay when the KV router picks among equal-cost workers at random.
 KV_ROUTER_RUNS = 3
-SOURCE = "DynoSim (dynamo.replay, ai-dynamo {version})"
+
+
+def timings_record(timings: dict[str, Any], version: str) -> dict[str, Any]:
+    """The timing record of a simulated run: the tables it replayed on, and the simulator."""
+    record = {**timings, "simulator": "DynoSim", "dynamo_version": version}
+    return {**record, "label": mocker_timings.label(record)}
 
 
 def label(timings: dict[str, Any], version: str) -> str:
     """The words every figure of a simulated run carries: the simulator and its timings."""
-    from workloads.targets.mocker_timings import label as mocker_label
-    inner = mocker_label(timings).removeprefix("SIMULATED (").removesuffix(")")
-    inner = inner.removeprefix("mocker, ").removeprefix("mocker ")
-    return f"SIMULATED ({SOURCE.format(version=version)}, {inner})"
+    return str(timings_record(timings, version)["label"])
 
 
 class NoClientCpu:
@@ -101,7 +104,7 @@ class SimTarget:
                 "workers": [{"role": r.role, "count": r.count, "argv": r.argv}
                             for r in self.setup.roles],
                 "block_size": self.setup.block_size, "notes": self.setup.notes,
-                "timings": {**self.timings, "label": label(self.timings, self.version)}}
+                "timings": timings_record(self.timings, self.version)}
 
 
 @dataclass

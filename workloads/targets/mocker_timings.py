@@ -41,16 +41,25 @@ class MockerTimings:
         return self.tables.get(role)
 
 
+def simulator_words(record: dict) -> str:
+    """Who ran the timings: the live mocker processes, or DynoSim's replay of the same engine
+    (a record the simulation target wrote names it: workloads/sim/target.py)."""
+    if record.get("simulator") == "DynoSim":
+        return f"DynoSim (dynamo.replay, ai-dynamo {record.get('dynamo_version', '?')})"
+    return "mocker"
+
+
 def label(record: dict) -> str:
     """The words a report puts on every figure the run measured on these timings."""
     tables = record.get("tables") or []
+    who = simulator_words(record)
     if not tables:
-        return GENERIC_LABEL
+        return GENERIC_LABEL if who == "mocker" else f"SIMULATED ({who}, generic timings)"
     parts = [f"{t['role']}: " if len(tables) > 1 else "" for t in tables]
     body = "; ".join(f"{p}timings from AIConfigurator {t['aiconfigurator']} {t['system']}/"
                      f"{t['backend']} {t['backend_version']}, table sha256 {t['sha256'][:12]}"
                      for p, t in zip(parts, tables, strict=True))
-    return f"SIMULATED (mocker, {body})"
+    return f"SIMULATED ({who}, {body})"
 
 
 @dataclass(frozen=True)
@@ -78,16 +87,22 @@ def words(record: dict | None) -> TimingWords:
         return UNRECORDED
     tables = record.get("tables") or []
     text = str(record.get("label") or label(record))
+    dynosim = record.get("simulator") == "DynoSim"
+    who = ("NVIDIA DynoSim, Dynamo's offline replay of the mocker's scheduler on a virtual "
+           "clock (no engine process ran, no request was sent), " if dynosim
+           else "Dynamo's mocker ")
+    prefix = "DynoSim, " if dynosim else ""
     if not tables:
-        return TimingWords(text, "Dynamo's mocker on its generic timings, a model of no GPU: "
+        return TimingWords(text, f"{who}on its generic timings, a model of no GPU: "
                            "the figures rehearse the pipeline and predict no GPU's "
-                           "performance", "mocker generic timings")
+                           "performance", f"{prefix}mocker generic timings")
     tools = ", ".join(sorted({f"AIConfigurator {t.get('aiconfigurator', '?')}"
                               for t in tables}))
     systems = ", ".join(sorted({str(t.get("system", "?")) for t in tables}))
-    return TimingWords(text, f"Dynamo's mocker on step timings from {tools}'s database for "
+    return TimingWords(text, f"{who}on step timings from {tools}'s database for "
                        f"{systems}: simulated from a model of that GPU, a prediction of its "
-                       "performance, not a measurement of it", f"timings from {tools} {systems}")
+                       "performance, not a measurement of it",
+                       f"{prefix}timings from {tools} {systems}")
 
 
 def generic(reason: str) -> MockerTimings:
@@ -104,16 +119,19 @@ def from_tables(tables: list) -> MockerTimings:
     return MockerTimings({t.role: t.path for t in tables}, {**record, "label": label(record)})
 
 
-def resolve(stack: StackConfig, folder: Path | None = None) -> MockerTimings:
+def resolve(stack: StackConfig, folder: Path | None = None,
+            base: StackConfig | None = None) -> MockerTimings:
     """The timings `stack`'s mockers run on: tables from the database for the GPU and TP it
-    imitates, else the generic timings with the reason."""
+    imitates (a variant's GPUs are its `base`'s node groups), else the generic timings with
+    the reason."""
     from stacks.predict.mocker_table import build
     from stacks.predict.predictor import PredictorUnavailable, predict
     try:
-        tables = build(stack, folder or tables_dir())
+        tables = build(stack, folder or tables_dir(), base)
         if tables:
             return from_tables(tables)
-        why = predict(stack, "quick").not_predicted or "the database cannot predict this stack"
+        why = (predict(stack, "quick", base).not_predicted
+               or "the database cannot predict this stack")
         return generic(why)
     except PredictorUnavailable as exc:
         return generic(f"AIConfigurator is unavailable ({exc})")
