@@ -73,8 +73,12 @@ def test_parser_environments_are_hard_links_into_one_cache_on_their_filesystem()
     filesystem, where a link cannot fall back to a copy), so what they share is on disk once."""
     makefile = (ROOT / "Makefile").read_text()
     (template,) = re.findall(r"^define parser_env\n(.*?)^endef", makefile, re.M | re.S)
-    installs = re.findall(r"\$\$\(UV_INSTALL\) [^\n]*", template)
+    installs = re.findall(r"\$\$\(UV_INSTALL(?:_NO_BYTECODE)?\) [^\n]*", template)
     assert installs and any("--no-deps -r $(2)" in line for line in installs)
+    # every file compiled (PYTHONDONTWRITEBYTECODE=1 on these machines), the older envs linking
+    # the bytecode of the files they share with .venv-parsers
+    assert re.search(r"bin/python -m compileall [^\n]*\$\(1\)/lib", template)
+    assert "$$$$LINK_SHARED_BYTECODE" in template
     assert "bin/pip install" not in template
     (install,) = re.findall(r"^UV_INSTALL = (.*?)\n\n", makefile, re.M | re.S)
     assert "--link-mode hardlink" in install
