@@ -7,17 +7,18 @@ Two ways, chosen by stacks/conventions/kv_path.py:
 - the image carries none (the recipe model builds): `serving.efaUserspaceImage` names a Dynamo
   `-efa` runtime, and the init container `efa-userspace` runs in it and copies into a pod-local
   emptyDir what the `-efa` image's loader would give NIXL there: /opt/amazon/efa/lib (libfabric,
-  its provider directory) and /opt/amazon/efa/bin/fi_info, plus every library libfabric links
-  as that image resolves it (`ldd`: rdma-core's libefa and
-  libibverbs as the EFA installer installed them, libnl, ...), except glibc, which must be the
-  worker's own. Both the donor and the recipe builds are Ubuntu 24.04 images (the recipe builds
-  are "Dynamo-built runtime on vllm/vllm-openai:v0.26.0-ubuntu2404" / "v0.28.0-ubuntu2404",
-  their GitHub release notes; the -efa image is the same release line's runtime stage plus the
-  EFA installer), so the copied libraries were built for the worker's glibc. The worker's start
-  shell puts the copy first in LD_LIBRARY_PATH, as the -efa image's ld.so.conf and
-  LD_LIBRARY_PATH put /opt/amazon/efa/lib first (LD_LIBRARY_PATH is searched before the NIXL
-  plugin's DT_RUNPATH `$ORIGIN`), and FI_PROVIDER_PATH at the copy's provider directory
-  (libfabric's compiled-in one is /opt/amazon/efa/lib/libfabric, absent in the worker image).
+  its provider directory), /opt/amazon/efa/bin/fi_info, and every library libfabric links as
+  that image resolves it (`ldd`: rdma-core's libefa and libibverbs as the EFA installer put
+  them, libnl, ...) except glibc, which must be the worker's own. The donor is an Ubuntu 24.04
+  image (the 1.4 line's runtime stage plus the EFA installer's packages for it), as are the
+  recipe builds whose release notes name a base ("Dynamo-built runtime on
+  vllm/vllm-openai:v0.26.0-ubuntu2404" / "v0.28.0-ubuntu2404"), so the copied libraries were
+  built for the worker's glibc; where the notes name none (Motif), the check below decides on
+  the node. The worker's start shell puts the copy first in LD_LIBRARY_PATH, as the -efa
+  image's ld.so.conf and LD_LIBRARY_PATH put /opt/amazon/efa/lib first (LD_LIBRARY_PATH is
+  searched before the NIXL plugin's DT_RUNPATH `$ORIGIN`), and FI_PROVIDER_PATH at the copy's
+  provider directory (libfabric's compiled-in one, /opt/amazon/efa/lib/libfabric, is absent in
+  the worker image).
 
 Either way the `libfabric-check` init container then runs in the worker's image with the
 worker's library path and EFA devices (components/libfabric_check.py): libfabric loads with the

@@ -7,7 +7,8 @@ failed check refuses the run: no load is sent and the message shows the evidence
 attestation is kept in the manifest (`attestations`) and report.md shows one line per run.
 
 Evidence (a dict): `models` (ids /v1/models lists); `pods` {pod: {component, role, node,
-gpu_probe, nixl_backends, engine, libfabric_check (EFA workers)}} on a cluster; `before` /
+gpu_probe, nixl_backends, engine; EFA workers also libfabric_check, efa_userspace (a donor's
+copy) and libfabric_loaded (what their processes mapped)}} on a cluster; `before` /
 `after` metric totals around the probe requests (attest_parse.metric_totals);
 `repeat_cached_tokens` (usage.prompt_tokens_details.cached_tokens of each send of one prompt);
 `offload_requests` (the overflow requests sent).
