@@ -16,6 +16,7 @@ from components.graph import build_graph_deployment, recipe_configmaps
 from components.recipe_specs import ACCEPTANCE_LABEL, checkpoints_to_download
 from stacks.catalog.model_catalog import SERVING_RULES
 from stacks.config.loader import load_stack
+from stacks.conventions.kv_path import DONOR_HOME
 from stacks.preflight.run import effective_cluster
 
 AXK2_REV = "9e2e804e80f8d1b3afba5d7938173cec1ed46b49"
@@ -150,7 +151,9 @@ def test_shipped_disagg_moves_kv_with_nixl_libfabric_over_efa(name: str) -> None
         assert nixl["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
         assert env_of(c)["FI_PROVIDER"] == "efa"
         assert c["securityContext"] == efa.security_context()
-        assert c["command"] == efa.pinned_command()   # privileged: GPUs pinned to the plugin's
+        # privileged: GPUs pinned to the plugin's; the donor's EFA userspace first on the path
+        assert c["command"] == efa.pinned_command(efa.pin_gpus_script(
+            library_path=f"{DONOR_HOME}/lib:{efa.EFA_LIBRARY_PATH}"))
 
 
 def test_ax_k2_disagg_identical_speculation_on_both_roles() -> None:

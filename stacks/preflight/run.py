@@ -41,7 +41,7 @@ from stacks.preflight.aws_checks import check_aws
 from stacks.preflight.capacity_checks import on_demand_capacity_notes
 from stacks.preflight.checkpoint_checks import check_model_cache
 from stacks.preflight.deploy_checks import DeployFacts, deploy_problems
-from stacks.preflight.efa_image import libfabric_image_notes
+from stacks.preflight.efa_image import check_kv_path
 from stacks.preflight.engine_flags import check_engine_flags
 from stacks.preflight.k8s_checks import check_names
 from stacks.preflight.node_driver import check_node_driver
@@ -191,7 +191,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         check_workloads(stack, out)
         check_trace_replay(stack, out)
         report.notes += lockstep_notes(stack)
-        report.notes += libfabric_image_notes(stack)
+        report.notes += check_kv_path(stack, out)
         report.notes += disagg_native_offload_notes(stack)
         check_recipe(stack, base, cluster, out)
     check_node_driver(stack, base, out)
