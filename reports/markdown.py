@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports import first_screen
 from reports import predicted_vs_measured as pvm
-from reports.ablation import MIN_HIT_DELTA, ROUTED_WORKLOADS
+from reports.ablation import ROUTED_WORKLOADS
 from reports.flags import aiperf_provenance, left_out
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
@@ -25,6 +26,7 @@ from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
 from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
+from reports.verdicts import family_note
 from workloads.attest.checks import summary_line
 
 _LATENCY_PCT = re.compile(r"^(ttft|itl|request_latency|conversation_latency|tok_s_per_user|"
@@ -182,10 +184,12 @@ SECTIONS = [
     ("ablation", "Ablation check: does each one-setting change show where it should?",
      "Stacks whose recorded configs differ in one setting (router, topology, offload) are "
      "compared on the server signal that setting should move, over usable steps both ran. "
-     f"A router change must move the hit rate by {MIN_HIT_DELTA * 100:.0f} points and by twice "
-     "its standard error, with follow-up turns placed differently; anything less is NO "
-     "MEASURABLE DIFFERENCE with its likely cause, not a finding. A step flagged or failed on "
-     "either side is NOT COMPARED: it gets no verdict."),
+     "A router change counts when the hit-rate difference is significant with the report's "
+     "other comparisons (its 95 % interval from the request trace's standard errors, Holm's "
+     "adjustment: see Comparisons) and follow-up turns were placed differently; anything less "
+     "is NO MEASURABLE DIFFERENCE with its likely cause, not a finding. A step flagged or "
+     "failed on either side is NOT COMPARED: it gets no verdict."),
+    ("comparisons", "Comparisons: every difference with its 95 % interval and verdict", ""),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
      "above 1 or a client-bound step means the harness distorted the figure. ttft_gap_ms = "
@@ -246,7 +250,8 @@ MD_COLUMNS = {
                        "server_requests_succeeded", "server_requests_failed",
                        "server_requests_unfinished", "gap_explanation"]}
 
-PLOTS = {"concurrency_sweep": ["pareto", "throughput_vs_concurrency", "latency_vs_concurrency"],
+# (the Pareto plot opens the report: reports/first_screen.py)
+PLOTS = {"concurrency_sweep": ["throughput_vs_concurrency", "latency_vs_concurrency"],
          "trace_replay": ["trace_replay_timeline"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
          "sequence_distribution": ["length_distributions"]}
@@ -278,22 +283,36 @@ def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> st
     return f"{title} — {unmeasured_word(infos, sorted(stacks))} ({local})" if local else title
 
 
+def _stacks(infos: dict[str, StackInfo]) -> str:
+    """The Stacks table with short cells (what the timings are in their short words, a caveat
+    as its first word), each long sentence in full below it."""
+    caveats = any(x.caveat for x in infos.values())
+    table = md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
+                                    "what the timings are": i.timing.short,
+                                    "topology": i.topology, "router": i.router,
+                                    "workers": i.workers, "GPUs": i.gpus,
+                                    "instance types": i.gpu_types,
+                                    **({"upstream caveat": i.caveat.split(":")[0] + " (below)"
+                                        if i.caveat else "-"} if caveats else {})}
+                                   for i in infos.values()]))
+    below = [f"- `{i.name}`: {i.timing.label}" + (f"; {i.caveat}" if i.caveat else "") + "\n"
+             for i in infos.values()]
+    return table + ("\n" + "".join(below) if below else "")
+
+
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
            plots: dict[str, Path | None], hypotheses: list[Hypothesis],
            records: list[RunRecord], infos: dict[str, StackInfo],
-           slos: tuple[Slo, ...]) -> str:
-    out = [f"# dynamo-bench report: {name}\n", head,
+           slos: tuple[Slo, ...], glance: list[str] | None = None) -> str:
+    # the answers' title names each stack's timings only when they differ
+    label = rehearsal_timings(infos, named=len({i.timing.short for i in infos.values()
+                                                if i.rehearsal}) > 1)
+    out = [f"# dynamo-bench report: {name}\n",
+           first_screen.render(tables.get("comparisons"), plots.get("pareto"), glance or [],
+                               f" — {unmeasured_word(infos)} ({label})" if label else ""),
+           head,
            "\nEvery figure below comes from the run records listed at the end; CSVs with the "
-           "same tables sit beside this file.\n", "## Stacks\n",
-           md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
-                                   "what the timings are": i.timing.label,
-                                   "topology": i.topology, "router": i.router,
-                                   "workers": i.workers, "GPUs": i.gpus,
-                                   "instance types": i.gpu_types,
-                                   **({"upstream caveat": i.caveat or "-"}
-                                      if any(x.caveat for x in infos.values()) else {})}
-                                  for i in infos.values()])),
-           "## SLOs\n"]
+           "same tables sit beside this file.\n", "## Stacks\n", _stacks(infos), "## SLOs\n"]
     out += [f"- `{s.name}`: {s.definition} (a step meets it on its p50s)\n" for s in slos]
     for key, title, note in SECTIONS:
         table = tables.get(key)
@@ -304,6 +323,8 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"{note}\n\n")
         if key == "cost_efficiency" and not table.empty:
             out.append(_cost_note(table))
+        if key == "comparisons":
+            out.append(family_note(table) + "\n\n")
         if key == "routing" and "workload" in table:   # the rest is in routing.csv
             table = table[table["workload"].isin(ROUTED_WORKLOADS)]
         shown = short_columns(key, table, MD_COLUMNS.get(key))

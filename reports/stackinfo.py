@@ -128,6 +128,8 @@ class StackInfo:
     timings: TimingWords | None = None
     # its runs were replayed by DynoSim (`--target sim`), whatever the stack's target
     simulated: bool = False
+    # (role, instance type) of each worker kind: a decode tier on another GPU shows here
+    tiers: tuple[tuple[str, str], ...] = ()
 
     @property
     def rehearsal(self) -> bool:
@@ -247,4 +249,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         error_rate_threshold=stack.workloads.error_rate_threshold,
         caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "",
         timings=timing_words(record.extra, stack.target),
-        simulated=simulated(record.extra))
+        simulated=simulated(record.extra),
+        tiers=tuple((w.role.value, groups.get(w.node_group, "?")) for w in workers))
