@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import permutations
 from typing import Any
 
 import pandas as pd
 
+# Which stacks are one setting apart: the plan draws the same pairs (stacks/plan/resolution.py).
+from stacks.conventions.one_setting import (  # noqa: F401 (SETTINGS, setting_between: its API)
+    SETTINGS,
+    Pair,
+    pairs,
+    setting_between,
+)
 from stacks.sizing.sampling import ALPHA, Difference, Estimate, estimate_difference
 
-# The keys of `serving` each setting owns; a pair may differ in one setting's keys only.
-SETTINGS = {"router": ("router",), "topology": ("topology", "transfer", "workers"),
-            "offload": ("kvOffload",)}
-NOT_COMPARED = ("name", "tags", "cost", "monitoring")
 ROUTED_WORKLOADS = ("multi_turn", "trace_replay")
 # A router change counts when the hit-rate difference is significant (its Holm-adjusted
 # p-value below ALPHA) and follow-up turns were placed differently (same-worker share apart by
@@ -50,46 +52,6 @@ COLUMNS = ["setting", "baseline_stack", "changed_stack", "step", "signal", "base
            "likely_cause", "interval_method"]
 # {(baseline, changed, step): Holm-adjusted p-value} from the report's family of comparisons
 Adjusted = dict[tuple[str, str, str], float]
-
-
-@dataclass(frozen=True)
-class Pair:
-    setting: str
-    baseline: str       # round-robin / aggregated / no offload
-    changed: str
-
-
-def _is_baseline(setting: str, serving: dict[str, Any]) -> bool:
-    if setting == "router":
-        return serving.get("router") != "kv"
-    if setting == "topology":
-        return serving.get("topology") == "aggregated"
-    return (serving.get("kvOffload") or {}).get("kind", "none") == "none"
-
-
-def setting_between(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """The one setting two recorded stack configs differ in; None if none or several, or if
-    they differ anywhere else that shapes the measurement."""
-    keys = (set(a) | set(b)) - set(NOT_COMPARED) - {"serving"}
-    if any(a.get(k) != b.get(k) for k in keys):
-        return None
-    sa, sb = a.get("serving") or {}, b.get("serving") or {}
-    differ = {k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k)}
-    owners = {s for s, owned in SETTINGS.items() if differ & set(owned)}
-    if len(owners) != 1 or differ - set(SETTINGS[next(iter(owners))]):
-        return None
-    return owners.pop()
-
-
-def pairs(configs: dict[str, dict[str, Any]]) -> list[Pair]:
-    """Every pair of stacks (by name) one setting apart, the baseline first."""
-    out = []
-    for a, b in permutations(sorted(configs), 2):
-        setting = setting_between(configs[a], configs[b])
-        if setting and _is_baseline(setting, configs[a]["serving"]) \
-                and not _is_baseline(setting, configs[b]["serving"]):
-            out.append(Pair(setting, a, b))
-    return out
 
 
 def _f(v: Any) -> float:

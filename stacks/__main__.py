@@ -35,6 +35,7 @@ from stacks.forecast_cli import (
     known_stacks,
     note_assumed_over_budget,
     print_itl_sources,
+    print_plan_resolution,
     why_assumed,
 )
 from stacks.plan.campaign_cost import BaseCampaign, budget_problems
@@ -220,15 +221,28 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
                                        "(needs `make predictor`): each step's duration at its "
                                        "predicted ITL (else cost.assumedItlMs), and each "
                                        "variant's PREDICTED figures and the plan's questions. "
-                                       "--no-predict: every step at cost.assumedItlMs.")
+                                       "--no-predict: every step at cost.assumedItlMs."),
+         resolution: bool = typer.Option(True, "--resolution/--no-resolution",
+                                         help="Simulate the compared variants' plans with "
+                                         "DynoSim (.venv-engine) and show, per comparison the "
+                                         "plan draws, the smallest difference its sample "
+                                         "resolves and what the target would cost."),
+         target_difference: float = typer.Option(5.0, "--target-difference", min=0.1,
+                                                 max=100.0,
+                                                 help="The difference to resolve, in % of "
+                                                 "the reference's figure (hit rates: points).")
          ) -> None:
     """Forecast before `pulumi up`: the campaign's schedule (a base's variants as
     `python -m workloads campaign` runs them: concurrent on disjoint GPU groups, kept workers,
     idle GPU groups scaled to zero), wall time per phase and step, every dollar (attributed to
     a variant, shared, idle) and billed GPU-hours over GPU-hours under load. A step's decode
     lasts its predicted ITL where AIConfigurator predicts it, else the stack's
-    cost.assumedItlMs; a line per stack says which. Exits 2 if a stack fails pre-flight or a
-    base's campaign forecast exceeds its cost.campaignBudgetUsd."""
+    cost.assumedItlMs; a line per stack says which. Then, per comparison the variants form
+    (agg vs disagg, the KV router, KV offload, a decode tier on another GPU), the smallest
+    difference its planned sample resolves (DynoSim's simulation of each plan) and what
+    resolving --target-difference would cost in requests, repeats, hours and dollars. Exits 2
+    if a stack fails pre-flight or a base's campaign forecast exceeds its
+    cost.campaignBudgetUsd."""
     on = _as_of(as_of) or today()
     require_stack_names(stacks, stacks_dir)
     try:
@@ -273,6 +287,8 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
                 from stacks.predict.predict_view import print_plan_predictions
                 print_plan_predictions(console, c.name,
                                        [preds[slot.stack.name] for slot in c.slots])
+        if resolution:
+            print_plan_resolution(c, by_name, scale, predict_, target_difference / 100)
     raise typer.Exit(2 if invalid else 0)
 
 

@@ -1,7 +1,9 @@
 """What `stacks plan` and `stacks check` print of a campaign forecast: which ITL each stack's
-steps are priced at (predicted, or cost.assumedItlMs and why), and a base's campaign budget,
+steps are priced at (predicted, or cost.assumedItlMs and why), a base's campaign budget,
 judged at the predicted ITL where AIConfigurator predicts the variants
-(stacks/predict/forecast_itls.py), with the figure at cost.assumedItlMs beside it."""
+(stacks/predict/forecast_itls.py), with the figure at cost.assumedItlMs beside it, and what
+each comparison of the plan can resolve, from its variants' plans simulated by DynoSim
+(workloads/sim: this module and stacks/__main__.py are the only ones of stacks/ that run it)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.plan.campaign_cost import BaseCampaign, base_campaign, budget_problems
 from stacks.plan.forecast import Campaign
+from stacks.plan.plan_view import print_resolution
+from stacks.plan.resolution import Comparison, comparisons, resolutions, step_costs
 from stacks.predict.forecast_itls import ForecastPredictions, forecast_predictions
 from stacks.predict.rows import Prediction
-from stacks.preflight.run import PreflightReport
+from stacks.preflight.run import PreflightReport, run_preflight
 from stacks.sizing.step_itl import PredictedItl, step_itls, summary
 
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -107,3 +111,64 @@ def note_assumed_over_budget(c: BaseCampaign, at_assumed: BaseCampaign) -> None:
                       f"${at_assumed.cost_usd:,.2f} at cost.assumedItlMs: should the GPUs "
                       "decode slower than predicted (`stacks predict` lists how the "
                       "prediction departs from the stack), the campaign costs more[/yellow]")
+
+
+def simulate_for_resolution(plan: list[Comparison], stacks: list[tuple[StackConfig,
+                                                                       StackConfig | None]],
+                            scale: Scale, predict_: bool) -> tuple[dict[str, list], list[str]]:
+    """Each stack a comparison names, its plan's compared workloads replayed by DynoSim
+    (workloads/sim: one replay process for all), with what could not be simulated and why."""
+    from workloads.sim.build import for_plan
+    from workloads.sim.plan_sim import simulate_plan
+    from workloads.sim.replay import Replayer
+
+    wanted: dict[str, set[str]] = {}
+    for c in plan:
+        for name in (c.reference, c.subject):
+            wanted.setdefault(name, set()).update(c.workloads)
+    out: dict[str, list] = {}
+    skipped: list[str] = []
+    replayer = Replayer()
+    try:
+        for stack, base in stacks:
+            if stack.name not in wanted:
+                continue
+            only = sorted(wanted[stack.name] & set(stack.workloads.enabled()))
+            report = run_preflight(stack, base)
+            if report.problems or not only:
+                skipped.append(f"{stack.name}: " + ("fails pre-flight" if report.problems
+                                                    else "runs none of the compared workloads"))
+                continue
+            try:
+                target, template = for_plan(stack, [m.kv_capacity_tokens for m in
+                                                    report.memory], base, predict_)
+                out[stack.name] = simulate_plan(stack, scale, target, template, only=only,
+                                                replayer=replayer)
+            except (ValueError, OSError, RuntimeError) as exc:   # Unsimulated, no engine
+                skipped.append(f"{stack.name}: not simulated ({exc})")
+    finally:
+        replayer.close()
+    return out, skipped
+
+
+def print_plan_resolution(c: Campaign | BaseCampaign, named: dict[str, StackConfig],
+                          scale: Scale, predict_: bool, target: float) -> None:
+    """What each comparison the campaign's variants form can resolve, and what the target
+    would cost (stacks/plan/resolution.py), from their simulated plans."""
+    stacks = campaign_stacks(c, named)
+    base = c.base if isinstance(c, BaseCampaign) else None
+    plan = comparisons([s for s, _ in stacks], base, scale)
+    if not plan:
+        console.print(f"{c.name}: resolvable differences: no two variants form a comparison "
+                      "(one setting apart, or a decode tier on another GPU)", markup=False)
+        return
+    simulated, skipped = simulate_for_resolution(plan, stacks, scale, predict_)
+    if isinstance(c, BaseCampaign):
+        costs = {s.name: step_costs(s.steps_s, c.attributed_usd(s) / s.wall_s if s.wall_s
+                                    else 0.0) for s in c.slots}
+    else:
+        costs = {r.stack: step_costs(r.steps_s, r.hourly.total / 3600) for r in c.runs}
+    rows = resolutions(plan, simulated, {s.name: s.workloads.repeats for s, _ in stacks},
+                       costs, target)
+    print_resolution(console, c.name, rows, target,
+                     note="; ".join(skipped) if skipped else "")

@@ -166,7 +166,7 @@ def test_a_prediction_gives_its_itl_per_step_or_none():
 
 def _plan(monkeypatch, predict, *args: str) -> tuple[int, str]:
     monkeypatch.setattr(predictor, "predict", predict)
-    res = CliRunner().invoke(app, ["plan", *args, "--as-of", ON.isoformat()])
+    res = CliRunner().invoke(app, ["plan", *args, "--as-of", ON.isoformat(), "--no-resolution"])
     return res.exit_code, " ".join(res.output.split())
 
 

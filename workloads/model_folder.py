@@ -16,11 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from stacks.catalog.model_arch import ModelArchitecture
+
+
+def default_hf_home() -> Path:
+    """Where the runner (and `stacks plan`'s simulation) keep their model folders."""
+    return Path(os.environ.get("DYNAMO_BENCH_HF_HOME",
+                               Path(__file__).resolve().parents[1] / ".cache" / "hf"))
+
 
 VOCAB_SIZE = 8192
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")

@@ -29,7 +29,7 @@ from stacks.preflight.run import effective_cluster, require_valid
 from stacks.sizing.estimate import instance_price
 from workloads import predictions, smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
-from workloads.model_folder import build_model_folder
+from workloads.model_folder import build_model_folder, default_hf_home
 from workloads.progress import StepProgress
 from workloads.steps import Step, plan
 from workloads.targets import make_target
@@ -41,10 +41,6 @@ if TYPE_CHECKING:  # make_target imports each target where it is made
 REPO = Path(__file__).resolve().parents[1]
 # A simulated run's default id starts so: `reports` never takes one for the stack's measured run.
 SIM_PREFIX = "sim-"
-
-
-def default_hf_home() -> Path:
-    return Path(os.environ.get("DYNAMO_BENCH_HF_HOME", REPO / ".cache" / "hf"))
 
 
 @dataclass

@@ -378,3 +378,24 @@ def scale_to_resolve(mdd: float, target: float) -> float:
     if math.isnan(mdd) or target <= 0:
         return math.nan
     return (mdd / target) ** 2
+
+
+def mdd_over_repeats(sd_a: float, sd_b: float, repeats: int, alpha: float = ALPHA,
+                     power: float = POWER) -> float:
+    """The smallest difference of two whole-step figures (one value per repeat, run-to-run
+    standard deviations sd_a, sd_b) that Welch's t over `repeats` a side detects; NaN under
+    two repeats (no interval)."""
+    if repeats < 2 or math.isnan(sd_a) or math.isnan(sd_b):
+        return math.nan
+    df = 2 * repeats - 2
+    mult = float(stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df))
+    return mult * math.sqrt((sd_a ** 2 + sd_b ** 2) / repeats)
+
+
+def repeats_to_resolve(sd_a: float, sd_b: float, target: float, cap: int = 20) -> int | None:
+    """The fewest repeats a side (2 to `cap`) whose mdd_over_repeats reaches `target`; None
+    beyond `cap` (workloads.repeats allows at most 20)."""
+    for k in range(2, cap + 1):
+        if mdd_over_repeats(sd_a, sd_b, k) <= target:
+            return k
+    return None

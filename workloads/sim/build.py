@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from stacks.config.schema import StackConfig
-from workloads.model_folder import build_model_folder
+from workloads.model_folder import build_model_folder, default_hf_home
 from workloads.sim.engine_setup import setup
 from workloads.sim.prompt_layout import ChatTemplate
 from workloads.sim.target import SimExecutor, SimTarget
 from workloads.targets.local import dynamo_version, engine_python, mocker_blocks
-from workloads.targets.mocker_timings import MockerTimings, resolve
+from workloads.targets.mocker_timings import MockerTimings, generic, resolve
 
 # The ChatML pieces the project's model folder renders (workloads/model_folder.py CHAT_TEMPLATE).
 USER_OPEN, CLOSE, ASSISTANT_OPEN = "<|im_start|>user\n", "<|im_end|>\n", "<|im_start|>assistant\n"
@@ -41,3 +41,12 @@ def make(stack: StackConfig, kv_capacity_tokens: list[int], hf_home: Path,
     sim = setup(stack, mocker_blocks(stack, kv_capacity_tokens), str(model.snapshot), tables)
     target = SimTarget(stack, sim, timings.record, dynamo_version(engine_python()))
     return target, SimExecutor(target, chat_template(model.snapshot))
+
+
+def for_plan(stack: StackConfig, kv_capacity_tokens: list[int], base: StackConfig | None,
+             predict: bool) -> tuple[SimTarget, ChatTemplate]:
+    """The simulation target of a planned stack (`stacks plan`): AIConfigurator's timing
+    tables, or the mocker's generic timings when predictions are off (--no-predict)."""
+    timings = None if predict else generic("predictions off: --no-predict")
+    target, ex = make(stack, kv_capacity_tokens, default_hf_home(), timings, base)
+    return target, ex.template

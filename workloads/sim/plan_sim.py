@@ -9,11 +9,18 @@ equals the one `workloads run --target sim` records for the same step. The figur
 report's definitions (reports/measures.py): percentiles over completed requests, ITL the
 per-request mean gap, output tok/s over the step's window (first start to last end),
 tok/s per user 1000 / ITL.
+
+Beside the figures, each step keeps what the plan needs to say which difference its sample
+resolves (stacks/plan/resolution.py): the completed requests' TTFT and ITL, their output tokens
+over their latency, the standard error of the step's reuse (workloads/routing_evidence.py
+hit_rate_se, each request in its conversation's turn) and, where the KV router runs seeded
+replays, each run's figures. `as_dict` leaves them out (its fields are unchanged).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,7 @@ from stacks.config.workload_config import Scale
 from stacks.sizing.step_itl import ASSUMED_SOURCE
 from workloads import step_exec, step_warmup
 from workloads.datasets import jsonl_bytes
+from workloads.routing_evidence import hit_rate_se
 from workloads.sim.dispatch import SendPattern
 from workloads.sim.exports import ttft_itl
 from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
@@ -49,9 +57,18 @@ class StepFigures:
     reuse: float                  # prompt tokens the engine found cached / prompt tokens
     window_s: float               # first start to last end (virtual time)
     spread: dict[str, Any] = field(default_factory=dict)
+    # per completed request, and per seeded run (module docstring): not in as_dict
+    ttft_samples_ms: list[float] = field(default_factory=list, repr=False)
+    itl_samples_ms: list[float] = field(default_factory=list, repr=False)
+    token_rates: list[float] = field(default_factory=list, repr=False)   # tok/s per request
+    reuse_se: float = math.nan
+    run_figures: list[dict[str, float | None]] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k not in SAMPLES}
+
+
+SAMPLES = ("ttft_samples_ms", "itl_samples_ms", "token_rates", "reuse_se", "run_figures")
 
 
 def _quantile(xs: list[float], q: float) -> float | None:
@@ -66,6 +83,29 @@ def _quantile(xs: list[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def _reuse_se(sim: StepSimulation, done: list[dict]) -> float:
+    """The reuse's standard error as the report measures the hit rate's: each request's
+    cached - reuse x prompt tokens, grouped by its turn in its conversation."""
+    def turn(r: dict) -> int:
+        origin = sim.plan.origin.get((r["session_id"], r.get("turn_index", 0)))
+        return origin.turn if origin is not None else 0
+    return hit_rate_se([{"input_tokens": float(r["input_length"]),
+                         "cached_tokens": float(r.get("reused_input_tokens") or 0),
+                         "turn": turn(r)} for r in done])
+
+
+def _per_run(sim: StepSimulation, runs: list[dict[str, Any]]) -> list[dict[str, float | None]]:
+    """Each seeded run's figures (target.spread's: TTFT and ITL p50, output tok/s; the KV
+    router's ties broken at random differ run to run) with its reuse."""
+    out = []
+    for figs, run in zip(runs, sim.runs, strict=True):
+        reqs = [r for r in run if not sim.keep or r["session_id"] in sim.keep]
+        prompt = sum(r["input_length"] for r in reqs)
+        out.append({**figs, "reuse": sum(r.get("reused_input_tokens") or 0 for r in reqs)
+                    / prompt if prompt else None})
+    return out
+
+
 def figures(step: Step, sim: StepSimulation) -> StepFigures:
     reqs = sim.requests
     cut = sim.cut_ms
@@ -77,6 +117,7 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
     end = max((min(r["last_token_ms"], cut) if cut else r["last_token_ms"] for r in reqs),
               default=0.0)
     window = (end - start) / 1000
+    spread_ = spread(sim)
     tokens = sum(r["output_length"] for r in done)
     prompt = sum(r["input_length"] for r in done)
     return StepFigures(
@@ -89,7 +130,10 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
         output_tok_s=tokens / window if window > 0 else None,
         tok_s_per_user_p50=_quantile([1000.0 / x for x in itl], 0.5),
         reuse=sum(r.get("reused_input_tokens") or 0 for r in done) / prompt if prompt else 0.0,
-        window_s=window, spread=spread(sim))
+        window_s=window, spread=spread_, ttft_samples_ms=ttft, itl_samples_ms=itl,
+        token_rates=[r["output_length"] / ((r["last_token_ms"] - r["arrival_time_ms"]) / 1000)
+                     for r in done if r["last_token_ms"] > r["arrival_time_ms"]],
+        reuse_se=_reuse_se(sim, done), run_figures=_per_run(sim, spread_["runs"]))
 
 
 def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepContext:
