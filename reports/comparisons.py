@@ -18,9 +18,9 @@ each figure at each step both ran usably, with the difference and its interval
   has both runs: reports/simulated_vs_measured.csv).
 
 Quantiles compare the pooled completed requests of each side's usable steps (exact
-bootstrap); where both sides repeated the step, Welch's t over the repeats' own figures is
-computed too and the less significant of the two is kept. Whole-step figures compare across
-repeats only.
+bootstrap; a quantile too few requests pin, a p99 under 368 a side, is not judged); where both
+sides repeated the step, Welch's t over the repeats' own figures is computed too and the less
+significant of the two is kept. Whole-step figures compare across repeats only.
 """
 
 from __future__ import annotations
@@ -81,17 +81,21 @@ def _samples(group: pd.DataFrame, by_step: ByStep, column: str) -> list[np.ndarr
 
 
 def compare_groups(ref: pd.DataFrame, sub: pd.DataFrame, by_step: ByStep,
-                   figure: str) -> tuple[float, float, Difference]:
+                   figure: str, sub_by_step: ByStep | None = None
+                   ) -> tuple[float, float, Difference]:
     """(reference value, subject value, difference) of one figure between two groups of steps
-    (each a step or its repeats), values as the tables fold them (the repeats' mean)."""
+    (each a step or its repeats), values as the tables fold them (the repeats' mean);
+    `sub_by_step`: the subject's requests when they come from another set of runs."""
     if figure in QUANTILE_FIGURES:
         column, q = QUANTILE_FIGURES[figure]
-        ra, sa = _samples(ref, by_step, column), _samples(sub, by_step, column)
+        ra = _samples(ref, by_step, column)
+        sa = _samples(sub, by_step if sub_by_step is None else sub_by_step, column)
         each_r, each_s = [quantile(x, q) for x in ra], [quantile(x, q) for x in sa]
         d = quantile_difference(np.concatenate(ra), np.concatenate(sa), q)
-        if len(ra) >= 2 and len(sa) >= 2:
+        # a quantile the requests cannot pin (a p99 of too few) is not judged, repeats or not
+        if d.judged and len(ra) >= 2 and len(sa) >= 2:
             w = estimate_difference(mean_interval(each_r), mean_interval(each_s))
-            if w.judged and (not d.judged or w.p_value > d.p_value):
+            if w.judged and w.p_value > d.p_value:
                 d = Difference(w.value, w.low, w.high, w.p_value, w.se,
                                f"{w.method} over repeats (wider than the requests' bootstrap)")
         return float(np.nanmean(each_r)), float(np.nanmean(each_s)), d
@@ -257,7 +261,8 @@ def simulated_vs_measured(simulated_steps: pd.DataFrame, simulated_requests: pd.
     """Comparison rows (Q_SIMULATION: reference the simulation, subject the measurement) per
     step group both ran usably, matched by stack and step id without its repeat; pass them to
     reports.verdicts.judge (alone or with the report's other rows) for their verdicts."""
-    by_step = {**completed_by_step(simulated_requests), **completed_by_step(measured_requests)}
+    sim_requests = completed_by_step(simulated_requests)
+    measured = completed_by_step(measured_requests)
     out = []
     def groups(frame: pd.DataFrame, stack: str) -> dict:
         s = frame[(frame["stack"] == stack)]
@@ -267,7 +272,8 @@ def simulated_vs_measured(simulated_steps: pd.DataFrame, simulated_requests: pd.
         sim, meas = groups(simulated_steps, stack), groups(measured_steps, stack)
         for group in sorted(set(sim) & set(meas)):
             for fig in figures:
-                rv, sv, d = compare_groups(sim[group], meas[group], by_step, fig)
+                rv, sv, d = compare_groups(sim[group], meas[group], sim_requests, fig,
+                                           measured)
                 out.append(row(Q_SIMULATION, f"{stack} (simulated)", f"{stack} (measured)",
                                group, FIGURES[fig], rv, sv, d, stands))
     return out

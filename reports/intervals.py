@@ -6,7 +6,8 @@ stacks/sizing/sampling.py's, the one the plan's resolvable differences use:
   requests has none (its upper bound lies beyond the sample): the cell says so.
 - a row that folds k >= 2 repeats (the mean of their percentiles): the wider of the request-
   sampling interval (sqrt of the repeats' summed squared standard errors / k, normal) and the
-  t-interval over the repeats' own values, so run-to-run noise is never hidden by many requests.
+  t-interval over the repeats' own values, so run-to-run noise is never hidden by many requests
+  (none where a repeat's requests cannot pin the quantile: a p99 of fewer than 368).
 - a whole-step figure (output tok/s, tok/s per GPU): the t-interval over repeats (k >= 2); a
   single run gets none and says so.
 - goodput: the share of attempted requests meeting the SLO with Wilson's interval; goodput
@@ -67,9 +68,11 @@ def folded_quantile(samples: list[np.ndarray], q: float) -> Estimate:
     repeats = Estimate(value, repeats.low, repeats.high, repeats.se, repeats.df, repeats.n,
                        repeats.method)
     if any(math.isnan(e.se) for e in each):
+        # a quantile the requests cannot pin (a p99 of too few) gets no interval, however many
+        # repeats: their values would be the same biased estimate (the largest, near p97)
         why = next(e.method for e in each if math.isnan(e.se))
-        return Estimate(value, repeats.low, repeats.high, repeats.se, repeats.df,
-                        repeats.n, f"{repeats.method} ({why} in a repeat)")
+        return Estimate(value, math.nan, math.nan, math.nan, math.nan, repeats.n,
+                        f"{why} in a repeat")
     se = math.sqrt(sum(e.se ** 2 for e in each)) / len(each)
     half = t_crit(math.inf) * se
     requests = Estimate(value, value - half, value + half, se, math.inf,
