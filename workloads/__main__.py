@@ -226,6 +226,49 @@ def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies
     bench_main(levels, stack, duration_s, out, console)
 
 
+@app.command()
+def calibrate(
+        paths: list[Path] = typer.Argument(..., help="Measured runs: run directories "
+                                           "(runs/<stack>/<run-id>) or campaign directories "
+                                           "(runs/campaigns/<base>/<run-id>: every variant's "
+                                           "run)."),
+        stacks_dir: Path = _STACKS_DIR,
+        out: Path = typer.Option(None, "--out", file_okay=False,
+                                 help="Where the calibrated tables and the record go (default: "
+                                 "<mocker tables folder>/calibrated, beside the tables they "
+                                 "scale).")) -> None:
+    """Fit prefill and decode scale factors for the simulation's timing tables to measured runs.
+
+    Each timing table (AIConfigurator's, per GPU system, TP and worker role: the ones `--target
+    sim` and `stacks explore` simulate on) gets the factors by which its prefill and decode
+    times must be multiplied for DynoSim's replay of every measured step (the same dataset,
+    seed, concurrency, ramp, warm-up, grace and duration, from the step record) to show what
+    the Dynamo frontend measured (its request trace: TTFT from the dispatch to the worker,
+    lower quartile; per-request mean ITL, median; never the client's figures). The fit
+    iterates the replay: decode from the ITL of every step; prefill from the TTFT of the
+    steps whose TTFT is mostly their own prefill, with a per-run intercept for the transport
+    time no table models. It prints each factor with its residual error and every step
+    against its replay, and writes the calibrated tables (each with its source table's
+    sha256, the factors and the runs) and calibration-<digest>.json. Simulated runs
+    (`--target sim`) are refused. Exit codes: 0 fitted, 2 bad input or nothing to fit.
+    """
+    from stacks.predict.table_scale import TableError
+    from workloads.sim.calibrate import calibrate as fit_runs
+    from workloads.sim.calibrate_fit import FitError
+    from workloads.sim.calibrate_view import render
+    from workloads.sim.measured import NotMeasured
+    from workloads.sim.replay import SimUnavailable
+
+    try:
+        cal = fit_runs(paths, stacks_dir=stacks_dir, folder=out)
+    except StackError as exc:
+        stack_error(exc)
+    except (NotMeasured, FitError, TableError, SimUnavailable) as exc:
+        console.print(f"calibrate: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    render(cal, Console(width=None if sys.stdout.isatty() else 200))
+
+
 def main() -> int:
     # Ctrl-C must reach a run or a campaign even when this process was started from a script's
     # background job (`cmd &` without job control): it inherits SIGINT ignored, Python keeps
