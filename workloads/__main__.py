@@ -244,7 +244,7 @@ def calibrate(
     times must be multiplied for DynoSim's replay of every measured step (the same dataset,
     seed, concurrency, ramp, warm-up, grace and duration, from the step record) to show what
     the Dynamo frontend measured (its request trace: TTFT from the dispatch to the worker,
-    lower quartile; per-request mean ITL, median; never the client's figures). The fit
+    and per-request mean ITL, each step's lower quartile; never the client's figures). The fit
     iterates the replay: decode from the ITL of every step; prefill from the TTFT of the
     steps whose TTFT is mostly their own prefill, with a per-run intercept for the transport
     time no table models. It prints each factor with its residual error and every step

@@ -72,7 +72,7 @@ def prefill_curve(table: Path) -> tuple[list[float], list[float]]:
 
 
 def sim_figures(sim: StepSimulation, curve: tuple[list[float], list[float]]) -> cf.SimFigures:
-    """TTFT (lower quartile), per-request mean ITL (median), own prefill (median of a
+    """TTFT and per-request mean ITL (lower quartiles), own prefill (median of a
     request's prefill of its uncached tokens on the table, linear between its grid points as
     the mocker reads it) and prefill share (median of own prefill / TTFT) of the requests
     completed before the step's cut, pooled over the replay's runs (the KV router's random
@@ -95,7 +95,7 @@ def sim_figures(sim: StepSimulation, curve: tuple[list[float], list[float]]) -> 
             if t > 0:
                 share.append(prefill / t)
 
-    return cf.SimFigures(cf.quantile(ttft, cf.TTFT_QUANTILE), cf.quantile(itl, 0.5),
+    return cf.SimFigures(cf.quantile(ttft, cf.TTFT_QUANTILE), cf.quantile(itl, cf.ITL_QUANTILE),
                          cf.quantile(share, 0.5), cf.quantile(own, 0.5))
 
 
@@ -159,7 +159,7 @@ class Calibration:
                            "itl_error": s.itl_error, "prefill_share": s.prefill_share,
                            "fits_prefill": s.informs_prefill} for s in f.steps],
                 "ttft_basis": self.ttft_basis,
-                "statistics": {"ttft_quantile": cf.TTFT_QUANTILE, "itl_quantile": 0.5,
+                "statistics": {"ttft_quantile": cf.TTFT_QUANTILE, "itl_quantile": cf.ITL_QUANTILE,
                                "prefill_share": cf.PREFILL_SHARE},
                 "skipped": [{"run": r, "step": s, "why": w} for r, s, w in self.skipped]}
 
@@ -210,7 +210,7 @@ def evidence(models: list[RunModel]) -> list[cf.Evidence]:
         ttft_key, itl_key = informing(m.keys)
         out += [cf.Evidence(m.run.name, s.step, ttft_key, itl_key,
                             float(cf.quantile(s.fit_ttft_ms, cf.TTFT_QUANTILE) or 0.0),
-                            cf.quantile(s.itl_ms, 0.5)) for s in m.run.steps]
+                            cf.quantile(s.itl_ms, cf.ITL_QUANTILE)) for s in m.run.steps]
     return out
 
 

@@ -8,7 +8,7 @@ and ITL the serving side measured. The replay is fast, so the fit iterates it: s
 step on the current factors, update each factor from the steps that inform it, until no
 update moves a factor by more than `tol`.
 
-- Decode: a step's ITL (the median of its per-request mean ITL) informs the decode factor of
+- Decode: a step's ITL (its per-request mean ITL, lower quartile) informs the decode factor of
   the table whose workers decode it (aggregated: the workers'; disaggregated: the decode
   role's). Update: the factor x the geometric mean over those steps of measured / simulated.
 - Prefill: a step's TTFT (its lower quartile, TTFT_QUANTILE below; from the dispatch to the
@@ -49,16 +49,18 @@ from typing import NamedTuple
 
 SPREAD = 1.5        # own prefills of a run's steps must span this ratio for an intercept
 PREFILL_SHARE = 0.8  # a step's own prefill / its simulated TTFT (median) to inform prefill
-# A step's TTFT is its lower quartile, measured and simulated alike; its ITL the median.
-# A loaded host delays some requests by milliseconds that grow with the work they carry: on
-# the 2-core rehearsal machine at load average 9, a c1 step's 17 requests (1,038 prompt
-# tokens, dispatch to first token) took 24.1-24.6 ms for half of them and 25.5-33.2 ms for
-# the rest, its 4,110-token step 70.1-70.8 for 5 of 12 and up to 76.9 for the others. The
+# A step's TTFT and ITL are their lower quartiles over its requests, measured and simulated
+# alike. A loaded host delays some requests by milliseconds that grow with the work they
+# carry: on the 2-core rehearsal machine at load average 9, a c1 step's 17 requests (1,038
+# prompt tokens, dispatch to first token) took 24.1-24.6 ms for half of them and 25.5-33.2 ms
+# for the rest, its 4,110-token step 70.1-70.8 for 5 of 12 and up to 76.9 for the others. The
 # median lands in that tail, by more at the longer prompt, which the fit reads as a larger
-# prefill: on that known-truth rehearsal (prefill x0.8) the median gives 0.821, the lower
-# quartile 0.803. (A step's simulated TTFTs are as spread as its prompts and queueing are,
-# and are read at the same quantile.)
+# prefill: on that known-truth rehearsal (prefill x0.8, decode x1.25) the median TTFT gives
+# 0.821, the lower quartile 0.803; likewise the median ITL gives 1.256 (1.264 in another
+# rehearsal), the lower quartile 1.248 (1.249). (A step's simulated figures are as spread as
+# its prompts and queueing are, and are read at the same quantile.)
 TTFT_QUANTILE = 0.25
+ITL_QUANTILE = 0.25
 TOL = 0.001         # a factor's last update below this (relative): converged
 MAX_ITERATIONS = 12
 PER_RUN, POOLED, NONE = "per run", "pooled", "none"
@@ -84,7 +86,7 @@ class Evidence:
     ttft_key: Key
     itl_key: Key
     ttft_ms: float              # the frontend's per-request TTFT, lower quartile
-    itl_ms: float | None        # the frontend's per-request mean ITL, median
+    itl_ms: float | None        # the frontend's per-request mean ITL, lower quartile
 
 
 Factors = dict[Key, tuple[float, float]]                      # (prefill, decode)
@@ -93,7 +95,7 @@ Factors = dict[Key, tuple[float, float]]                      # (prefill, decode
 class SimFigures(NamedTuple):
     """One step's simulation at some factors."""
     ttft_ms: float | None              # TTFT, lower quartile (TTFT_QUANTILE)
-    itl_ms: float | None               # per-request mean ITL, median
+    itl_ms: float | None               # per-request mean ITL, lower quartile
     prefill_share: float | None = None  # a request's own prefill / its TTFT, median
     own_prefill_ms: float | None = None  # a request's own prefill on the table, median
 

@@ -42,7 +42,7 @@ def factors_table(cal: Calibration) -> Table:
 
 
 def steps_table(cal: Calibration) -> Table:
-    t = Table(title=f"Per step: MEASURED (frontend: TTFT lower quartile, ITL median) vs "
+    t = Table(title=f"Per step: MEASURED (frontend, lower quartiles: TTFT from dispatch, ITL) vs "
               f"SIMULATED at the fitted factors (TTFT + the run's intercept); prefill-dominated "
               f"steps (own prefill >= {cf.PREFILL_SHARE:.0%} of TTFT) fit the prefill factor",
               title_justify="left")
