@@ -33,10 +33,10 @@ from stacks.config.schema import (
     Role,
     StackConfig,
     Topology,
-    TransferBackend,
     WorkerGroup,
 )
 from stacks.conventions.efa_groups import uses_efa
+from stacks.conventions.kv_path import KvPath, kv_path
 from stacks.engine_argv.argv import FIXED, Arg
 from stacks.sizing.memory import kv_bytes_per_token_per_gpu, kv_element_bytes
 
@@ -174,28 +174,29 @@ def transfer_plan(stack: StackConfig, group: int, cluster: ClusterConfig | None 
                   owner: StackConfig | None = None) -> TransferPlan | None:
     """The KV transfer of prefill group `group` on `cluster` (default: the stack's own; an
     attached variant's is its base's, `owner` the stack that owns it), None when the group
-    sends none, or when pre-flight refuses what it would need (serving.transfer none, a
-    nodeGroup the cluster lacks: stacks/preflight/serving_checks.py). Raises
-    kv_transfer.UncataloguedLink for a path the catalogue lacks."""
+    sends none, or when pre-flight refuses what it would need (no KV path: serving.transfer
+    none, LIBFABRIC without an EFA userspace; a nodeGroup the cluster lacks). The path is
+    stacks/conventions/kv_path.py's, the one the graph builds: LIBFABRIC over EFA (the image's
+    or a donor's userspace), UCX over TCP, UCX over InfiniBand (uncatalogued: raises
+    kv_transfer.UncataloguedLink)."""
     s = stack.serving
     assert s is not None
     cluster, owner = cluster or stack.cluster, owner or stack
     w = s.workers[group]
-    if (s.topology != Topology.DISAGGREGATED or w.role != Role.PREFILL
-            or s.transfer == TransferBackend.NONE
+    path = kv_path(s)
+    if (w.role != Role.PREFILL or path in (KvPath.NONE, KvPath.MISSING)
             or any(cluster.group(x.node_group) is None for x in s.workers)):
         return None
-    if s.transfer == TransferBackend.NIXL_UCX and s.rdma is not None:
-        raise UncataloguedLink("serving.transfer nixl-ucx with serving.rdma (InfiniBand): no "
-                               "catalogued bandwidth (stacks/catalog/kv_transfer.py)")
+    if path == KvPath.UCX_INFINIBAND:
+        raise UncataloguedLink("NIXL UCX over InfiniBand (serving.rdma): no AWS instance type "
+                               "has it; no bandwidth catalogued (stacks/catalog/kv_transfer.py)")
     plans = []
     for d, dw in enumerate(s.workers):
         if dw.role != Role.DECODE:
             continue
         where, note = placement(cluster, owner, w, dw)
         src, dst = _endpoint(cluster, w), _endpoint(cluster, dw)
-        link = (efa_link(src, dst) if s.transfer == TransferBackend.NIXL_LIBFABRIC
-                else tcp_link(src, dst, where))
+        link = efa_link(src, dst) if path != KvPath.UCX_TCP else tcp_link(src, dst, where)
         plans.append(TransferPlan(link, d, where, () if note is None else (note,)))
     slowest = min(plans, key=lambda p: p.link.gb_s)
     if len({round(p.link.gb_s, 9) for p in plans}) > 1:
