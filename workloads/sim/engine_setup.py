@@ -43,6 +43,7 @@ from stacks.catalog.vllm_defaults import (
     resolve_batch_limits,
 )
 from stacks.config.schema import ClusterConfig, Role, RouterMode, StackConfig, Topology
+from stacks.conventions.kv_path import describe
 from stacks.engine_argv.argv import tokens, worker_argv
 from stacks.engine_argv.kv import offloads, uses_kvbm
 from stacks.engine_argv.local import (
@@ -316,10 +317,11 @@ def _transfer_notes(stack: StackConfig, cluster: ClusterConfig | None,
     except UncataloguedLink as exc:
         raise Unsimulated(f"serving.transfer: {exc}") from None
     if plan is None:
-        raise Unsimulated("serving.transfer: a disaggregated stack needs a KV transfer backend "
-                          "and node groups its cluster has (pre-flight says which)")
+        raise Unsimulated(f"serving.transfer: no KV path ({describe(s)}), or a nodeGroup the "
+                          "cluster lacks: pre-flight says which")
     moved = kv_bytes_per_token(stack, plan.decode_group)
-    return [f"KV transfer prefill -> decode: {plan.link.path}, {plan.placement.value}: "
+    return [f"KV path: {describe(s)}",
+            f"KV transfer prefill -> decode: {plan.link.path}, {plan.placement.value}: "
             f"{plan.link.detail} = {plan.link.gb_s:g} GB/s; {moved} B per token (the decode "
             f"worker's KV, kvCacheDtype {s.kv_cache_dtype}); charged on the prompt tokens the "
             "decode worker lacks (destination_missing, vLLM's NIXL pull)",
