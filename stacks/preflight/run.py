@@ -11,7 +11,8 @@ stacks.preflight.deploy_checks (what Pulumi knows), stacks.preflight.aws_checks,
 stacks.preflight.serving_checks, stacks.preflight.worker_checks and stacks.preflight.pods (GPU
 memory, node packing), stacks.preflight.engine_flags, stacks.preflight.k8s_checks,
 stacks.preflight.workload_checks, stacks.preflight.recipe_checks,
-stacks.preflight.checkpoint_checks, stacks.preflight.auto_mode (what EKS Auto Mode cannot do).
+stacks.preflight.checkpoint_checks, stacks.preflight.auto_mode (what EKS Auto Mode cannot do),
+stacks.preflight.kernel_checks (MoE kernels and block-FP8 shards at the target GPU).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from stacks.preflight.deploy_checks import DeployFacts, deploy_problems
 from stacks.preflight.efa_image import libfabric_image_notes
 from stacks.preflight.engine_flags import check_engine_flags
 from stacks.preflight.k8s_checks import check_names
+from stacks.preflight.kernel_checks import check_kernels
 from stacks.preflight.node_driver import check_node_driver
 from stacks.preflight.offload_notes import disagg_native_offload_notes
 from stacks.preflight.recipe_checks import check_cluster_rdma, check_recipe
@@ -195,6 +197,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         check_engine_flags(stack, out)
         if stack.target == "aws":  # the local engine creates no Kubernetes objects
             check_names(stack, out)
+            check_kernels(stack, cluster, out)  # the local engine runs no vLLM kernel
         check_workloads(stack, out)
         check_trace_replay(stack, out)
         report.notes += lockstep_notes(stack)
