@@ -302,6 +302,15 @@ def _status(run: Path) -> str:
         return "unreadable"
 
 
+def _simulated(run: Path) -> bool:
+    """A run DynoSim replayed (`workloads run --target sim`): never a stack's measured run."""
+    try:
+        info = json.loads((run / MANIFEST).read_text()).get("target_info") or {}
+    except (OSError, ValueError):
+        return False
+    return info.get("kind") == "sim"
+
+
 def resolve_run_dirs(targets: list[str], runs_root: Path,
                      say: Callable[[str], None] | None = None) -> list[Path]:
     """Run folders from arguments: a run folder as given, or a stack name: its newest complete
@@ -313,8 +322,10 @@ def resolve_run_dirs(targets: list[str], runs_root: Path,
             out.append(p)
             continue
         stack_dir = runs_root / t
-        runs = sorted((d for d in stack_dir.glob("*") if (d / MANIFEST).exists()),
-                      key=lambda d: (d / MANIFEST).stat().st_mtime) if stack_dir.is_dir() else []
+        found = sorted((d for d in stack_dir.glob("*") if (d / MANIFEST).exists()),
+                       key=lambda d: (d / MANIFEST).stat().st_mtime) if stack_dir.is_dir() else []
+        # a simulated run is reported when its folder is given, never in a measured one's place
+        runs = [d for d in found if not _simulated(d)]
         if not runs:
             raise RunError(f"'{t}' is neither a run folder nor a stack with runs under "
                            f"{runs_root}: run `python -m workloads run {t}` first or give the "

@@ -26,7 +26,6 @@ from stacks.config.loader import (
     derived_stack_names,
     load_stack,
 )
-from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.forecast_cli import (
     campaign_budget_problems,
@@ -41,8 +40,7 @@ from stacks.plan.campaign_cost import BaseCampaign, budget_problems
 from stacks.plan.forecast import plan_campaigns
 from stacks.plan.plan_view import hours, print_base, print_standalone
 from stacks.predict.forecast_itls import ForecastPredictions, forecast_predictions
-from stacks.preflight import engine_parse
-from stacks.preflight.run import PreflightReport, check_stack
+from stacks.preflight.run import PreflightReport, check_stack, consult_engine
 from stacks.sizing.estimate import cold_restarts, restart_seconds
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -178,31 +176,21 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
             console.print(f"internal error while checking it: {type(exc).__name__}: {exc} (a "
                           "bug in dynamo-bench: please report it with the stack file)",
                           markup=False)
-    parsed = _engine_parse([r.stack for _, r in checked if r is not None])
+    verdict = consult_engine([r for _, r in checked if r is not None])
     for _name, report in checked:
         assert report is not None
-        report.problems += parsed.problems.get(report.stack.name, [])
-        report.notes += parsed.notes.get(report.stack.name, [])
         _print_report(report)
         problems = campaign_budget_problems(report, stacks_dir, on, predict_)
         for p in problems:
             console.print(f"  - {p}", markup=False)
         failed += bool(not report.ok or problems)
-    if parsed.skipped:
-        note = engine_parse.not_consulted_note(parsed.skipped, parsed.missing)
-        if parsed.skipped == "missing" and engine_parse.in_ci():
-            print(f"error: {note} (CI must consult them)", file=sys.stderr)
-            failed += 1
-        else:
-            console.print(f"\nnote: {note}", markup=False)
+    if verdict.note and verdict.fatal:
+        print(f"error: {verdict.note} (CI must consult them)", file=sys.stderr)
+        failed += 1
+    elif verdict.note:
+        console.print(f"\nnote: {verdict.note}", markup=False)
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
     raise typer.Exit(1 if internal else 2 if failed else 0)
-
-
-def _engine_parse(stacks: list[StackConfig]) -> engine_parse.EngineParse:
-    """Every worker's and frontend's command line through the engine's parsers, in one
-    process per Dynamo release for all stacks (stacks/preflight/engine_parse.py)."""
-    return engine_parse.consult(stacks)
 
 
 @app.command()

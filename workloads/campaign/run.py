@@ -32,7 +32,7 @@ from stacks.config.workload_config import WORKLOAD_NAMES, Scale
 from stacks.plan.campaign_cost import base_campaign, budget_problems
 from stacks.plan.schedule import gpu_groups
 from stacks.predict.forecast_itls import forecast_predictions
-from stacks.preflight.run import require_valid
+from stacks.preflight.run import consult_engine, engine_problem, first_time, require_valid
 from stacks.sizing.step_itl import PredictedItl
 from workloads.campaign.automation import PulumiError, PulumiStacks
 from workloads.campaign.cpu_room import cpu_room_problems
@@ -126,7 +126,11 @@ def _with_only(plan: dict, only: dict[str, list[str] | None]) -> dict:
     return plan
 
 
-def _validated(names: list[str], stacks_dir: Path) -> dict:
+def _validated(names: list[str], stacks_dir: Path, *, engine: bool = True) -> dict:
+    """Pre-flight of every stack, then (`engine`) the engine's own parsers for all of them at
+    once, as `stacks check` and each variant's `pulumi up` ask them
+    (stacks.preflight.run.consult_engine): a command line the image refuses stops the campaign
+    before anything is deployed."""
     reports, problems = {}, []
     for n in names:
         try:
@@ -135,6 +139,16 @@ def _validated(names: list[str], stacks_dir: Path) -> dict:
             problems.append(str(exc))
     if problems:
         raise CampaignRefused("\n".join(problems))
+    if not engine:
+        return reports
+    verdict = consult_engine(list(reports.values()))
+    problems = [str(StackError(n, r.problems)) for n, r in reports.items() if r.problems]
+    if verdict.fatal:
+        problems.append(str(engine_problem(verdict)))
+    if problems:
+        raise CampaignRefused("\n".join(problems))
+    if verdict.note and first_time(verdict.note):
+        print(f"note: {verdict.note}", file=sys.stderr)
     return reports
 
 
@@ -180,7 +194,7 @@ def _is_local(name: str, stacks_dir: Path) -> bool:
 
 
 def plan_aws(opts: CampaignOptions) -> tuple[dict, dict]:
-    base = _validated([opts.base], opts.stacks_dir)[opts.base].stack
+    base = _validated([opts.base], opts.stacks_dir, engine=False)[opts.base].stack
     if not base.is_base or base.is_attached or base.target != "aws":
         raise CampaignRefused(f"{opts.base} is not a base stack (an aws stack with a cluster "
                               "and no serving): name a base, or `local`")

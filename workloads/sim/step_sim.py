@@ -74,26 +74,45 @@ def _slots(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
     return d.chains(_runs(answer, first)[0], first, pattern.concurrency), 1
 
 
+# A replayed trace's cap: at most this many replays to move requests that met every slot taken
+# (each replay moves the first such request; a trace step holds tens of requests).
+CAP_REPLAYS = 200
+
+
+def _timed(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
+           replay: Replay, turnaround_ms: float) -> tuple[d.Plan, int]:
+    """A replayed trace's plan: every request at its timestamp, held back while `concurrency`
+    requests are in flight (dispatch.capped), and the replays it took."""
+    plan = d.timed_plan(requests)
+    for n in range(1, CAP_REPLAYS + 1):
+        (answer,) = replay([job(plan, setup)])
+        moved = d.capped(plan, _runs(answer, plan)[0], pattern.concurrency, turnaround_ms)
+        if moved is None:
+            return plan, n
+        plan = moved
+    raise ValueError(f"the trace step still exceeds its cap of {pattern.concurrency} requests "
+                     f"in flight after {CAP_REPLAYS} replays")
+
+
 def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
              replay: Replay, runs: int = 1, warm: bool = False,
              turnaround_ms: float = TURNAROUND_MS,
              burst_ms: float = BURST_SPACING_MS) -> StepSimulation:
+    replays = 0
     if pattern.fixed_schedule:
-        plan = d.timed_plan(requests)
-        (answer,) = replay([job(plan, setup, runs)])
-        return StepSimulation(plan, _runs(answer, plan), None, 1, block_size=setup.block_size)
-    slots, replays = _slots(requests, pattern, setup, replay)
-    plan = d.session_plan(requests, slots, pattern, turnaround_ms, burst_ms)
-    cut_ms = None
-    if warm:
+        plan, replays = _timed(requests, pattern, setup, replay, turnaround_ms)
+    else:
+        slots, replays = _slots(requests, pattern, setup, replay)
+        plan = d.session_plan(requests, slots, pattern, turnaround_ms, burst_ms)
+    if warm:   # the same requests again, once the cold pass has ended
         (answer,) = replay([job(plan, setup)])
         ended = max(r["terminal_time_ms"] for r in _runs(answer, plan)[0])
-        plan, keep = d.after(plan, d.session_plan(requests, slots, pattern, turnaround_ms,
-                                                  burst_ms), ended + turnaround_ms)
+        plan, keep = d.after(plan, plan, ended + turnaround_ms)
         (answer,) = replay([job(plan, setup, runs)])
         return StepSimulation(plan, _runs(answer, plan), None, replays + 2, keep,
                               setup.block_size)
-    if pattern.duration_s is not None:
+    cut_ms = None
+    if pattern.duration_s is not None and not pattern.fixed_schedule:
         (answer,) = replay([job(plan, setup, until_ms=pattern.duration_s * 1000)])
         plan = d.sent_before(plan, _runs(answer, plan)[0], pattern.duration_s * 1000)
         cut_ms = (pattern.duration_s + pattern.grace_s) * 1000
