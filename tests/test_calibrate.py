@@ -178,7 +178,7 @@ def test_one_prompt_length_cannot_tell_transport_from_prefill_and_says_so():
     steps = {("r", "c1"): Model(30.0, 0.0, 4.0, 0.0), ("r", "c2"): Model(31.0, 0.0, 4.1, 0.0)}
     evidence, simulate = _setup(steps, {AGG: (0.8, 1.25)}, {"r": 1.5})
     fit = cf.fit(evidence, simulate)
-    assert fit.intercept_mode[AGG] == cf.NONE and fit.intercepts["r"] == 0.0
+    assert fit.intercept_mode[AGG] == cf.NONE and fit.intercepts == {}
     # a plain ratio: the transport read as prefill (1.5 ms on 24 ms)
     assert fit.prefill[AGG].value == pytest.approx(0.8 + 1.5 / 30.0, rel=0.01)
 
@@ -298,3 +298,14 @@ def test_a_campaign_directory_names_its_variants_runs(tmp_path):
     assert run_dirs([campaign, run]) == [run.resolve()]
     with pytest.raises(NotMeasured, match="neither a run directory"):
         run_dirs([tmp_path])
+
+
+def test_the_cli_refuses_what_is_no_measured_run_before_replaying_anything(tmp_path):
+    from typer.testing import CliRunner
+
+    from workloads.__main__ import app
+    done = CliRunner().invoke(app, ["calibrate", str(tmp_path)])
+    assert done.exit_code == 2
+    assert "neither a run directory" in done.output
+    done = CliRunner().invoke(app, ["calibrate", str(_run(tmp_path, kind="sim"))])
+    assert done.exit_code == 2 and "simulated run" in done.output

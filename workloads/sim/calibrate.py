@@ -37,7 +37,7 @@ from workloads.runner import default_hf_home
 from workloads.sim import calibrate_fit as cf
 from workloads.sim.build import make
 from workloads.sim.dispatch import Request, SendPattern
-from workloads.sim.exports import ttft_itl
+from workloads.sim.exports import frontend_ttft_itl
 from workloads.sim.measured import MeasuredRun, read_run, run_dirs
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
@@ -72,11 +72,12 @@ def prefill_curve(table: Path) -> tuple[list[float], list[float]]:
 
 
 def sim_figures(sim: StepSimulation, curve: tuple[list[float], list[float]]) -> cf.SimFigures:
-    """TTFT and per-request mean ITL (lower quartiles), own prefill (median of a
-    request's prefill of its uncached tokens on the table, linear between its grid points as
-    the mocker reads it) and prefill share (median of own prefill / TTFT) of the requests
-    completed before the step's cut, pooled over the replay's runs (the KV router's random
-    ties: several)."""
+    """TTFT and per-request mean ITL as the frontend's trace records them (disaggregated, to
+    and from the prefill's end: exports.frontend_ttft_itl), lower quartiles; own prefill
+    (median of a request's prefill of its uncached tokens on the table, linear between its
+    grid points as the mocker reads it) and prefill share (median of own prefill / TTFT); of
+    the requests completed before the step's cut, pooled over the replay's runs (the KV
+    router's random ties: several)."""
     import numpy as np
 
     ttft, itl, share, own = [], [], [], []
@@ -85,7 +86,7 @@ def sim_figures(sim: StepSimulation, curve: tuple[list[float], list[float]]) -> 
             if (sim.keep and r["session_id"] not in sim.keep) or \
                     (sim.cut_ms is not None and r["last_token_ms"] > sim.cut_ms):
                 continue
-            t, i = ttft_itl(r)
+            t, i = frontend_ttft_itl(r)
             ttft.append(t)
             if i:
                 itl.append(i)

@@ -139,7 +139,7 @@ class StepResidual:
 class Fit:
     prefill: dict[Key, Factor]
     decode: dict[Key, Factor]
-    intercepts: dict[str, float]           # run -> ms added to its simulated TTFT
+    intercepts: dict[str, float]           # run -> ms added to its simulated TTFT (if fitted)
     intercept_mode: dict[Key, str]         # per run | pooled | none
     # per prefill key: its TTFT steps were the prefill-dominated ones, or all (none was)
     prefill_steps: dict[Key, str]
@@ -247,7 +247,7 @@ def prefill_update(points: list[Point], factor: float) -> PrefillUpdate:
     elif mode == POOLED:
         intercepts = {e.run: x[1] for e, _ in points}
     else:
-        intercepts = {e.run: 0.0 for e, _ in points}
+        intercepts = {}
     return PrefillUpdate(new, abs(x[0]) / abs(new) if new else math.inf, intercepts, mode,
                          se / abs(new) if se is not None and new else None)
 

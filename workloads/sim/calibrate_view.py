@@ -67,6 +67,13 @@ def render(cal: Calibration, console: Console) -> None:
         console.print(f"intercept {run}: {c:+.2f} ms added to every simulated TTFT (the "
                       "measured time DynoSim has no part of: request and first-token "
                       "transport)", markup=False)
+    for key, mode in sorted(fit.intercept_mode.items()):
+        if mode == cf.NONE:
+            console.print(f"no intercept for {key}: its prefill-dominated steps' own "
+                          f"prefills are within {cf.SPREAD}x of each other, too alike to tell "
+                          "a scale from an offset, so its prefill factor is a plain ratio, "
+                          "biased up by the transport time; a c1 step of another prompt "
+                          "length in the runs fits it (docs/calibration.md)", markup=False)
     for run, basis in sorted(cal.ttft_basis.items()):
         console.print(f"TTFT of {run}: {basis}", markup=False)
     state = "converged" if fit.converged else "NOT converged (the last factors are shown)"
