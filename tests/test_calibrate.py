@@ -221,6 +221,18 @@ def test_the_roles_each_figure_informs():
     assert keys_of(t) == {"worker": AGG}
 
 
+def test_a_stacks_tables_take_the_factors_of_their_own_key_only():
+    from workloads.sim.calibrate import Calibration
+    evidence, simulate = _setup(SWEEP, {AGG: (0.8, 1.25)}, {"r": 1.5})
+    cal = Calibration(cf.fit(evidence, simulate), ["runs/x/r"], [])
+
+    def timings(model: str, tp: int) -> MockerTimings:
+        return MockerTimings({"worker": Path("/t.npz")}, {"tables": [
+            {"role": "worker", "system": "a100_sxm_40gb", "tp": tp, "model": model}]})
+    assert cal.scales(timings("m", 4)) == {"worker": cal.fit.factors()[AGG]}
+    assert cal.scales(timings("m-FP8", 4)) == {} and cal.scales(timings("m", 2)) == {}
+
+
 # --- measured steps read back from a run record ------------------------------------------------
 
 
