@@ -321,3 +321,11 @@ def test_the_cli_refuses_what_is_no_measured_run_before_replaying_anything(tmp_p
     assert "neither a run directory" in done.output
     done = CliRunner().invoke(app, ["calibrate", str(_run(tmp_path, kind="sim"))])
     assert done.exit_code == 2 and "simulated run" in done.output
+    failed = _run(tmp_path / "f")
+    manifest = json.loads((failed / "manifest.json").read_text())
+    manifest["steps"]["concurrency_sweep/c1"]["status"] = "failed"
+    (failed / "manifest.json").write_text(json.dumps(manifest))
+    done = CliRunner().invoke(app, ["calibrate", str(failed)])
+    assert done.exit_code == 2
+    assert "no measured step to fit (local-agg/r1 concurrency_sweep/c1: status failed" in \
+        " ".join(done.output.split())

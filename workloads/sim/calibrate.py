@@ -227,8 +227,12 @@ def calibrate(paths: list[Path], stacks_dir: Path = STACKS_DIR, hf_home: Path | 
     for d in dirs:
         run = read_run(d, stacks_dir)
         skipped += [(run.name, step, why) for step, why in run.skipped]
-        if (model := prepare(run, hf_home, skipped)) is not None and run.steps:
+        if run.steps and (model := prepare(run, hf_home, skipped)) is not None:
             models.append(model)
+    if not models:
+        why = "; ".join(f"{r}{' ' + st if st else ''}: {w}" for r, st, w in skipped)
+        raise cf.FitError("no measured step to fit"
+                          + (f" ({why})" if why else ": the runs hold no completed step"))
     own = replayer is None
     replayer = replayer or Replayer()
     try:
