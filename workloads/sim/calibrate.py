@@ -36,9 +36,10 @@ from stacks.preflight.run import run_preflight
 from workloads.runner import default_hf_home
 from workloads.sim import calibrate_fit as cf
 from workloads.sim.build import make
-from workloads.sim.dispatch import Request, SendPattern
+from workloads.sim.dispatch import SendPattern
 from workloads.sim.exports import frontend_ttft_itl
 from workloads.sim.measured import MeasuredRun, read_run, run_dirs
+from workloads.sim.prompt_layout import Profiled
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.sim.target import KV_ROUTER_RUNS, replay_inputs
@@ -107,7 +108,7 @@ class RunModel:
     timings: MockerTimings                      # the reference tables (uncalibrated)
     keys: dict[str, cf.Key]
     kv_capacity_tokens: list[int]
-    inputs: dict[str, tuple[list[Request], SendPattern]] = field(default_factory=dict)
+    inputs: dict[str, tuple[Profiled, SendPattern]] = field(default_factory=dict)
 
 
 @dataclass

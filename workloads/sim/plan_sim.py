@@ -25,7 +25,7 @@ from workloads import step_exec, step_warmup
 from workloads.datasets import jsonl_bytes
 from workloads.sim.dispatch import SendPattern
 from workloads.sim.exports import ttft_itl
-from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
+from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.sim.target import KV_ROUTER_RUNS, SimTarget, spread
@@ -103,7 +103,7 @@ def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepConte
 
 
 def prepared(step: Step, ctx: step_exec.StepContext, block: int,
-             template: ChatTemplate) -> tuple[list, SendPattern]:
+             template: ChatTemplate) -> tuple[Profiled, SendPattern]:
     """A step's requests as the engine sees them and how AIPerf sends them, as the runner and
     the simulation target prepare the step."""
     rows, _ = step_exec.step_dataset(step)
@@ -111,13 +111,13 @@ def prepared(step: Step, ctx: step_exec.StepContext, block: int,
     ramp = step_exec.step_ramp(step, grace, ctx)
     warmup = step_warmup.warmup_requests(step.workload, step.concurrency, len(rows))
     scope = f"{hashlib.sha256(jsonl_bytes(rows)).hexdigest()}:{step.seed}"
-    requests = step_requests(rows, step.params.get("block_size", 512), scope, template,
-                             BlockHasher(block))
+    requests = Profiled(StepLayout(rows, step.params.get("block_size", 512), scope, template,
+                                   BlockHasher(block)), warmup)
     pattern = SendPattern(step.concurrency, warmup,
                           ramp["concurrency_ramp_s"] if ramp else None, step.duration_s,
                           grace["grace_period_s"] if step.duration_s is not None else 0.0,
                           step_exec.fixed_schedule(step))
-    return [r for r in requests if r.index >= warmup], pattern
+    return requests, pattern
 
 
 def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate,

@@ -26,9 +26,9 @@ from stacks.config.schema import StackConfig
 from workloads.aiperf_args import AiperfInvocation
 from workloads.attest.checks import CHECKS, Attestation, Check
 from workloads.sim import exports
-from workloads.sim.dispatch import Request, SendPattern
+from workloads.sim.dispatch import SendPattern
 from workloads.sim.engine_setup import SimSetup
-from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
+from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.targets import mocker_timings
@@ -108,7 +108,7 @@ class SimTarget:
 
 
 def replay_inputs(inv: AiperfInvocation, template: ChatTemplate,
-                  block_size: int) -> tuple[list[Request], SendPattern]:
+                  block_size: int) -> tuple[Profiled, SendPattern]:
     """What DynoSim replays for one AIPerf invocation: the profiled requests of its dataset file
     as the engine sees them (KV blocks of `block_size` tokens, hashed from the same tokens the
     seed gives AIPerf's prompts) and how AIPerf sends them (concurrency, warm-up, ramp,
@@ -117,8 +117,8 @@ def replay_inputs(inv: AiperfInvocation, template: ChatTemplate,
     data = Path(inv.input_file).read_bytes()
     rows = [json.loads(line) for line in data.splitlines() if line.strip()]
     scope = f"{hashlib.sha256(data).hexdigest()}:{inv.seed}"
-    requests = step_requests(rows, inv.block_size, scope, template, BlockHasher(block_size))
-    requests = [r for r in requests if r.index >= inv.warmup_requests]
+    requests = Profiled(StepLayout(rows, inv.block_size, scope, template,
+                                   BlockHasher(block_size)), inv.warmup_requests)
     pattern = SendPattern(inv.concurrency, inv.warmup_requests, inv.concurrency_ramp_s,
                           inv.duration_s, inv.grace_period_s if inv.duration_s else 0.0,
                           inv.fixed_schedule)
