@@ -124,7 +124,7 @@ def test_what_dynosim_cannot_run_is_refused_with_the_reason():
 
 
 def test_a_recipe_image_says_its_vllm_is_not_the_one_whose_defaults_are_used():
-    """K-EXAONE's build carries vLLM 0.28.0 (its release notes; stacks/preflight/engine_releases.py)."""
+    """K-EXAONE's build carries vLLM 0.28.0 (its release notes, engine_releases.py)."""
     notes = _setup(load_stack("agg-b200-kexaone"), [3_046_210]).notes
     assert any("runs vLLM 0.28.0" in n and "unverified" in n for n in notes)
     assert not any("runs vLLM" in n for n in _setup(load_stack("agg-a100"), [777_577]).notes)

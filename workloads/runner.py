@@ -128,6 +128,7 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     run_dir = Path(opts.runs_dir).resolve() / stack.name / run_id
     manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
                              scale=opts.scale)
+    manifest.durable = not opts.simulate
     manifest.data.setdefault("repeats", repeats)
     # The instance prices the run is planned with: a report prices it from these when the
     # catalogue no longer knows a type (reports/stackinfo.py, reports/accounting/aws_cli.py).
