@@ -29,7 +29,7 @@ from stacks.preflight.run import effective_cluster, require_valid
 from stacks.sizing.estimate import instance_price
 from workloads import predictions, smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
-from workloads.model_folder import build_model_folder
+from workloads.model_folder import build_model_folder, default_hf_home
 from workloads.progress import StepProgress
 from workloads.steps import Step, plan
 from workloads.targets import make_target
@@ -41,10 +41,6 @@ if TYPE_CHECKING:  # make_target imports each target where it is made
 REPO = Path(__file__).resolve().parents[1]
 # A simulated run's default id starts so: `reports` never takes one for the stack's measured run.
 SIM_PREFIX = "sim-"
-
-
-def default_hf_home() -> Path:
-    return Path(os.environ.get("DYNAMO_BENCH_HF_HOME", REPO / ".cache" / "hf"))
 
 
 @dataclass
@@ -135,9 +131,9 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     # What AIConfigurator expects of every step, kept at run start: a report compares measured
     # with predicted from the record alone (reports/predicted_vs_measured.py), and a step's
     # grace period is sized from its predicted ITL (workloads/predictions.py).
+    base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
+        if stack.cluster.attach_to is not None else None
     if "predictions" not in manifest.data:
-        base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
-            if stack.cluster.attach_to is not None else None
         manifest.data["predictions"] = predictions.record(stack, opts.scale, base)
     if manifest.data["repeats"] != repeats:
         raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "

@@ -20,6 +20,15 @@ class SimUnavailable(RuntimeError):
     """The engine's environment is missing or the replay failed: the message says the fix."""
 
 
+def require_engine() -> Path:
+    """The engine environment's Python, or SimUnavailable saying how to make it."""
+    python = engine_python()
+    if not python.exists():
+        raise SimUnavailable(f"the engine environment ({python}) is missing: run "
+                             "`make engine`")
+    return python
+
+
 class Replayer:
     """A replay child kept for many requests (started on first use; `close` ends it)."""
 
@@ -29,10 +38,7 @@ class Replayer:
         self.versions: dict[str, str] = {}
 
     def _start(self) -> subprocess.Popen[str]:
-        python = engine_python()
-        if not python.exists():
-            raise SimUnavailable(f"the engine environment ({python}) is missing: run "
-                                 "`make engine`")
+        python = require_engine()
         # kept open for the child's life (closed by close()), read when it dies
         self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
         return subprocess.Popen([str(python), str(CHILD)], stdin=subprocess.PIPE,

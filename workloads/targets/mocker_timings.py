@@ -65,16 +65,19 @@ def from_tables(tables: list) -> MockerTimings:
     return MockerTimings({t.role: t.path for t in tables}, {**record, "label": label(record)})
 
 
-def resolve(stack: StackConfig, folder: Path | None = None) -> MockerTimings:
+def resolve(stack: StackConfig, folder: Path | None = None,
+            base: StackConfig | None = None) -> MockerTimings:
     """The timings `stack`'s mockers run on: tables from the database for the GPU and TP it
-    imitates, else the generic timings with the reason."""
+    imitates (a variant's GPUs are its `base`'s node groups), else the generic timings with
+    the reason."""
     from stacks.predict.mocker_table import build
     from stacks.predict.predictor import PredictorUnavailable, predict
     try:
-        tables = build(stack, folder or tables_dir())
+        tables = build(stack, folder or tables_dir(), base)
         if tables:
             return from_tables(tables)
-        why = predict(stack, "quick").not_predicted or "the database cannot predict this stack"
+        why = (predict(stack, "quick", base).not_predicted
+               or "the database cannot predict this stack")
         return generic(why)
     except PredictorUnavailable as exc:
         return generic(f"AIConfigurator is unavailable ({exc})")
