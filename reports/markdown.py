@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports import predicted_vs_measured as pvm
+from reports import simulated_vs_measured as svm
 from reports.ablation import MIN_HIT_DELTA, ROUTED_WORKLOADS
 from reports.flags import left_out
 from reports.goodput import Slo
@@ -149,8 +150,8 @@ SECTIONS = [
      "exceeding maxModelLen, never sent. nominal_reuse is what the trace was shaped to, "
      "trace_block_reuse what its rows carry, measured_kv_reuse what the server hit (cached / "
      "prompt tokens). row_kind says what each row is: a measurement on a cluster, a "
-     "rehearsal on the local mocker, or a source's published figure (full columns in "
-     "sla.csv)."),
+     "rehearsal on the local mocker, a simulation by DynoSim, or a source's published figure "
+     "(full columns in sla.csv)."),
     ("trace_replay", "Trace replay: reuse upper bound, measured hit rate, arrivals",
      "One row per replayed trace step (trace and sha256 in the run records). "
      "reuse_upper_bound_blocks: share of the sent rows' 512-token trace blocks whose id "
@@ -267,9 +268,12 @@ def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> st
         if col in table:
             stacks |= set(table[col])
     local = sorted(s for s in stacks if s in infos and infos[s].rehearsal)
-    if not local:
-        return title
-    return f"{title} — REHEARSAL (local mocker timings: {', '.join(local)})"
+    simulated = sorted(s for s in stacks if s in infos and infos[s].simulated)
+    if local:
+        title += f" — REHEARSAL (local mocker timings: {', '.join(local)})"
+    if simulated:
+        title += f" — SIMULATED (DynoSim: {', '.join(simulated)})"
+    return title
 
 
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
@@ -309,10 +313,13 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"\n{note}\n")
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
+    out.append(_simulated_vs_measured(tables.get("simulated_vs_measured"), records))
     out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records, infos))
     rehearsal = any(i.rehearsal for i in infos.values())
+    simulated = any(i.simulated for i in infos.values())
     out.append("\n## Hypotheses" + (" — REHEARSAL figures (local mocker timings)"
-                                     if rehearsal else "") + "\n")
+                                     if rehearsal else "")
+               + (" — SIMULATED figures (DynoSim)" if simulated else "") + "\n")
     for h in hypotheses:
         out.append(f"\n### {h.title}\n{h.question}\n\n")
         out += [f"- {f}\n" for f in h.findings]
@@ -323,22 +330,41 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
 def _timings(info: StackInfo, records: list[RunRecord]) -> str:
     """The timings the stack's figures stand on, as its last run recorded them."""
     mine = [r for r in records if r.stack == info.name]
+    if info.simulated:
+        return info.simulated
     if not mine:
         return "local mocker (rehearsal)" if info.rehearsal else pvm.MEASURED_LABEL
     return pvm.timing_label(mine[-1].extra, info.target)
 
 
+def _simulated_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord]) -> str:
+    """Per measured step, measured beside SIMULATED (DynoSim, from the run's record), a ratio
+    outside its band marked `!` with its cause; a simulated run is not compared with itself."""
+    measured = [r for r in records if not svm.is_simulated_run(r.extra)]
+    labels = sorted({svm.simulation_words(r.extra.get("simulation")) for r in measured})
+    out = ["\n## Simulated vs measured — " + ("; ".join(labels) or "no measured run") + "\n"]
+    if len(measured) < len(records):
+        out.append("A simulated run is the simulation: it is not compared with itself.\n\n")
+    if compared is None or compared.empty:
+        return "".join(out + ["No measured step of these runs has a simulation.\n"])
+    return "".join(out + [svm.band_note() + "\n\n", md_table(svm.display(compared))])
+
+
 def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord],
                            infos: dict[str, StackInfo]) -> str:
-    """Per step, measured / predicted (PREDICTED by AIConfigurator, from the run's record),
-    a ratio outside its band marked `!`, and the known causes of each larger TTFT gap."""
-    out = ["\n## Predicted vs measured\n"]
+    """Per concurrency-sweep step, measured / predicted (PREDICTED by AIConfigurator's static
+    estimate, from the run's record: the cross-check where it applies), a ratio outside its
+    band marked `!`, and the known causes of each larger TTFT gap."""
+    out = ["\n## AIConfigurator cross-check: predicted vs measured (concurrency sweep)\n"]
     if compared is None or compared.empty:
+        measured = [r for r in records if not svm.is_simulated_run(r.extra)]
         why = sorted({str((r.extra.get("predictions") or {}).get("not_predicted"))
-                      for r in records if (r.extra.get("predictions") or {}).get("not_predicted")})
-        return "".join(out + ["No step of these runs has a prediction" +
-                              (f" ({'; '.join(why)})" if why else
-                               " (their records predate predictions)") + ".\n"])
+                      for r in measured
+                      if (r.extra.get("predictions") or {}).get("not_predicted")})
+        return "".join(out + ["No measured sweep step of these runs has a prediction" + (
+            f" ({'; '.join(why)})" if why else " (their records predate predictions)"
+            if measured else " (a simulated run: `stacks predict` shows AIConfigurator's "
+            "estimate beside the simulation)") + ".\n"])
     rows = []
     for _, r in compared.iterrows():
         row = {"stack": r["stack"], "step": r["step"]}

@@ -30,12 +30,16 @@ FLAGGED: dict[str, Any] = dict(marker="X", color="red", ms=11, ls="none", mfc="n
 
 
 def rehearsal_tag(infos: dict[str, StackInfo]) -> str:
-    """Title prefix: which of the plotted stacks are rehearsals on the local mocker."""
-    local = sorted(s for s, i in infos.items() if i.rehearsal)
-    if not local:
-        return ""
-    which = "" if len(local) == len(infos) else f" ({', '.join(local)})"
-    return f"REHEARSAL on the local mocker{which}, not GPU timings\n"
+    """Title prefix: which of the plotted stacks are rehearsals on the local mocker, and
+    which are simulated by DynoSim."""
+    out = ""
+    for kind, words in (("rehearsal", "REHEARSAL on the local mocker"),
+                        ("simulated", "SIMULATED by DynoSim")):
+        named = sorted(s for s, i in infos.items() if getattr(i, kind))
+        if named:
+            which = "" if len(named) == len(infos) else f" ({', '.join(named)})"
+            out += f"{words}{which}, not GPU timings\n"
+    return out
 
 
 def _usable(frame: pd.DataFrame) -> pd.Series:

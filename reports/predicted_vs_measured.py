@@ -43,8 +43,12 @@ def in_band(ratio: float | None, band: float) -> bool | None:
 
 
 def timing_label(manifest_extra: dict[str, Any], target: str) -> str:
-    """What the run's figures stand on: MEASURED on a cluster; on the local engine the
-    timings its mockers ran on, as the run recorded them (workloads/targets/mocker_timings.py)."""
+    """What the run's figures stand on: a simulated run's label (DynoSim and its timings,
+    target_info.timings.label); MEASURED on a cluster; on the local engine the timings its
+    mockers ran on, as the run recorded them (workloads/targets/mocker_timings.py)."""
+    info = manifest_extra.get("target_info") or {}
+    if info.get("kind") == "sim":
+        return str((info.get("timings") or {}).get("label") or "SIMULATED (DynoSim)")
     if target != "local":
         return MEASURED_LABEL
     for attempt in reversed(manifest_extra.get("attempts") or []):

@@ -40,11 +40,12 @@ from reports.published import (
     published_for,
 )
 from reports.runs import STEP_KEY
-from reports.stackinfo import REHEARSAL_ROW, StackInfo
+from reports.stackinfo import REHEARSAL_ROW, SIMULATED_ROW, StackInfo
 
 MEASUREMENT = "measurement"
 # rows measured by this project: on a cluster, or rehearsed on the local mocker (labelled so)
-MEASURED_KINDS = (MEASUREMENT, REHEARSAL_ROW)
+# the rows of runs (measured, rehearsed or simulated), apart from the published reference rows
+MEASURED_KINDS = (MEASUREMENT, REHEARSAL_ROW, SIMULATED_ROW)
 TRACE_WORKLOAD = "trace_replay"
 RECIPE_SLA = DEFAULT_SLOS[0]
 DEFAULT_USER_SPEED = "p50"
@@ -102,7 +103,8 @@ def _measured_row(st: pd.Series, req: pd.DataFrame, info: StackInfo, definition:
     ttft, itl = _float(st.get("ttft_p50_ms")), _float(st.get("itl_p50_ms"))
     speed = user_speeds(req[req["completed"].astype(bool)], ttft, itl)[definition]
     return {
-        "row_kind": REHEARSAL_ROW if info.rehearsal else MEASUREMENT,
+        "row_kind": (SIMULATED_ROW if info.simulated else REHEARSAL_ROW if info.rehearsal
+                     else MEASUREMENT),
         "stack": st["stack"], "model": info.model,
         "recipe": info.recipe, "topology": info.topology, "gpus": info.gpus,
         "run_id": st["run_id"], "step": st["step"], "concurrency": st["concurrency"],

@@ -29,6 +29,10 @@ RECIPE_ROLES = ("baseline", "optimized")
 REHEARSAL = ("REHEARSAL on the local mocker: timings are the mocker's, not a prediction of "
              "GPU performance")
 REHEARSAL_ROW = "rehearsal on the local mocker, not a GPU measurement"
+# A simulated run (`workloads run --target sim`, manifest target_info.kind "sim") served
+# nothing: DynoSim replayed every step in virtual time; its label (target_info.timings.label)
+# names the simulator and its timing source.
+SIMULATED_ROW = "SIMULATED by DynoSim, not a measurement"
 
 
 EXPERIMENTAL = ("EXPERIMENTAL: disaggregated with vLLM's native KV offload, which Dynamo marks "
@@ -62,13 +66,19 @@ class StackInfo:
     # how upstream qualifies the configuration (stacks/preflight/offload_notes.py: disagg with
     # vLLM's native KV offload is "not yet validated end to end"), "" when it does not
     caveat: str = ""
+    # a simulated run's label ("SIMULATED (DynoSim (dynamo.replay, ai-dynamo 1.6.1), timings
+    # from ...)"), "" for a run that served
+    simulated: str = ""
 
     @property
     def rehearsal(self) -> bool:
-        return self.target == "local"
+        return self.target == "local" and not self.simulated
 
     @property
     def label(self) -> str:
+        if self.simulated:
+            return (f"{self.name} (SIMULATED: {self.topology}, {self.router}, {self.gpus} "
+                    "GPUs in DynoSim, nothing served)")
         if self.rehearsal:
             return (f"{self.name} (REHEARSAL: {self.topology}, {self.router}, {self.gpus} "
                     "imitated GPUs on the local mocker)")
@@ -123,8 +133,18 @@ def run_date(record: RunRecord) -> dt.date | None:
     return (when.astimezone(dt.UTC) if when.tzinfo else when).date()
 
 
+def simulated_label(extra: dict) -> str:
+    """A simulated run's label from its manifest (target_info.timings.label), "" for a run
+    that served."""
+    info = extra.get("target_info") or {}
+    if info.get("kind") != "sim":
+        return ""
+    return str((info.get("timings") or {}).get("label") or "SIMULATED (DynoSim)")
+
+
 def stack_info(record: RunRecord) -> StackInfo:
     stack = _config(record)
+    simulated = simulated_label(record.extra)
     base = load_stack(stack.cluster.attach_to) \
         if stack.cluster.attach_to is not None else None  # is_attached
     cluster = effective_cluster(stack, base)
@@ -135,7 +155,9 @@ def stack_info(record: RunRecord) -> StackInfo:
     recorded = recorded_prices(record.extra)
     hourly = cluster_hourly_cost(stack, cluster, (base or stack).storage.model_cache_gib,
                                  recorded, on=run_date(record))
-    basis = ("estimate: AWS on-demand catalogue price of the layout the local engine imitates"
+    basis = ("estimate: AWS on-demand catalogue price of the layout DynoSim simulated"
+             if simulated else
+             "estimate: AWS on-demand catalogue price of the layout the local engine imitates"
              if stack.target == "local" else
              "estimate: catalogue price x run period (no measured node-hours in the run record)")
     return StackInfo(
@@ -155,4 +177,4 @@ def stack_info(record: RunRecord) -> StackInfo:
         root_gib={g.name: float(g.disk_gib) for g in cluster.node_groups},
         nat_gateways=0 if cluster.vpc.id else 1, eks_version=cluster.eks_version,
         error_rate_threshold=stack.workloads.error_rate_threshold,
-        caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "")
+        caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "", simulated=simulated)

@@ -33,9 +33,14 @@ class SummaryFacts:
     headlines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rehearsal: bool = False
+    simulated: bool = False
 
 
 def where_it_ran(info: StackInfo, attestation: str | None) -> str:
+    if info.simulated:
+        return (f"`{info.name}`: **{info.simulated}.** Nothing served: DynoSim replayed every "
+                f"step in virtual time on {info.workers} as {info.gpu_types or 'no GPUs'}; "
+                "dollar figures price that layout as if it ran on AWS")
     proof = f"attestation: {attestation}" if attestation else \
         "no attestation recorded in the run record"
     if info.rehearsal:
@@ -134,7 +139,8 @@ def _small_samples(steps: pd.DataFrame) -> str | None:
 def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunRecord],
           infos: dict[str, StackInfo], slo: Slo, attestations: dict[str, str] | None = None,
           cost_warnings: list[str] | None = None) -> SummaryFacts:
-    f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()))
+    f = SummaryFacts(rehearsal=any(i.rehearsal for i in infos.values()),
+                     simulated=any(i.simulated for i in infos.values()))
     attested = attestation_lines(records) if attestations is None else attestations
     f.where = [where_it_ran(i, attested.get(s)) for s, i in infos.items()]
     n = {c: int(steps[c].sum()) for c in ("attempted", "completed", "failed", "truncated",
@@ -169,9 +175,12 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
 
 
 def render(f: SummaryFacts) -> str:
-    label = " — REHEARSAL (local mocker timings)" if f.rehearsal else ""
+    label = (" — REHEARSAL (local mocker timings)" if f.rehearsal else "") + (
+        " — SIMULATED (DynoSim)" if f.simulated else "")
+    what = "simulated" if f.simulated and not f.rehearsal and all(
+        "**SIMULATED" in w for w in f.where) else "measured"
     out = ["\n## Summary\n", "\n**Where it ran**\n\n", *[f"- {w}\n" for w in f.where],
-           "\n**What was measured**\n\n", *[f"- {m}\n" for m in f.measured],
+           f"\n**What was {what}**\n\n", *[f"- {m}\n" for m in f.measured],
            f"\n**Headline answers{label}**\n\n",
            *[f"- {h}\n" for h in f.headlines or ["none: no usable step answers them"]],
            "\n**Warnings**\n\n", *[f"- {w}\n" for w in f.warnings or ["none"]]]

@@ -65,3 +65,42 @@ def test_what_dynosim_cannot_run_is_said_not_simulated(simulating, monkeypatch):
     monkeypatch.setenv(sim_record.SIMULATE_VAR, "off")
     assert sim_record.simulate_plan(stack, "quick", kv)["not_simulated"] == \
         "simulation switched off (DYNAMO_BENCH_SIMULATE=off)"
+
+
+def test_a_run_keeps_the_simulation_of_its_own_steps_beside_the_prediction(simulating,
+                                                                            tmp_path,
+                                                                            monkeypatch):
+    """`workloads run` on the fake cluster (tests/test_aws_target_run.py): the manifest keeps,
+    at run start, DynoSim's figures of every step the run plans, beside AIConfigurator's
+    record (which alone sizes the steps' grace and ramp), and the report puts them beside the
+    measured ones. A second run of the same stack, scale and code reads the kept record."""
+    import json
+
+    from reports.build import build_report
+    from tests.aws_target_deploy import connect_runner, deploy
+    from workloads.runner import RunOptions, run
+
+    d = connect_runner(monkeypatch, deploy(tmp_path, "agg-a100"))
+
+    def go(run_id: str) -> dict:
+        result = run(RunOptions(stack="agg-a100", scale="quick", run_id=run_id,
+                                only=["concurrency_sweep"], runs_dir=tmp_path / "runs",
+                                outputs_file=d.outputs, show_progress=False))
+        assert result.status == "complete", result.steps
+        return json.loads((result.run_dir / "manifest.json").read_text())
+
+    m = go("first")
+    sim = m["simulation"]
+    assert sim["label"].startswith(SIMULATED), sim.get("not_simulated")
+    assert list(sim["steps"]) == list(m["steps"]) and sim["cache"]["kept"] is False
+    for step, f in sim["steps"].items():
+        assert f["itl_p50_ms"] > 0 and f["output_tok_s"] > 0 and f["spread"]["runs"], step
+    assert m["predictions"]["steps"] or m["predictions"]["not_predicted"]
+    again = go("second")["simulation"]
+    assert again["cache"]["kept"] is True and again["steps"] == sim["steps"]
+    report = build_report([tmp_path / "runs" / "agg-a100" / "first"], tmp_path / "out",
+                          name="aws")
+    compared = report.tables["simulated_vs_measured"]
+    assert sorted(compared["step"]) == sorted(m["steps"])
+    assert compared["itl_p50_ms_simulated"].tolist() == [
+        sim["steps"][s]["itl_p50_ms"] for s in compared["step"]]

@@ -135,6 +135,12 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
         if stack.cluster.attach_to is not None else None
     if "predictions" not in manifest.data:
         manifest.data["predictions"] = predictions.record(stack, opts.scale, base)
+    # What DynoSim makes of the run's own steps, kept at run start beside the prediction (it
+    # changes nothing the run sends): a report puts each step's measured figures beside its
+    # simulated ones (reports/simulated_vs_measured.py). A simulated run is the simulation.
+    if "simulation" not in manifest.data and not opts.simulate:
+        manifest.data["simulation"] = _simulation(stack, steps, report, base, manifest, opts,
+                                                  console)
     if manifest.data["repeats"] != repeats:
         raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "
                          f"resume with --repeat {manifest.data['repeats']} or use a new --run-id")
@@ -205,6 +211,21 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
             manifest.end_attempt(status, error)
     console.print(f"run {run_id}: [bold]{status}[/bold] ({run_dir / 'manifest.json'})")
     return RunResult(run_dir, status, _statuses(manifest, steps))
+
+
+def _simulation(stack: StackConfig, steps: list[Step], report, base: StackConfig | None,
+                manifest: Manifest, opts: RunOptions, console: Console) -> dict:
+    from workloads.sim.record import simulate_steps
+    record = simulate_steps(stack, steps, [m.kv_capacity_tokens for m in report.memory],
+                            base=base, predictions=manifest.data.get("predictions"),
+                            hf_home=opts.hf_home)
+    if record.get("not_simulated"):
+        console.print(f"simulation: not simulated ({record['not_simulated']})", markup=False)
+    else:
+        kept = " (kept from an earlier run)" if record["cache"]["kept"] else ""
+        console.print(f"simulation: {len(record['steps'])} step(s) {record['label']} in "
+                      f"{record['seconds']:.1f} s{kept}", markup=False)
+    return record
 
 
 def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[Step],
