@@ -112,9 +112,9 @@ def causes(row: Mapping[str, Any], local: bool) -> list[str]:
     if local and cores and client is not None and (cores <= SMALL_HOST_CORES
                                                    or client / cores >= CPU_SHARE) \
             and any(_slower(row, c) for c in off):
-        out.append(f"CPU: the live frontend, its mockers and AIPerf shared the host's "
-                   f"{cores:.0f} cores (AIPerf alone used {client:.2f} on average), which "
-                   "DynoSim's virtual clock never waits for")
+        out.append(f"CPU: the live frontend and mockers ran on the host's {cores:.0f} cores "
+                   f"beside AIPerf (which used {client:.2f} of them on average) and whatever "
+                   "else the host ran; DynoSim's virtual clock never waits for a core")
     return out or ([NO_CAUSE] if off else [])
 
 

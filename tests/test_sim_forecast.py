@@ -16,19 +16,15 @@ from stacks.__main__ import app
 from stacks.config.loader import load_stack
 from stacks.plan.forecast import base_campaign
 from stacks.predict import predictor
-from stacks.predict.rows import PredictedRow, Prediction
 from stacks.sizing.estimate import AIPERF_FIXED_S, workload_steps_seconds
 from stacks.sizing.step_itl import ForecastItl, StepItl, step_itls, steps_seconds, summary
+from tests.test_step_itl import SWEEP, WORDS, _prediction
 from workloads.sim import forecast as sim_forecast
 from workloads.sim.forecast import simulated_itl
 
 ON = dt.date(2026, 7, 1)
 LABEL = ("SIMULATED (DynoSim (dynamo.replay, ai-dynamo 1.6.1), timings from AIConfigurator "
          "0.12.0 a100_sxm_40gb/vllm 0.14.0, table sha256 7bec7f1d1f0c)")
-DB = {"aiconfigurator": "0.12.0", "aiconfigurator_core": "0.12.0", "backend": "vllm",
-      "systems": ["a100_sxm_40gb"], "backend_versions": {"a100_sxm_40gb": "0.14.0"}}
-WORDS = "predicted (AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0)"
-SWEEP = [f"concurrency_sweep/c{c}" for c in (1, 2, 4, 8, 16, 32, 64)]
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +50,6 @@ def _record(stack, itl: float = 4.0, window: float = 50.0) -> dict:
                             s.duration_s) for s in plan(stack, "full", repeats=1)}
     return {"label": LABEL, "simulator": "DynoSim", "router": "round_robin",
             "topology": "aggregated", "kv_router_runs": 3, "steps": steps}
-
-
-def _row(step: str, itl: float) -> PredictedRow:
-    return PredictedRow(step=step, workload=step.split("/")[0], concurrency=1, isl=1024,
-                        osl=512, ttft_ms=60.0, itl_ms=itl, request_latency_ms=2000.0,
-                        output_tok_s=200.0, tok_s_per_gpu=12.5, tok_s_per_user=200.0,
-                        usd_per_1m_output=None, prefix=0)
-
-
-def _prediction(name: str, itl: float = 5.0) -> Prediction:
-    return Prediction(name, database=dict(DB), rows=[_row(s, itl) for s in SWEEP])
 
 
 def test_the_simulation_prices_each_step_and_a_count_bounded_one_at_its_window(agg):
@@ -164,8 +149,25 @@ def test_predict_shows_the_simulation_with_aiconfigurator_beside_the_sweep(monke
 
 def test_predict_says_when_it_cannot_simulate_and_shows_the_prediction_labelled(monkeypatch):
     out = _predict(monkeypatch, {"steps": {}, "not_simulated": "the engine environment "
-                                 "(.venv-engine/bin/python) is missing: run `make engine`"})
+                                 "(/opt/engine/bin/python) is missing: run `make engine`"})
     flat = " ".join(out.split())
-    assert ("agg-a100: not simulated (the engine environment (.venv-engine/bin/python) is "
+    assert ("agg-a100: not simulated (the engine environment (/opt/engine/bin/python) is "
             "missing: run `make engine`); PREDICTED figures instead") in flat
     assert "agg-a100: PREDICTED per step" in flat and "SIMULATED" not in flat
+
+
+def test_a_campaigns_run_reads_the_simulation_its_plan_made():
+    """`workloads campaign` simulates each variant's plan for its forecast; the variant's run
+    then simulates its own steps (campaign=True: no restarts) under the same key, so it reads
+    the kept record, while a kept worker's new prompt epoch (new seeds) is simulated anew."""
+    from stacks.config.loader import load_stack
+    from workloads.sim.record import cache_key
+    from workloads.steps import plan
+
+    s = load_stack("local-agg")
+    key = cache_key(s, None, plan(s, "quick", repeats=1), [777_577] * 2, None)
+    assert cache_key(s, None, plan(s, "quick", None, 1, campaign=True), [777_577] * 2,
+                     None) == key
+    assert cache_key(s, None, plan(s, "quick", None, 1, prompt_epoch=1, campaign=True),
+                     [777_577] * 2, None) != key
+    assert cache_key(s, None, plan(s, "quick", repeats=1), [777_577, 1], None) != key

@@ -88,8 +88,8 @@ def test_the_causes_the_record_shows():
         "10.0 ms simulated" in t.iloc[0]["cause"]
     # the local engine on a small host, slower than simulated: CPU; faster: never CPU
     slow = _compare(_row(itl_p50_ms=11.0, host_cores=2), _sim(), local=True)
-    assert slow["cause"].startswith("CPU: the live frontend, its mockers and AIPerf shared the "
-                                    "host's 2 cores (AIPerf alone used 0.50 on average)")
+    assert slow["cause"].startswith("CPU: the live frontend and mockers ran on the host's 2 "
+                                    "cores beside AIPerf (which used 0.50 of them on average)")
     fast = _compare(_row(itl_p50_ms=9.0, host_cores=2), _sim(), local=True)
     assert fast["cause"] == svm.NO_CAUSE
     assert _compare(_row(itl_p50_ms=11.0, host_cores=2), _sim())["cause"] == svm.NO_CAUSE

@@ -172,7 +172,7 @@ def _itls(pairs: list[tuple[StackConfig, StackConfig | None]], opts: CampaignOpt
     if fc.predictor_note:
         print(f"predictions: {fc.predictor_note}", file=sys.stderr)
     for s, _ in pairs:
-        if why := fc.not_simulated(s.name):
+        if opts.simulate and (why := fc.not_simulated(s.name)):
             print(f"{s.name}: not simulated ({why}); its steps at "
                   + ("the predicted ITL" if s.name in fc.itls else "cost.assumedItlMs"),
                   file=sys.stderr)

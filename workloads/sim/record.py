@@ -71,7 +71,11 @@ def cache_key(stack: StackConfig, base: StackConfig | None, steps: list[Step],
     from stacks.predict.predictor import predictor_python
     what = {"stack": stack.model_dump(mode="json"),
             "base": base.model_dump(mode="json") if base is not None else None,
-            "steps": [[s.id, s.seed, s.concurrency, s.duration_s, s.params] for s in steps],
+            # every step is replayed on empty caches: whether the runner restarts the
+            # workers before it (a campaign skips the restart) decides nothing here
+            "steps": [[s.id, s.seed, s.concurrency, s.duration_s,
+                       {k: v for k, v in s.params.items() if k != "restart_skipped"}]
+                      for s in steps],
             "kv": kv_capacity_tokens, "predictions": predictions,
             "tables": predictor_python() is not None, "code": code_digest()}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
