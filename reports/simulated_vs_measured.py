@@ -21,6 +21,7 @@ same ratios say how far the simulation is from the GPUs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,7 +48,11 @@ NO_CAUSE = "no cause the run's record shows: unexplained"
 
 
 def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float | np.number) and not pd.isna(x) else None
+    """A finite-or-infinite number as a float; None for NaN, None and anything else."""
+    if isinstance(x, bool) or not isinstance(x, int | float | np.number):
+        return None
+    value = float(x)
+    return None if math.isnan(value) else value
 
 
 def is_simulated_run(extra: Mapping[str, Any]) -> bool:

@@ -171,3 +171,34 @@ def test_a_campaigns_run_reads_the_simulation_its_plan_made():
     assert cache_key(s, None, plan(s, "quick", None, 1, prompt_epoch=1, campaign=True),
                      [777_577] * 2, None) != key
     assert cache_key(s, None, plan(s, "quick", repeats=1), [777_577, 1], None) != key
+
+
+def test_check_and_the_campaign_judge_the_budget_at_the_simulation(monkeypatch):
+    """`stacks check <base>` and `workloads campaign`'s plan price every variant's steps at its
+    simulation, as `stacks plan` does; a variant DynoSim cannot run falls back to its
+    prediction, and the check's line counts how many were simulated."""
+    from stacks.config.loader import all_stack_names, derived_stack_names
+    from workloads.campaign.run import CampaignOptions, plan_aws
+
+    base = load_stack("base-a100")
+    variants = [v for v in map(load_stack, [*all_stack_names(), *derived_stack_names()])
+                if v.cluster.attach_to == base.name and v.serving is not None]
+    refused = "disagg-l40s-decode"
+
+    def record_of(s):
+        return ({"steps": {}, "not_simulated": "refused"} if s.name == refused
+                else _record(s, 3.0, 20.0))
+    monkeypatch.setenv("DYNAMO_BENCH_SIMULATE", "on")
+    monkeypatch.setattr(predictor, "predict", lambda s, scale, base=None: _prediction(s.name))
+    monkeypatch.setattr(sim_forecast, "simulate_plan", lambda s, scale, kv, **kw: record_of(s))
+    itls = {v.name: simulated_itl(record_of(v), ForecastItl(WORDS, {s: 5.0 for s in SWEEP}))
+            for v in variants}
+    want = base_campaign(base, variants, on=ON, itls=itls).cost_usd
+    assert want < base_campaign(base, variants, on=ON).cost_usd
+    res = CliRunner().invoke(app, ["check", base.name, "--as-of", ON.isoformat()])
+    out = " ".join(res.output.split())
+    assert f"${want:,.2f} with 7 of 7 variant(s) at their simulated or predicted figures " \
+        "(6 simulated)" in out, out
+    monkeypatch.setattr("workloads.campaign.run.today", lambda: ON)
+    plan, _ = plan_aws(CampaignOptions(base=base.name, scale="full"))
+    assert plan["forecast"]["cost_usd"] == round(want, 2)

@@ -171,8 +171,10 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                     host_cores=os.cpu_count() or 1) if stack.target == "local" else None
             elif opts.simulate:
                 from workloads.sim.build import make
+                from workloads.targets.mocker_timings import resolve
+                # a variant's tables are its base's GPUs (as the record at run start has them)
                 target, executor = make(stack, [m.kv_capacity_tokens for m in report.memory],
-                                        opts.hf_home)
+                                        opts.hf_home, resolve(stack, base=base))
             elif stack.target == "local":
                 model = build_model_folder(opts.hf_home, stack.model.id, stack.model.arch)
                 target = make_target(stack, workdir, model=model, kv_capacity_tokens=[
