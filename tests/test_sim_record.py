@@ -58,6 +58,10 @@ def test_what_dynosim_cannot_run_is_said_not_simulated(simulating, monkeypatch):
         update={"router": RouterMode.RANDOM})})
     rec = sim_record.simulate_plan(rand, "quick", kv)
     assert rec["steps"] == {} and "serving.router random" in rec["not_simulated"]
+    # a refusal the same stack and code meet again is kept too: said at once the next time
+    monkeypatch.setattr("workloads.sim.build.make", lambda *a, **k: pytest.fail("made"))
+    again = sim_record.simulate_plan(rand, "quick", kv)
+    assert again["cache"]["kept"] is True and again["not_simulated"] == rec["not_simulated"]
     monkeypatch.setenv("DYNAMO_BENCH_ENGINE_PYTHON", "/nonexistent/python")
     monkeypatch.setenv(sim_record.CACHE_VAR, "")
     rec = sim_record.simulate_plan(stack, "quick", kv)

@@ -13,7 +13,8 @@ is missing, DynoSim refuses the stack (engine_setup.Unsimulated), pre-flight lea
 blocks, or the simulation is switched off (DYNAMO_BENCH_SIMULATE=off, which the test suite sets
 by default as it does the engine parse; the tests of this path turn it on).
 
-Records are kept under .cache/sim (or $DYNAMO_BENCH_SIM_CACHE; empty: not kept) by a key made
+Records, and refusals that would repeat (DynoSim cannot run the stack as configured), are kept
+under .cache/sim (or $DYNAMO_BENCH_SIM_CACHE; empty: not kept) by a key made
 of everything that decides them: the stack's and its base's config, the steps (ids, seeds,
 bounds, parameters), pre-flight's KV capacity, the AIConfigurator record that sizes each step's
 grace and ramp, whether the predictor (the timing tables) is installed, and the code: every
@@ -121,7 +122,7 @@ def simulate_steps(stack: StackConfig, steps: list[Step], kv_capacity_tokens: li
     t0 = time.monotonic()
     key = cache_key(stack, base, steps, kv_capacity_tokens, predictions)
     kept = _kept(key)
-    if kept is not None:
+    if kept is not None:     # a record, or a lasting refusal
         return {**kept, "cache": {"key": key[:16], "kept": True},
                 "seconds": round(time.monotonic() - t0, 3)}
     from workloads.sim.build import make
@@ -135,7 +136,11 @@ def simulate_steps(stack: StackConfig, steps: list[Step], kv_capacity_tokens: li
         figures = replay_steps(stack, target, executor.template, steps, predictions,
                                replayer)
     except (Unsimulated, SimUnavailable, TargetError) as exc:
-        return not_simulated(str(exc))
+        refused = not_simulated(str(exc))
+        if not isinstance(exc, SimUnavailable) or exc.lasting:
+            _keep(key, refused)      # the same stack and code are refused again: say it at once
+        return {**refused, "cache": {"key": key[:16], "kept": False},
+                "seconds": round(time.monotonic() - t0, 3)}
     info = target.describe()
     by_id = {s.id: s for s in steps}
     record = {"label": info["timings"]["label"], "simulator": SIMULATOR,
