@@ -173,9 +173,13 @@ def campaign(
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, run nothing."),
         predict_: bool = typer.Option(True, "--predict/--no-predict",
                                       help="Forecast (budget, load windows, scale-ahead) each "
-                                      "step at its predicted ITL (AIConfigurator, `make "
-                                      "predictor`) where there is one; --no-predict: every "
-                                      "step at cost.assumedItlMs."),
+                                      "step at its simulated figures (DynoSim, `make "
+                                      "engine`), else its predicted ITL (AIConfigurator, "
+                                      "`make predictor`); --no-predict: every step at "
+                                      "cost.assumedItlMs."),
+        simulate: bool = typer.Option(True, "--simulate/--no-simulate",
+                                      help="--no-simulate: the forecast at AIConfigurator's "
+                                      "predicted ITL alone."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar or "
                                          "progress lines.")) -> None:
     """Run a base's variants as one scheduled campaign.
@@ -188,10 +192,11 @@ def campaign(
     dynamo-bench:nodeGroupSizes (a managed node group's desired size, an Auto Mode NodePool's
     limits); a let-go node bills until the cluster no longer lists it. Every deployment goes
     through Pulumi's Automation API (local backend by default). Refused (exit 2) when a
-    stack fails pre-flight or the forecast (each step at its predicted ITL where there is
-    one, as `stacks plan` prices it) exceeds the base's cost.campaignBudgetUsd. The record is
-    runs/campaigns/<base>/<run-id>/campaign.json; the same --run-id resumes, never redoing a
-    finished variant. Exit codes: 0 complete, 1 a variant failed, 2 refused, 130 interrupted.
+    stack fails pre-flight or the forecast (each step at its simulated figures, else its
+    predicted ITL, as `stacks plan` prices it) exceeds the base's cost.campaignBudgetUsd. The
+    record is runs/campaigns/<base>/<run-id>/campaign.json; the same --run-id resumes, never
+    redoing a finished variant. Exit codes: 0 complete, 1 a variant failed, 2 refused, 130
+    interrupted.
     """
     from workloads.campaign.run import CampaignOptions, CampaignRefused, run_campaign
 
@@ -199,7 +204,7 @@ def campaign(
                            run_id=run_id, runs_dir=runs_dir, stacks_dir=stacks_dir,
                            backend_url=backend_url,
                            destroy_base=destroy_base, dry_run=dry_run, predict=predict_,
-                           show_progress=not no_progress)
+                           simulate=simulate, show_progress=not no_progress)
     try:
         result = run_campaign(opts, console)
     except (CampaignRefused, StackError, ValueError) as exc:

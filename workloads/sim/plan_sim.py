@@ -49,6 +49,9 @@ class StepFigures:
     reuse: float                  # prompt tokens the engine found cached / prompt tokens
     window_s: float               # first start to last end (virtual time)
     spread: dict[str, Any] = field(default_factory=dict)
+    # over completed requests: with the window and the concurrency, how long a slot stood idle
+    # between requests (reports/simulated_vs_measured.py compares it with the live client's)
+    request_latency_mean_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -79,17 +82,18 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
     window = (end - start) / 1000
     tokens = sum(r["output_length"] for r in done)
     prompt = sum(r["input_length"] for r in done)
+    latencies = [r["last_token_ms"] - r["arrival_time_ms"] for r in done]
     return StepFigures(
         step=step.id, workload=step.workload, concurrency=step.concurrency,
         requests=len(done), cancelled=len(reqs) - len(done),
         ttft_p50_ms=_quantile(ttft, 0.5), ttft_p99_ms=_quantile(ttft, 0.99),
         itl_p50_ms=_quantile(itl, 0.5), itl_p99_ms=_quantile(itl, 0.99),
-        request_latency_p50_ms=_quantile([r["last_token_ms"] - r["arrival_time_ms"]
-                                          for r in done], 0.5),
+        request_latency_p50_ms=_quantile(latencies, 0.5),
         output_tok_s=tokens / window if window > 0 else None,
         tok_s_per_user_p50=_quantile([1000.0 / x for x in itl], 0.5),
         reuse=sum(r.get("reused_input_tokens") or 0 for r in done) / prompt if prompt else 0.0,
-        window_s=window, spread=spread(sim))
+        window_s=window, spread=spread(sim),
+        request_latency_mean_ms=sum(latencies) / len(latencies) if latencies else None)
 
 
 def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepContext:
