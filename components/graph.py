@@ -50,6 +50,7 @@ from stacks.conventions.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LAB
     component_names,
     deployment_name,
 )
+from stacks.conventions.pod_env import OFFLINE_ENV, WORKER_ENV, graph_env
 from stacks.conventions.worker_identity import compile_cache_dir, compile_cache_env
 from stacks.engine_argv.argv import frontend_argv, tokens, worker_argv
 from stacks.preflight.efa_image import check_kv_path
@@ -64,9 +65,6 @@ from stacks.preflight.worker_checks import draft_weights_bytes
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
-# Frontends and workers talk over TCP and publish events over ZMQ: no NATS, no etcd
-# (the platform chart is installed with both off and Kubernetes discovery).
-RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -126,7 +124,7 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             "args": tokens(frontend_argv(stack)),
             # plus its record of every request: the runner reads it after each step (routing
             # evidence: which worker, how many cached tokens; workloads.request_trace)
-            "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1",
+            "env": _env({"HF_HOME": HF_HOME, **OFFLINE_ENV,
                          **recipe_specs.remote_code_env(stack),
                          **frontend_trace.request_trace_env(frontend_trace.REQUEST_TRACE_POD_PATH)}),
             "resources": {"requests": requests},
@@ -194,10 +192,10 @@ class _Worker:
     def env(self, fabric: dict[str, str]) -> list[dict[str, Any]]:
         values = {
             "HF_HOME": HF_HOME,
-            # The model download Job fills the cache; workers must never download themselves.
-            "HF_HUB_OFFLINE": "1",
-            # Deterministic block hashes across workers, so KV events match between them.
-            "PYTHONHASHSEED": "0",
+            # The model download Job fills the cache; workers must never download themselves
+            # (HF_HUB_OFFLINE). Deterministic block hashes across workers, so KV events match
+            # between them (PYTHONHASHSEED). Pre-flight parses with them too (pod_env).
+            **WORKER_ENV,
             # vLLM's compile/autotune and FlashInfer's JIT caches on the model volume, keyed by
             # model, image and layout: a second load of this configuration finds them.
             **compile_cache_env(compile_cache_dir(self.stack, self.cluster, self.i)),
@@ -397,5 +395,5 @@ def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
         "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {"backendFramework": serving.backend,
-                 "env": _env({**RUNTIME_ENV, **serving.env}), "components": components},
+                 "env": _env(graph_env(stack)), "components": components},
     }

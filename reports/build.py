@@ -14,6 +14,7 @@ from reports import (
     markdown,
     plots,
     predicted_vs_measured,
+    simulated_vs_measured,
     summary,
     tables,
     tables_requests,
@@ -175,9 +176,21 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
     t["routing"] = routing_table(pd.concat([r.workers for r in runs], ignore_index=True),
                                  steps)
-    # measured over predicted per step, from each run's own predictions (its manifest)
+    # measured beside simulated per step, from each measured run's own simulation (its
+    # manifest); a simulated run is the simulation and is not compared with itself
+    measured = [r for r in runs if not simulated_vs_measured.is_simulated_run(r.record.extra)]
+    t["simulated_vs_measured"] = simulated_vs_measured.table(
+        steps, {(r.record.stack, r.record.run_id): r.record.extra.get("simulation")
+                for r in measured}, requests,
+        frozenset(s for s, i in infos.items() if i.rehearsal))
+    # AIConfigurator's static estimate as the cross-check where it applies: the measured runs'
+    # concurrency sweep, over the prediction each run kept
+    kept = {(r.record.stack, r.record.run_id) for r in measured}
+    sweep = steps[(steps["workload"] == "concurrency_sweep") & pd.Series(
+        [k in kept for k in zip(steps["stack"], steps["run_id"], strict=True)],
+        index=steps.index)]
     t["predicted_vs_measured"] = predicted_vs_measured.table(
-        steps, {r.record.stack: r.record.extra.get("predictions") or {} for r in runs})
+        sweep, {r.record.stack: r.record.extra.get("predictions") or {} for r in measured})
     name = name or default_name(runs, with_compare)
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)

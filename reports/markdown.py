@@ -15,6 +15,7 @@ import pandas as pd
 
 from reports import first_screen
 from reports import predicted_vs_measured as pvm
+from reports import simulated_vs_measured as svm
 from reports.ablation import ROUTED_WORKLOADS
 from reports.flags import aiperf_provenance, left_out
 from reports.goodput import Slo
@@ -155,8 +156,8 @@ SECTIONS = [
      "exceeding maxModelLen, never sent. nominal_reuse is what the trace was shaped to, "
      "trace_block_reuse what its rows carry, measured_kv_reuse what the server hit (cached / "
      "prompt tokens). row_kind says what each row is: a measurement on a cluster, a "
-     "rehearsal on the local mocker, or a source's published figure (full columns in "
-     "sla.csv)."),
+     "rehearsal on the local mocker, a simulation by DynoSim, or a source's published figure "
+     "(full columns in sla.csv)."),
     ("trace_replay", "Trace replay: reuse upper bound, measured hit rate, arrivals",
      "One row per replayed trace step (trace and sha256 in the run records). "
      "reuse_upper_bound_blocks: share of the sent rows' 512-token trace blocks whose id "
@@ -336,6 +337,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"\n{note}\n")
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
+    out.append(_simulated_vs_measured(tables.get("simulated_vs_measured"), records))
     out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records, infos))
     rehearsal = rehearsal_timings(infos)
     out.append("\n## Hypotheses" + (f" — {unmeasured_word(infos)} figures ({rehearsal})"
@@ -347,17 +349,34 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
     return "".join(out)
 
 
+def _simulated_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord]) -> str:
+    """Per measured step, measured beside SIMULATED (DynoSim, from the run's record), a ratio
+    outside its band marked `!` with its cause; a simulated run is not compared with itself."""
+    measured = [r for r in records if not svm.is_simulated_run(r.extra)]
+    labels = sorted({svm.simulation_words(r.extra.get("simulation")) for r in measured})
+    out = ["\n## Simulated vs measured — " + ("; ".join(labels) or "no measured run") + "\n"]
+    if len(measured) < len(records):
+        out.append("A simulated run is the simulation: it is not compared with itself.\n\n")
+    if compared is None or compared.empty:
+        return "".join(out + ["No measured step of these runs has a simulation.\n"])
+    return "".join(out + [svm.band_note() + "\n\n", md_table(svm.display(compared))])
+
+
 def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord],
                            infos: dict[str, StackInfo]) -> str:
-    """Per step, measured / predicted (PREDICTED by AIConfigurator, from the run's record),
-    a ratio outside its band marked `!`, and the known causes of each larger TTFT gap."""
-    out = ["\n## Predicted vs measured\n"]
+    """Per concurrency-sweep step, measured / predicted (PREDICTED by AIConfigurator's static
+    estimate, from the run's record: the cross-check where it applies), a ratio outside its
+    band marked `!`, and the known causes of each larger TTFT gap."""
+    out = ["\n## AIConfigurator cross-check: predicted vs measured (concurrency sweep)\n"]
     if compared is None or compared.empty:
+        measured = [r for r in records if not svm.is_simulated_run(r.extra)]
         why = sorted({str((r.extra.get("predictions") or {}).get("not_predicted"))
-                      for r in records if (r.extra.get("predictions") or {}).get("not_predicted")})
-        return "".join(out + ["No step of these runs has a prediction" +
-                              (f" ({'; '.join(why)})" if why else
-                               " (their records predate predictions)") + ".\n"])
+                      for r in measured
+                      if (r.extra.get("predictions") or {}).get("not_predicted")})
+        return "".join(out + ["No measured sweep step of these runs has a prediction" + (
+            f" ({'; '.join(why)})" if why else " (their records predate predictions)"
+            if measured else " (a simulated run: `stacks predict` shows AIConfigurator's "
+            "estimate beside the simulation)") + ".\n"])
     rows = []
     for _, r in compared.iterrows():
         row = {"stack": r["stack"], "step": r["step"]}

@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from reports import exports, measures, routing, server
 from workloads import outcomes
 from workloads.manifest import COMPLETE
 from workloads.request_trace import STEP_FILE as TRACE_FILE
+from workloads.routing_evidence import request_of
 
 CACHE_DIR = ".reports-cache"
 # 5: AIPerf's replay schedule lag columns; 6: routing evidence (frontend request trace) per
-# step and worker; 7: requested rows without the warm-up, the AIPerf patches each step ran
-CACHE_VERSION = "7"
+# step and worker; 7: requested rows without the warm-up, the AIPerf patches each step ran;
+# 8: the frontend's own TTFT p40 / p50 / p60 from that trace
+CACHE_VERSION = "8"
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -195,12 +199,34 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
     figures, per_worker = routing.step_routing(step_dir, srv, step_rec.get("server_metrics"),
                                                step_rec)
     row.update(figures)
+    row.update(frontend_ttft(step_dir))
     workers = pd.DataFrame(per_worker, columns=routing.WORKER_COLUMNS)
     for k, v in keys.items():
         req[k] = v
         srv[k] = v
         workers[k] = v
     return row, req, srv, workers
+
+
+FRONTEND_TTFT = ("frontend_ttft_p40_ms", "frontend_ttft_p50_ms", "frontend_ttft_p60_ms")
+
+
+def frontend_ttft(step_dir: Path) -> dict[str, float]:
+    """The frontend's own TTFT p40 / p50 / p60 over the step's traced requests (its request
+    trace's `ttft_ms`; linear interpolation, as every percentile here), and how many; NaN
+    without a trace. The client's TTFT (AIPerf) adds the first-data stall of a kept-alive
+    connection (docs/testing.md), which the frontend's does not."""
+    values = []
+    path = step_dir / TRACE_FILE
+    if path.exists():
+        for line in path.read_text().splitlines():
+            req = request_of(line)
+            ttft = req.get("ttft_ms") if req else None
+            if isinstance(ttft, int | float):
+                values.append(float(ttft))
+    figures = dict(zip(FRONTEND_TTFT, np.percentile(values, [40, 50, 60]).tolist()
+                       if values else [math.nan] * 3, strict=True))
+    return {**figures, "frontend_requests": float(len(values))}
 
 
 _REQUEST_COLUMNS = ["conversation_id", "turn_index", "x_request_id", "start_ns", "end_ns",

@@ -217,6 +217,7 @@ def run_date(record: RunRecord) -> dt.date | None:
 
 def stack_info(record: RunRecord) -> StackInfo:
     stack = _config(record)
+    replayed = simulated(record.extra)
     base = load_stack(stack.cluster.attach_to) \
         if stack.cluster.attach_to is not None else None  # is_attached
     cluster = effective_cluster(stack, base)
@@ -227,7 +228,9 @@ def stack_info(record: RunRecord) -> StackInfo:
     recorded = recorded_prices(record.extra)
     hourly = cluster_hourly_cost(stack, cluster, (base or stack).storage.model_cache_gib,
                                  recorded, on=run_date(record))
-    basis = ("estimate: AWS on-demand catalogue price of the layout the local engine imitates"
+    basis = ("estimate: AWS on-demand catalogue price of the layout DynoSim simulated"
+             if replayed else
+             "estimate: AWS on-demand catalogue price of the layout the local engine imitates"
              if stack.target == "local" else
              "estimate: catalogue price x run period (no measured node-hours in the run record)")
     return StackInfo(
@@ -249,5 +252,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         error_rate_threshold=stack.workloads.error_rate_threshold,
         caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "",
         timings=timing_words(record.extra, stack.target),
-        simulated=simulated(record.extra),
+        simulated=replayed,
         tiers=tuple((w.role.value, groups.get(w.node_group, "?")) for w in workers))

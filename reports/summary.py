@@ -214,8 +214,10 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
 
 def render(f: SummaryFacts) -> str:
     label = f" — {f.unmeasured_word} ({f.rehearsal_timings})" if f.rehearsal else ""
+    what = "simulated" if f.rehearsal and all("SIMULATION by DynoSim" in w
+                                              for w in f.where) else "measured"
     out = ["\n## Summary\n", "\n**Where it ran**\n\n", *[f"- {w}\n" for w in f.where],
-           "\n**What was measured**\n\n", *[f"- {m}\n" for m in f.measured],
+           f"\n**What was {what}**\n\n", *[f"- {m}\n" for m in f.measured],
            f"\n**Headline answers{label}**\n\n",
            *[f"- {h}\n" for h in f.headlines or ["none: no usable step answers them"]],
            "\n**Warnings**\n\n", *[f"- {w}\n" for w in f.warnings or ["none"]]]

@@ -6,13 +6,11 @@ at the campaign's own prices, and `stacks plan base-a100` showing it per questio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from stacks import forecast_cli
 from stacks.__main__ import app
 from stacks.config.loader import all_stack_names, load_stack
 from stacks.plan.resolution import (
@@ -38,31 +36,23 @@ def base_a100():
     return variants, load_stack("base-a100")
 
 
-@dataclass
-class Step:
-    """A simulated step as workloads/sim/plan_sim.py gives it (the fields the plan reads)."""
-
-    step: str
-    workload: str
-    ttft_samples_ms: list[float]
-    itl_samples_ms: list[float] = field(default_factory=list)
-    token_rates: list[float] = field(default_factory=list)
-    reuse: float = 0.0
-    reuse_se: float = math.nan
-    run_figures: list[dict] = field(default_factory=list)
-    output_tok_s: float | None = 1000.0
-
-    @property
-    def requests(self) -> int:
-        return len(self.ttft_samples_ms)
-
-    @property
-    def ttft_p50_ms(self) -> float:
-        return float(np.median(self.ttft_samples_ms))
-
-    @property
-    def itl_p50_ms(self) -> float | None:
-        return float(np.median(self.itl_samples_ms)) if self.itl_samples_ms else None
+def Step(step: str, workload: str, ttft: list[float], itl: list[float] | None = None,
+         token_rates: list[float] | None = None, reuse: float = 0.0,
+         reuse_se: float | None = None, runs: list[dict] | None = None,
+         run_reuse: list[float] | None = None, output_tok_s: float = 1000.0) -> dict:
+    """A simulated step as the forecast's record keeps it (workloads/sim/plan_sim.py
+    StepFigures.as_dict), made from per-request samples as plan_sim makes it."""
+    itl = itl or []
+    rates = token_rates or []
+    return {"step": step, "workload": workload, "requests": len(ttft),
+            "ttft_p50_ms": float(np.median(ttft)),
+            "itl_p50_ms": float(np.median(itl)) if itl else None,
+            "output_tok_s": output_tok_s, "reuse": reuse,
+            "ttft_p50_se_ms": sampling.quantile_se(ttft, 0.5),
+            "itl_p50_se_ms": sampling.quantile_se(itl, 0.5) if itl else None,
+            "token_rate_cv": float(np.std(rates, ddof=1) / np.mean(rates)) if rates else None,
+            "reuse_se": reuse_se, "run_reuse": run_reuse or [],
+            "spread": {"runs": runs or []}}
 
 
 def test_the_plans_comparisons_are_the_pairs_its_report_draws():
@@ -83,9 +73,10 @@ def _lognormal(seed: int, n: int, sigma: float = 0.12, median: float = 50.0) -> 
 
 def _one(ref: Step, sub: Step, figure: str = "ttft_p50_ms", repeats: int = 1,
          costs=(StepCost(0, 0), StepCost(0, 0)), target: float = 0.05):
-    c = Comparison(Q_TOPOLOGY, "a", "b", (ref.workload,), (figure,))
-    (row,) = resolutions([c], {"a": [ref], "b": [sub]}, {"a": repeats, "b": repeats},
-                         {"a": {ref.step: costs[0]}, "b": {sub.step: costs[1]}}, target)
+    c = Comparison(Q_TOPOLOGY, "a", "b", (ref["workload"],), (figure,))
+    (row,) = resolutions([c], {"a": {ref["step"]: ref}, "b": {sub["step"]: sub}},
+                         {"a": repeats, "b": repeats},
+                         {"a": {ref["step"]: costs[0]}, "b": {sub["step"]: costs[1]}}, target)
     return row
 
 
@@ -93,9 +84,8 @@ def test_the_resolvable_difference_is_the_reports_method_on_the_simulated_reques
     a, b = (Step("concurrency_sweep/c4", "concurrency_sweep", _lognormal(s, 200))
             for s in (1, 2))
     row = _one(a, b)
-    se = math.hypot(sampling.quantile_se(a.ttft_samples_ms, 0.5),
-                    sampling.quantile_se(b.ttft_samples_ms, 0.5))
-    assert row.mdd == pytest.approx(sampling.relative_mdd(se, a.ttft_p50_ms))
+    se = math.hypot(a["ttft_p50_se_ms"], b["ttft_p50_se_ms"])
+    assert row.mdd == pytest.approx(sampling.relative_mdd(se, a["ttft_p50_ms"]))
     assert row.requests == 200 and 0.02 < row.mdd < 0.06
     # four planned repeats pool four times the requests: half the difference
     assert _one(a, b, repeats=4).mdd == pytest.approx(row.mdd / 2)
@@ -114,7 +104,7 @@ def test_the_kv_routers_seeded_runs_add_their_spread():
     a = Step("multi_turn/conv8", "multi_turn", _lognormal(3, 300))
     b = Step("multi_turn/conv8", "multi_turn", _lognormal(4, 300))
     quiet = _one(a, b)
-    b.run_figures = [{"ttft_p50_ms": v} for v in (45.0, 50.0, 55.0)]
+    b["spread"] = {"runs": [{"ttft_p50_ms": v} for v in (45.0, 50.0, 55.0)]}
     assert _one(a, b).mdd > quiet.mdd
 
 
@@ -137,7 +127,7 @@ def test_what_resolving_the_target_costs_at_the_campaigns_prices():
 
 def test_throughput_is_judged_only_over_repeats():
     a = Step("concurrency_sweep/c4", "concurrency_sweep", _lognormal(7, 100),
-             token_rates=_lognormal(8, 100, 0.1, 100.0))
+             token_rates=_lognormal(8, 100, 0.1, 100.0))   # cv 0.1 / 10: under the 2 % floor
     one = _one(a, a, figure="output_tok_s")
     assert math.isnan(one.mdd) and ">= 2" in one.note
     assert one.needed_repeats == sampling.repeats_to_resolve(0.02, 0.02, 0.05)
@@ -152,19 +142,37 @@ def test_step_costs_are_one_repeat_of_each_step():
                      "multi_turn/conv8": StepCost(300.0, 0.5)}
 
 
+def _record(name: str, i: int) -> dict:
+    """A stubbed simulation record of a base-a100 variant: every compared step."""
+    steps = {"concurrency_sweep": [f"concurrency_sweep/c{c}" for c in (1, 64)],
+             "multi_turn": ["multi_turn/conv8"]}
+    return {"label": "SIMULATED (stub)", "steps": {
+        st: Step(st, w, _lognormal(i * 10 + j, 120), _lognormal(j, 120, 0.05),
+                 _lognormal(j, 120, 0.1, 100.0), reuse=0.4, reuse_se=0.01)
+        for j, (w, names) in enumerate(steps.items()) for st in names}}
+
+
+def _no_predictor(monkeypatch) -> None:
+    """AIConfigurator out of the way (its own tests cover it): no prediction, generic timings."""
+    from stacks.predict.forecast_itls import ForecastPredictions
+    from workloads.sim import forecast as fc_module
+    from workloads.targets import mocker_timings
+    monkeypatch.setattr(fc_module, "forecast_predictions",
+                        lambda pairs, scale: ForecastPredictions(note="stubbed"))
+    monkeypatch.setattr(mocker_timings, "resolve",
+                        lambda stack, folder=None, base=None: mocker_timings.generic("test"))
+
+
 def test_stacks_plan_prints_each_questions_resolvable_difference(monkeypatch):
-    """The CLI's table, from stubbed simulations (the engine run is the next test's)."""
-    def simulated(plan, stacks, scale, predict_):
-        steps = {"concurrency_sweep": [f"concurrency_sweep/c{c}" for c in (1, 64)],
-                 "multi_turn": ["multi_turn/conv8"], "trace_replay": []}
-        out = {}
-        for i, (s, _) in enumerate(stacks):
-            out[s.name] = [Step(st, w, _lognormal(i * 10 + j, 120), _lognormal(j, 120, 0.05),
-                                _lognormal(j, 120, 0.1, 100.0), reuse=0.4, reuse_se=0.01)
-                           for j, (w, names) in enumerate(steps.items()) for st in names]
-        return out, []
-    monkeypatch.setattr(forecast_cli, "simulate_for_resolution", simulated)
-    res = CliRunner().invoke(app, ["plan", "base-a100", "--as-of", ON, "--no-predict",
+    """The CLI's table from the forecast's simulation records (stubbed here: the engine run is
+    the next test's), every question the variants form with its resolvable difference."""
+    from workloads.sim import forecast as fc_module
+
+    def simulated(pairs, scale, predictions=None):
+        return {s.name: _record(s.name, i) for i, (s, _) in enumerate(pairs)}
+    _no_predictor(monkeypatch)
+    monkeypatch.setattr(fc_module, "simulate_stacks", simulated)
+    res = CliRunner().invoke(app, ["plan", "base-a100", "--as-of", ON,
                                    "--target-difference", "5"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
@@ -174,11 +182,21 @@ def test_stacks_plan_prints_each_questions_resolvable_difference(monkeypatch):
     assert "to resolve 5%" in out and "prefix hit rate" in out and "points" in out
 
 
+def test_without_a_simulation_the_plan_says_nothing_is_resolved(monkeypatch):
+    res = CliRunner().invoke(app, ["plan", "base-a100", "--as-of", ON, "--no-predict"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "not simulated, so not resolved" in out and "--no-predict" in out
+
+
 @pytest.mark.engine
-def test_stacks_plan_base_a100_simulates_and_shows_the_resolvable_differences():
+def test_stacks_plan_base_a100_simulates_and_shows_the_resolvable_differences(monkeypatch,
+                                                                                tmp_path):
     """The whole path on DynoSim (.venv-engine), at quick scale on the generic timings."""
-    res = CliRunner().invoke(app, ["plan", "base-a100", "--scale", "quick", "--as-of", ON,
-                                   "--no-predict"])
+    _no_predictor(monkeypatch)
+    monkeypatch.setenv("DYNAMO_BENCH_SIMULATE", "on")
+    monkeypatch.setenv("DYNAMO_BENCH_SIM_CACHE", str(tmp_path / "sim"))
+    res = CliRunner().invoke(app, ["plan", "base-a100", "--scale", "quick", "--as-of", ON])
     assert res.exit_code == 0, res.output
     rows = [line for line in res.output.splitlines() if line.startswith("│ ")]
     for question in (Q_TOPOLOGY, Q_ROUTER, Q_OFFLOAD, Q_TIER):
@@ -186,4 +204,4 @@ def test_stacks_plan_base_a100_simulates_and_shows_the_resolvable_differences():
         assert mine, question
         # a resolvable difference (a share or points) on every compared figure
         assert all("%" in r or "points" in r or "not judged" in r for r in mine), mine
-    assert "not simulated" not in res.output
+    assert "not simulated, so not resolved" not in res.output

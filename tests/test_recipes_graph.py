@@ -23,7 +23,8 @@ AXK2_REV = "9e2e804e80f8d1b3afba5d7938173cec1ed46b49"
 EAGLE3_REV = "24958e91737d760908f73a8af4b6e06080fc5c1d"
 SOLAR_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.1-solar-open2-250b-post.1@sha256:"
                "42fd3ed0607aa19b7d4c1b0a8f8aaaefefc8ec6292294ea2b5e6757353891f49")
-MOTIF_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.2"
+MOTIF_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.1@sha256:"
+               "76e2612108f820640ff1d5a00542b41c909a0e6a473ed02b700c817b34f65878")
 
 
 def workers(graph: dict[str, Any]) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from stacks.config.recipe_config import (
     RdmaRequest,
     SpeculativeDecoding,
 )
+from stacks.config.revision import Revision
 from stacks.config.schema_base import Schema
 from stacks.config.schema_cluster import (  # noqa: F401  (re-exported: stacks.config.schema is the one import)
     CapacityType,
@@ -51,7 +52,8 @@ class ModelConfig(Schema):
     # A100 has no FP8 tensor cores: vLLM can only run FP8 weights as weight-only (Marlin),
     # which is a different path from L40S/H100. Refused unless the stack accepts it knowingly.
     accept_fp8_weight_only_fallback: StrictBool = False
-    revision: str | None = None
+    # a 40-hex commit or a git ref name (stacks/config/revision.py)
+    revision: Revision | None = None
     architecture: ModelArchitecture | None = None
     # Workers and frontend load the model's own code (Motif 3).
     trust_remote_code: StrictBool = False

@@ -127,7 +127,8 @@ def print_base(console: Console, c: BaseCampaign) -> None:
         "serving.startupBudgetMinutes); a repeat load of the same model, image and layout "
         f"reads the checkpoint + {WARM_ENGINE_INIT_S:.0f} s (compile and autotune caches "
         "warm); steps as `stacks check` estimates them, each step's decode at its ITL (the "
-        "lines below say which: predicted, or cost.assumedItlMs)", markup=False)
+        "lines below say which: simulated, predicted, or cost.assumedItlMs; a step bounded by "
+        "a request count at its simulated window where there is one)", markup=False)
     budget = c.base.cost.campaign_budget_usd
     verdict = ("no cost.campaignBudgetUsd on the base" if budget is None else
                f"budget ${budget:,.2f} (cost.campaignBudgetUsd): "

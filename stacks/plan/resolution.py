@@ -1,8 +1,8 @@
 """What each comparison a plan draws can resolve before anything runs, and what resolving a
 target difference would cost (pure: the plan's stacks, their simulated steps and the
-campaign's prices in; rows out). The CLI simulates (workloads/sim/plan_sim.py), this room
-judges; the method is the report's (stacks/sizing/sampling.py), so what the plan promises is
-what the report's verdicts can find.
+campaign's prices in; rows out). The CLI's forecast simulates (workloads/sim/forecast.py, the
+figures of workloads/sim/plan_sim.py per step), this room judges; the method is the report's
+(stacks/sizing/sampling.py), so what the plan promises is what the report's verdicts can find.
 
 The comparisons are the ones the report will draw between the plan's variants:
 - agg vs disagg: each pair one topology apart (stacks/conventions/one_setting.py), per sweep
@@ -16,8 +16,9 @@ The comparisons are the ones the report will draw between the plan's variants:
 
 The smallest resolvable difference (MDD) of a comparison at 95 % / 80 % power is
 (z + z) x its standard error x sampling.BOOTSTRAP_MARGIN: each side's quantile standard error
-from its simulated requests (the sd of the exact bootstrap), pooled over the planned repeats,
-plus, for the KV router's seeded runs, the spread of the figure across runs. The simulation has
+from its simulated requests (the sd of the exact bootstrap: `ttft_p50_se_ms`, `itl_p50_se_ms`
+of the step's figures), pooled over the planned repeats, plus, for the KV router's seeded runs,
+the spread of the figure across runs (`spread.runs`, `run_reuse`). The simulation has
 no client, network or GPU noise, so each side's spread is held at least at SPREAD_FLOOR.
 Output tok/s is a whole-step figure: only repeats judge it (Welch's t, two or more a side).
 Resolving a target takes (MDD / target)^2 times the requests: extra repeats of the step, whose
@@ -31,7 +32,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import product
-from typing import Protocol
+from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.conventions.one_setting import pairs
@@ -44,7 +45,7 @@ Q_OFFLOAD = "KV offload"
 Q_TIER = "decode tier on another GPU"
 SWEEP = ("concurrency_sweep",)
 ROUTED = ("multi_turn", "trace_replay")
-QUANTILES = {"ttft_p50_ms": "ttft_samples_ms", "itl_p50_ms": "itl_samples_ms"}
+QUANTILES = {"ttft_p50_ms": "ttft_p50_se_ms", "itl_p50_ms": "itl_p50_se_ms"}
 LABELS = {"ttft_p50_ms": "TTFT p50", "itl_p50_ms": "ITL p50", "output_tok_s": "output tok/s",
           "reuse": "prefix hit rate"}
 # The per-request spread (relative sd) and the run-to-run spread of output tok/s the simulation
@@ -56,21 +57,10 @@ SPREAD_FLOOR = {"ttft_p50_ms": 0.05, "itl_p50_ms": 0.007, "output_tok_s": 0.02}
 _MEDIAN_SE = math.sqrt(math.pi / 2)
 
 
-class SimulatedStep(Protocol):
-    """What the plan reads of a simulated step (workloads/sim/plan_sim.py StepFigures)."""
-
-    step: str
-    workload: str
-    requests: int
-    ttft_p50_ms: float | None
-    itl_p50_ms: float | None
-    output_tok_s: float | None
-    reuse: float
-    ttft_samples_ms: list[float]
-    itl_samples_ms: list[float]
-    token_rates: list[float]
-    reuse_se: float
-    run_figures: list[dict[str, float | None]]
+# A simulated step: workloads/sim/plan_sim.py StepFigures.as_dict() as the forecast's record
+# keeps it (workload, requests, ttft_p50_ms, itl_p50_ms, output_tok_s, reuse, ttft_p50_se_ms,
+# itl_p50_se_ms, token_rate_cv, reuse_se, run_reuse, spread.runs), by step id.
+SimulatedStep = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -161,37 +151,48 @@ def comparisons(stacks: list[StackConfig], base: StackConfig | None = None,
     return out
 
 
+def _num(v: object) -> float:
+    try:
+        return math.nan if v is None else float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def _run_sd(step: SimulatedStep, figure: str) -> float:
     """The figure's sd across the step's seeded runs (0 with one run)."""
-    vals = [float(v) for r in step.run_figures if (v := r.get(figure)) is not None]
+    if figure == "reuse":
+        vals = [_num(v) for v in step.get("run_reuse") or []]
+    else:
+        vals = [_num(r.get(figure)) for r in (step.get("spread") or {}).get("runs") or []]
+    vals = [v for v in vals if not math.isnan(v)]
     return statistics.stdev(vals) if len(vals) >= 2 else 0.0
 
 
 def _value(step: SimulatedStep, figure: str) -> float:
-    v = getattr(step, figure)
-    return math.nan if v is None else float(v)
+    return _num(step.get(figure))
 
 
 def side_se(step: SimulatedStep, figure: str, repeats: int) -> float:
     """A side's standard error of a request-level figure over `repeats` (floored)."""
+    n = max(int(_num(step.get("requests")) or 0), 1)
     if figure == "reuse":
-        se = step.reuse_se if not math.isnan(step.reuse_se) else math.nan
+        se = _num(step.get("reuse_se"))
     else:
-        samples = getattr(step, QUANTILES[figure])
-        n = max(len(samples), 1)
         floor = _MEDIAN_SE * SPREAD_FLOOR[figure] * abs(_value(step, figure)) / math.sqrt(n)
-        se = max(sampling.quantile_se(samples, 0.5), floor)
+        se = max(_num(step.get(QUANTILES[figure])), floor)   # NaN: the floor
+        se = floor if math.isnan(se) else se
     return math.sqrt(se ** 2 / repeats + _run_sd(step, figure) ** 2 / repeats)
 
 
 def run_sd(step: SimulatedStep) -> float:
-    """Output tok/s run-to-run sd, relative: the requests' own (their token rates' mean), the
-    seeded runs' spread, or the floor, whichever is largest."""
-    rates = step.token_rates
+    """Output tok/s run-to-run sd, relative: the requests' own (their token rates' cv over the
+    square root of their number), the seeded runs' spread, or the floor, whichever is
+    largest."""
+    n = max(int(_num(step.get("requests")) or 0), 1)
+    cv = _num(step.get("token_rate_cv"))
+    request = 0.0 if math.isnan(cv) else cv / math.sqrt(n)
     value = _value(step, "output_tok_s")
-    request = (statistics.stdev(rates) / statistics.fmean(rates) / math.sqrt(len(rates))
-               if len(rates) >= 2 and statistics.fmean(rates) > 0 else 0.0)
-    runs = _run_sd(step, "output_tok_s") / value if value else 0.0
+    runs = _run_sd(step, "output_tok_s") / value if value and not math.isnan(value) else 0.0
     return max(request, runs, SPREAD_FLOOR["output_tok_s"])
 
 
@@ -199,7 +200,7 @@ def resolve(c: Comparison, step: str, ref: SimulatedStep, sub: SimulatedStep, fi
             repeats: int, target: float, costs: tuple[StepCost, StepCost]) -> Resolution:
     """One comparison at one step on one figure: its MDD and what the target would cost."""
     value = _value(ref, figure)
-    n = min(ref.requests, sub.requests)
+    n = int(min(_num(ref.get("requests")), _num(sub.get("requests"))))
     per_repeat = sum(cost.seconds for cost in costs)
     usd_per_repeat = sum(cost.seconds * cost.usd_per_s for cost in costs)
     note = ""
@@ -222,15 +223,18 @@ def resolve(c: Comparison, step: str, ref: SimulatedStep, sub: SimulatedStep, fi
                       mdd, target, needed, extra * per_repeat, extra * usd_per_repeat, note)
 
 
-def resolutions(plan: list[Comparison], simulated: Mapping[str, list[SimulatedStep]],
+def resolutions(plan: list[Comparison],
+                simulated: Mapping[str, Mapping[str, SimulatedStep]],
                 repeats: Mapping[str, int], costs: Mapping[str, Mapping[str, StepCost]],
                 target: float = 0.05) -> list[Resolution]:
-    """Every comparison at every step both sides simulated (`costs[stack][step]`: one repeat
-    of the step as the campaign prices it)."""
+    """Every comparison at every step both sides simulated (`simulated[stack][step id]`: the
+    step's figures; `costs[stack][step]`: one repeat of the step as the campaign prices it)."""
     out = []
     for c in plan:
-        ref = {s.step: s for s in simulated.get(c.reference, []) if s.workload in c.workloads}
-        sub = {s.step: s for s in simulated.get(c.subject, []) if s.workload in c.workloads}
+        ref = {k: s for k, s in (simulated.get(c.reference) or {}).items()
+               if s.get("workload") in c.workloads}
+        sub = {k: s for k, s in (simulated.get(c.subject) or {}).items()
+               if s.get("workload") in c.workloads}
         k = min(repeats.get(c.reference, 1), repeats.get(c.subject, 1))
         for step in sorted(set(ref) & set(sub), key=lambda s: (len(s), s)):
             pair = (costs.get(c.reference, {}).get(step, StepCost(0.0, 0.0)),

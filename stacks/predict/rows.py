@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stacks.predict.shapes import Layout, StepShape
-from stacks.sizing.step_itl import PredictedItl
+from stacks.sizing.step_itl import ForecastItl
 
 LABEL = "PREDICTED"
 
@@ -99,12 +99,12 @@ def database_words(db: dict[str, Any]) -> str:
     return f"predicted (AIConfigurator {db.get('aiconfigurator', '?')} {systems})".strip()
 
 
-def predicted_itl(pred: Prediction) -> PredictedItl | None:
+def predicted_itl(pred: Prediction) -> ForecastItl | None:
     """A prediction's ITL per step for the forecast (stacks/sizing/step_itl.py), or None when
     nothing is predicted."""
     if pred.not_predicted or not pred.rows:
         return None
-    return PredictedItl(database_words(pred.database), {r.step: r.itl_ms for r in pred.rows})
+    return ForecastItl(database_words(pred.database), {r.step: r.itl_ms for r in pred.rows})
 
 
 def describe(lay: Layout) -> str:

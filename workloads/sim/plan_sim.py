@@ -10,30 +10,34 @@ report's definitions (reports/measures.py): percentiles over completed requests,
 per-request mean gap, output tok/s over the step's window (first start to last end),
 tok/s per user 1000 / ITL.
 
-Beside the figures, each step keeps what the plan needs to say which difference its sample
-resolves (stacks/plan/resolution.py): the completed requests' TTFT and ITL, their output tokens
-over their latency, the standard error of the step's reuse (workloads/routing_evidence.py
-hit_rate_se, each request in its conversation's turn) and, where the KV router runs seeded
-replays, each run's figures. `as_dict` leaves them out (its fields are unchanged).
+Beside the figures, each step says how precisely its sample pins them, for the smallest
+difference a plan's comparison can resolve (stacks/plan/resolution.py): the standard errors of
+its TTFT and ITL p50 (the sd of their exact bootstrap over the completed requests,
+stacks/sizing/sampling.py, the report's method), the spread of its requests' output tokens over
+their latency, the standard error of its reuse (workloads/routing_evidence.py hit_rate_se,
+each request in its conversation's turn, as the report measures the hit rate's) and each seeded
+run's reuse beside the spread's other figures.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
+from stacks.sizing.sampling import quantile_se
 from stacks.sizing.step_itl import ASSUMED_SOURCE
 from workloads import step_exec, step_warmup
 from workloads.datasets import jsonl_bytes
 from workloads.routing_evidence import hit_rate_se
 from workloads.sim.dispatch import SendPattern
 from workloads.sim.exports import ttft_itl
-from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
+from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.sim.target import KV_ROUTER_RUNS, SimTarget, spread
@@ -57,18 +61,18 @@ class StepFigures:
     reuse: float                  # prompt tokens the engine found cached / prompt tokens
     window_s: float               # first start to last end (virtual time)
     spread: dict[str, Any] = field(default_factory=dict)
-    # per completed request, and per seeded run (module docstring): not in as_dict
-    ttft_samples_ms: list[float] = field(default_factory=list, repr=False)
-    itl_samples_ms: list[float] = field(default_factory=list, repr=False)
-    token_rates: list[float] = field(default_factory=list, repr=False)   # tok/s per request
-    reuse_se: float = math.nan
-    run_figures: list[dict[str, float | None]] = field(default_factory=list, repr=False)
+    # over completed requests: with the window and the concurrency, how long a slot stood idle
+    # between requests (reports/simulated_vs_measured.py compares it with the live client's)
+    request_latency_mean_ms: float | None = None
+    # how precisely the sample pins the figures (module docstring; None: no sample)
+    ttft_p50_se_ms: float | None = None
+    itl_p50_se_ms: float | None = None
+    token_rate_cv: float | None = None     # sd / mean of output tokens / latency per request
+    reuse_se: float | None = None
+    run_reuse: list[float] = field(default_factory=list)   # per seeded run (spread's order)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in SAMPLES}
-
-
-SAMPLES = ("ttft_samples_ms", "itl_samples_ms", "token_rates", "reuse_se", "run_figures")
+        return dict(self.__dict__)
 
 
 def _quantile(xs: list[float], q: float) -> float | None:
@@ -83,26 +87,35 @@ def _quantile(xs: list[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _reuse_se(sim: StepSimulation, done: list[dict]) -> float:
+def _se(values: list[float]) -> float | None:
+    return quantile_se(values, 0.5) if values else None
+
+
+def _cv(values: list[float]) -> float | None:
+    mean = statistics.fmean(values) if len(values) >= 2 else 0.0
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+def _reuse_se(sim: StepSimulation, done: list[dict]) -> float | None:
     """The reuse's standard error as the report measures the hit rate's: each request's
     cached - reuse x prompt tokens, grouped by its turn in its conversation."""
     def turn(r: dict) -> int:
         origin = sim.plan.origin.get((r["session_id"], r.get("turn_index", 0)))
         return origin.turn if origin is not None else 0
-    return hit_rate_se([{"input_tokens": float(r["input_length"]),
-                         "cached_tokens": float(r.get("reused_input_tokens") or 0),
-                         "turn": turn(r)} for r in done])
+    se = hit_rate_se([{"input_tokens": float(r["input_length"]),
+                       "cached_tokens": float(r.get("reused_input_tokens") or 0),
+                       "turn": turn(r)} for r in done])
+    return None if math.isnan(se) else se
 
 
-def _per_run(sim: StepSimulation, runs: list[dict[str, Any]]) -> list[dict[str, float | None]]:
-    """Each seeded run's figures (target.spread's: TTFT and ITL p50, output tok/s; the KV
-    router's ties broken at random differ run to run) with its reuse."""
+def _run_reuse(sim: StepSimulation) -> list[float]:
+    """Each seeded run's reuse (the KV router's ties broken at random differ run to run)."""
     out = []
-    for figs, run in zip(runs, sim.runs, strict=True):
+    for run in sim.runs:
         reqs = [r for r in run if not sim.keep or r["session_id"] in sim.keep]
         prompt = sum(r["input_length"] for r in reqs)
-        out.append({**figs, "reuse": sum(r.get("reused_input_tokens") or 0 for r in reqs)
-                    / prompt if prompt else None})
+        out.append(sum(r.get("reused_input_tokens") or 0 for r in reqs) / prompt
+                   if prompt else 0.0)
     return out
 
 
@@ -117,23 +130,24 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
     end = max((min(r["last_token_ms"], cut) if cut else r["last_token_ms"] for r in reqs),
               default=0.0)
     window = (end - start) / 1000
-    spread_ = spread(sim)
     tokens = sum(r["output_length"] for r in done)
     prompt = sum(r["input_length"] for r in done)
+    latencies = [r["last_token_ms"] - r["arrival_time_ms"] for r in done]
     return StepFigures(
         step=step.id, workload=step.workload, concurrency=step.concurrency,
         requests=len(done), cancelled=len(reqs) - len(done),
         ttft_p50_ms=_quantile(ttft, 0.5), ttft_p99_ms=_quantile(ttft, 0.99),
         itl_p50_ms=_quantile(itl, 0.5), itl_p99_ms=_quantile(itl, 0.99),
-        request_latency_p50_ms=_quantile([r["last_token_ms"] - r["arrival_time_ms"]
-                                          for r in done], 0.5),
+        request_latency_p50_ms=_quantile(latencies, 0.5),
         output_tok_s=tokens / window if window > 0 else None,
         tok_s_per_user_p50=_quantile([1000.0 / x for x in itl], 0.5),
         reuse=sum(r.get("reused_input_tokens") or 0 for r in done) / prompt if prompt else 0.0,
-        window_s=window, spread=spread_, ttft_samples_ms=ttft, itl_samples_ms=itl,
-        token_rates=[r["output_length"] / ((r["last_token_ms"] - r["arrival_time_ms"]) / 1000)
-                     for r in done if r["last_token_ms"] > r["arrival_time_ms"]],
-        reuse_se=_reuse_se(sim, done), run_figures=_per_run(sim, spread_["runs"]))
+        window_s=window, spread=spread(sim),
+        request_latency_mean_ms=sum(latencies) / len(latencies) if latencies else None,
+        ttft_p50_se_ms=_se(ttft), itl_p50_se_ms=_se(itl),
+        token_rate_cv=_cv([r["output_length"] / (lat / 1000)
+                           for r, lat in zip(done, latencies, strict=True) if lat > 0]),
+        reuse_se=_reuse_se(sim, done), run_reuse=_run_reuse(sim))
 
 
 def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepContext:
@@ -147,7 +161,7 @@ def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepConte
 
 
 def prepared(step: Step, ctx: step_exec.StepContext, block: int,
-             template: ChatTemplate) -> tuple[list, SendPattern]:
+             template: ChatTemplate) -> tuple[Profiled, SendPattern]:
     """A step's requests as the engine sees them and how AIPerf sends them, as the runner and
     the simulation target prepare the step."""
     rows, _ = step_exec.step_dataset(step)
@@ -155,13 +169,13 @@ def prepared(step: Step, ctx: step_exec.StepContext, block: int,
     ramp = step_exec.step_ramp(step, grace, ctx)
     warmup = step_warmup.warmup_requests(step.workload, step.concurrency, len(rows))
     scope = f"{hashlib.sha256(jsonl_bytes(rows)).hexdigest()}:{step.seed}"
-    requests = step_requests(rows, step.params.get("block_size", 512), scope, template,
-                             BlockHasher(block))
+    requests = Profiled(StepLayout(rows, step.params.get("block_size", 512), scope, template,
+                                   BlockHasher(block)), warmup)
     pattern = SendPattern(step.concurrency, warmup,
                           ramp["concurrency_ramp_s"] if ramp else None, step.duration_s,
                           grace["grace_period_s"] if step.duration_s is not None else 0.0,
                           step_exec.fixed_schedule(step))
-    return [r for r in requests if r.index >= warmup], pattern
+    return requests, pattern
 
 
 def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate,

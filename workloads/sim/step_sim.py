@@ -16,6 +16,7 @@ first run's requests are the step's records, every run's figures its spread.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,15 +95,77 @@ def _timed(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
                      f"in flight after {CAP_REPLAYS} replays")
 
 
-def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
+Requests = Callable[[int | None], list[d.Request]]
+
+
+def _first_guess(requests: Requests, total: int, pattern: d.SendPattern, setup: SimSetup,
+                 replay: Replay, turnaround_ms: float, burst_ms: float) -> int:
+    """How many of a duration-bounded step's conversations its duration may send: its dataset
+    is sized for the fastest engine imaginable (workloads/steps.py rows_for_duration), far
+    more than a real one gets through. Two conversations a slot are replayed; their pace,
+    taken with half again, gives the count (simulate doubles it if a slot still runs out)."""
+    assert pattern.duration_s is not None
+    c = pattern.concurrency
+    k = min(total, 2 * c)
+    if k >= total:
+        return total
+    probe = requests(k)
+    plan = d.session_plan(probe, d.round_robin(probe, c), pattern, turnaround_ms, burst_ms)
+    (answer,) = replay([job(plan, setup)])
+    per_slot_ms = max(r["terminal_time_ms"] for r in _runs(answer, plan)[0]) / 2
+    return min(total, c * (math.ceil(1.5 * pattern.duration_s * 1000 / max(per_slot_ms, 1.0))
+                           + 2))
+
+
+def ran_out(plan: d.Plan, replayed: list[dict]) -> bool:
+    """Did a slot finish everything it was given before the replay stopped (so a longer step
+    would have sent it more)?"""
+    planned: dict[str, int] = {}
+    for row in plan.rows:
+        planned[row["session_id"]] = planned.get(row["session_id"], 0) + 1
+    done: dict[str, int] = {}
+    for r in replayed:
+        done[r["session_id"]] = done.get(r["session_id"], 0) + 1
+    return any(done.get(s) == n for s, n in planned.items())
+
+
+def simulate(requests: list[d.Request] | Requests, pattern: d.SendPattern, setup: SimSetup,
              replay: Replay, runs: int = 1, warm: bool = False,
-             turnaround_ms: float = TURNAROUND_MS,
-             burst_ms: float = BURST_SPACING_MS) -> StepSimulation:
+             turnaround_ms: float = TURNAROUND_MS, burst_ms: float = BURST_SPACING_MS,
+             conversations: int | None = None) -> StepSimulation:
+    """`requests`: the step's requests, or a function giving those of its first k
+    conversations (`conversations` of them in all), so a duration-bounded step lays out only
+    what its duration sends."""
     replays = 0
+    provide = requests if callable(requests) else (lambda k, every=requests: every)
+    total = conversations or getattr(requests, "conversations", None) or len(
+        d.conversations(provide(None)))
+    duration = pattern.duration_s
+    if duration is not None and not pattern.fixed_schedule and not warm:
+        k = _first_guess(provide, total, pattern, setup, replay, turnaround_ms, burst_ms)
+        replays += 1 if k < total else 0
+        while True:   # the step's sending, replayed to its end, with enough conversations
+            chosen = provide(k)
+            slots, first = _slots(chosen, pattern, setup, replay)
+            plan = d.session_plan(chosen, slots, pattern, turnaround_ms, burst_ms)
+            (answer,) = replay([job(plan, setup, until_ms=duration * 1000)])
+            replays += first + 1
+            sent = _runs(answer, plan)[0]
+            if k >= total or not ran_out(plan, sent):
+                break
+            k = min(total, 2 * k)
+        plan = d.sent_before(plan, sent, duration * 1000)
+        (answer,) = replay([job(plan, setup, runs)])
+        return StepSimulation(plan, _runs(answer, plan),
+                              (duration + pattern.grace_s) * 1000, replays + 1,
+                              block_size=setup.block_size)
+    requests = provide(None)
     if pattern.fixed_schedule:
-        plan, replays = _timed(requests, pattern, setup, replay, turnaround_ms)
+        plan, timed = _timed(requests, pattern, setup, replay, turnaround_ms)
+        replays += timed
     else:
-        slots, replays = _slots(requests, pattern, setup, replay)
+        slots, first = _slots(requests, pattern, setup, replay)
+        replays += first
         plan = d.session_plan(requests, slots, pattern, turnaround_ms, burst_ms)
     if warm:   # the same requests again, once the cold pass has ended
         (answer,) = replay([job(plan, setup)])
@@ -111,12 +174,6 @@ def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
         (answer,) = replay([job(plan, setup, runs)])
         return StepSimulation(plan, _runs(answer, plan), None, replays + 2, keep,
                               setup.block_size)
-    cut_ms = None
-    if pattern.duration_s is not None and not pattern.fixed_schedule:
-        (answer,) = replay([job(plan, setup, until_ms=pattern.duration_s * 1000)])
-        plan = d.sent_before(plan, _runs(answer, plan)[0], pattern.duration_s * 1000)
-        cut_ms = (pattern.duration_s + pattern.grace_s) * 1000
-        replays += 1
     (answer,) = replay([job(plan, setup, runs)])
-    return StepSimulation(plan, _runs(answer, plan), cut_ms, replays + 1,
+    return StepSimulation(plan, _runs(answer, plan), None, replays + 1,
                           block_size=setup.block_size)
