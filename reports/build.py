@@ -115,7 +115,10 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
                    ) -> dict[str, pd.DataFrame]:
     sweep, pc = with_intervals(tables.concurrency_sweep(steps), tables.prefix_cache(steps),
                                steps, requests)
-    sla = sla_table(steps, requests, infos, user_speed=user_speed)
+    # each trace step's TTFT and ITL p50 with its interval (a published row has none)
+    sla = intervals.add_intervals(sla_table(steps, requests, infos, user_speed=user_speed),
+                                  steps, requests, ["stack", "run_id", "step"],
+                                  ["ttft_p50_ms", "itl_p50_ms"])
     configs = latest_configs(records)
     out = {
         "concurrency_sweep": sweep,
@@ -132,7 +135,9 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
         "ablation": ablation_check(steps, configs),
     }
     # every comparison as one family (Holm), then the router rows judged with it
-    out["comparisons"] = all_comparisons(out, steps, requests, infos)
+    out["comparisons"] = all_comparisons(out, steps, requests, infos, {
+        key: rec.extra.get("simulation") for key, rec in records.items()
+        if not simulated_vs_measured.is_simulated_run(rec.extra)})
     out["ablation"] = ablation_check(steps, configs,
                                      verdicts.adjusted(out["comparisons"], verdicts.Q_ROUTER))
     if with_compare:

@@ -13,9 +13,12 @@ each figure at each step both ran usably, with the difference and its interval
 - cold vs warm cache: each trace step's warm pass against its cold pass (same prompts);
 - the B200 recipes (sla.csv best points): each optimized stack against its model's baseline,
   and aggregated against disaggregated, per cache state;
-- simulated vs measured: `simulated_vs_measured` pairs a simulated run's steps with a measured
-  run's by step id, and `paired_by_step` summarises them across steps (for the caller that
-  has both runs: reports/simulated_vs_measured.csv).
+- simulated vs measured: each measured step against the simulation its run kept at start
+  (the manifest's `simulation`, reports/simulated_vs_measured.py's record): TTFT p50 (the
+  frontend's, as that table compares it) and ITL p50, their own family (it asks whether the
+  model fits the measurement, not what to deploy); `simulated_vs_measured` pairs a simulated
+  run's steps with a measured run's by step id, and `paired_by_step` summarises rows across
+  steps.
 
 Quantiles compare the pooled completed requests of each side's usable steps (exact
 bootstrap; a quantile too few requests pin, a p99 under 368 a side, is not judged); where both
@@ -26,6 +29,7 @@ significant of the two is kept. Whole-step figures compare across repeats only.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from itertools import product
 
 import numpy as np
@@ -39,6 +43,7 @@ from reports.sla import best_points
 from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
 from reports.tables import share_of
 from reports.verdicts import (
+    FAMILY_SIMULATION,
     FIGURES,
     Q_CACHE,
     Q_DECODE_TIER,
@@ -53,11 +58,14 @@ from reports.verdicts import (
 )
 from stacks.sizing.sampling import (
     Difference,
+    Estimate,
     estimate_difference,
     mean_interval,
     quantile,
     quantile_difference,
+    quantile_se,
 )
+from workloads.sim.record import step_figures
 
 ByStep = dict[tuple, pd.DataFrame]
 TOPOLOGY_FIGURES = ("ttft_p50_ms", "itl_p50_ms", "ttft_p99_ms", "output_tok_s")
@@ -239,15 +247,70 @@ def router(ablation: pd.DataFrame, infos: dict[str, StackInfo]) -> list[dict]:
 
 
 def all_comparisons(tables: dict[str, pd.DataFrame], steps: pd.DataFrame,
-                    requests: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.DataFrame:
-    """comparisons.csv: every comparison of the report, judged as one family."""
+                    requests: pd.DataFrame, infos: dict[str, StackInfo],
+                    simulations: Mapping[tuple[str, str], dict | None] | None = None
+                    ) -> pd.DataFrame:
+    """comparisons.csv: every comparison of the report, judged as one family, then each
+    measured step against its run's simulation (`simulations`: {(stack, run_id): the
+    manifest's record}), judged as a family of its own."""
     by_step = completed_by_step(requests)
     rows = topology(steps, by_step, infos)
     rows += router(tables.get("ablation", pd.DataFrame()), infos)
     rows += decode_tier(steps, tables.get("cost_efficiency", pd.DataFrame()), by_step, infos)
     rows += cold_vs_warm(steps, by_step, infos)
     rows += recipes(tables.get("sla", pd.DataFrame()), steps, by_step, infos)
-    return judge(rows)
+    sim = judge(record_vs_measured(steps, by_step, simulations or {}, infos),
+                family=FAMILY_SIMULATION)
+    return pd.concat([judge(rows), sim], ignore_index=True) if not sim.empty else judge(rows)
+
+
+# 2.5 x (p60 - p40) / sqrt(n): the median's standard error from the density its p40-p60 span
+# shows (20 % of the mass: f ~ 0.2 / span; se = 0.5 / (f sqrt(n))), where only those are kept
+_SPAN_SE = 0.5 / 0.2
+
+
+def _measured(step: pd.Series, by_step: ByStep, figure: str) -> Estimate:
+    """A measured step's TTFT p50 (the frontend's, from its request trace: the span of its p40
+    to p60 gives the standard error) or ITL p50 (the completed requests')."""
+    key = (step["stack"], step["run_id"], step["step"])
+    done = by_step.get(key)
+    n = len(done) if done is not None else 0
+    if figure == "itl_p50_ms":
+        values = done["itl_ms"].to_numpy(dtype=float) if done is not None else np.array([])
+        return Estimate(quantile(values, 0.5), math.nan, math.nan,
+                        quantile_se(values, 0.5) if n else math.nan, math.inf, n, "requests")
+    lo, mid, hi = (float(step.get(f"frontend_ttft_p{q}_ms", math.nan)) for q in (40, 50, 60))
+    se = _SPAN_SE * (hi - lo) / math.sqrt(n) if n and not math.isnan(hi - lo) else math.nan
+    return Estimate(mid, math.nan, math.nan, se, math.inf, n,
+                    "the frontend's request trace" if not math.isnan(se)
+                    else "no frontend TTFT p40 / p60 (no request trace)")
+
+
+def record_vs_measured(steps: pd.DataFrame, by_step: ByStep,
+                       simulations: Mapping[tuple[str, str], dict | None],
+                       infos: dict[str, StackInfo]) -> list[dict]:
+    """Each usable measured step against its run's simulation record: TTFT p50 and ITL p50,
+    measured - simulated with a normal interval from both standard errors (the record's:
+    workloads/sim/plan_sim.py `ttft_p50_se_ms`, `itl_p50_se_ms`; a record made before them is
+    not judged)."""
+    out = []
+    usable = steps[steps["usable"].astype(bool)] if "usable" in steps else steps
+    for _, st in usable.iterrows():
+        rec = step_figures(simulations.get((str(st["stack"]), str(st["run_id"]))),
+                           str(st["step"]))
+        if not rec:
+            continue
+        for fig in ("ttft_p50_ms", "itl_p50_ms"):
+            se = rec.get(fig.replace("_ms", "_se_ms"))
+            sim = Estimate(float(rec.get(fig) or math.nan), math.nan, math.nan,
+                           math.nan if se is None else float(se), math.inf, 0,
+                           "the simulation record keeps no standard error (made before them)")
+            meas = _measured(st, by_step, fig)
+            out.append(row(Q_SIMULATION, f"{st['stack']} (simulated)",
+                           f"{st['stack']} (measured)", str(st["step"]), FIGURES[fig],
+                           sim.value, meas.value, estimate_difference(sim, meas),
+                           stands_on(infos, [str(st["stack"])])))
+    return out
 
 
 # --- simulated vs measured (for the caller holding both runs) -----------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.verdicts import NOT_JUDGED, first_screen
+from reports.verdicts import FAMILY_REPORT, NOT_JUDGED, first_screen
 
 ANSWERS = "Answers"
 GLANCE = "**Warnings at a glance** (details in the summary below)"
@@ -50,7 +50,9 @@ def answers_table(comparisons: pd.DataFrame) -> tuple[str, str]:
 
 
 def _family(comparisons: pd.DataFrame, unjudged: str) -> str:
-    judged = int(comparisons["p_value"].notna().sum()) if not comparisons.empty else 0
+    mine = comparisons[comparisons["family"] == FAMILY_REPORT] if not comparisons.empty \
+        else comparisons
+    judged = int(mine["p_value"].notna().sum()) if not mine.empty else 0
     return (f"\n{unjudged}better / worse: the first stack against the second, beyond sampling "
             f"after Holm over {judged} judged comparison(s); indistinguishable: this sample "
             "cannot tell them apart ([Comparisons](#comparisons): method, every row).\n")

@@ -66,7 +66,7 @@ SHORT = {
                              f"disaggregated {REQUESTS}"],
     "goodput": ["stack", "run_id", "step", "slo", FLAG, REQUESTS, ci("goodput_fraction"),
                 ci("goodput_req_s"), "step_meets_slo", "best_point"],
-    "sla": ["row_kind", "stack", "step", "cache", FLAG, REQUESTS, "ttft_p50_ms", "user_tok_s",
+    "sla": ["row_kind", "stack", "step", "cache", FLAG, REQUESTS, ci("ttft_p50_ms"), "user_tok_s",
             "output_tok_s_per_gpu", SLA_VERDICT],
     # request counts of these steps: the SLA table's completed/attempted
     "trace_replay": ["stack", "step", FLAG, "cache", "excluded_over_context",

@@ -32,7 +32,7 @@ BETTER, WORSE = "better", "worse"
 INDISTINGUISHABLE = "indistinguishable"
 NOT_JUDGED = "not judged"
 
-COLUMNS = ["question", "reference_stack", "subject_stack", "step", "figure", "unit",
+COLUMNS = ["family", "question", "reference_stack", "subject_stack", "step", "figure", "unit",
            "reference_value", "subject_value", "difference", "difference_ci_low",
            "difference_ci_high",
            "relative_difference", "p_value", "p_holm", "verdict", "method", "stands_on",
@@ -47,6 +47,11 @@ Q_CACHE = "What does a warm cache change (trace, cold vs warm pass)?"
 Q_RECIPE = "Does each B200 recipe beat its baseline at the SLA?"
 Q_SLA_TOPOLOGY = "Aggregated vs disaggregated recipe at the SLA"
 Q_SIMULATION = "Does the simulation match the measurement?"
+# The report's comparisons are one family; the simulation's fit to the measurement another (it
+# asks whether the model holds, not what to deploy), held apart so neither dilutes the other.
+FAMILY_REPORT, FAMILY_SIMULATION = "report", "simulated vs measured"
+# A simulation against a measurement differs up or down; neither is better.
+HIGHER, LOWER = "measured higher", "measured lower"
 QUESTIONS = [Q_TOPOLOGY, Q_PREFIX, Q_ROUTER, Q_DECODE_TIER, Q_CACHE, Q_RECIPE,
              Q_SLA_TOPOLOGY, Q_SIMULATION]
 # The first screen's words for each question (the full question is in the Comparisons table).
@@ -86,7 +91,8 @@ def row(question: str, reference: str, subject: str, step: str, figure: Figure,
     """One comparison, not yet judged with its family (see judge)."""
     value = subject_value - reference_value
     rel = value / reference_value if reference_value else math.nan
-    return {"question": question, "reference_stack": reference, "subject_stack": subject,
+    return {"family": FAMILY_REPORT, "question": question, "reference_stack": reference,
+            "subject_stack": subject,
             "step": step, "figure": figure.name, "unit": figure.unit,
             "reference_value": reference_value, "subject_value": subject_value,
             "difference": value, "difference_ci_low": diff.low,
@@ -105,15 +111,21 @@ def verdict(difference: float, p_holm: float, lower_is_better: bool,
     return BETTER if (difference < 0) == lower_is_better else WORSE
 
 
-def judge(rows: list[dict], alpha: float = ALPHA) -> pd.DataFrame:
+def judge(rows: list[dict], alpha: float = ALPHA, family: str = FAMILY_REPORT) -> pd.DataFrame:
     """The rows as one family: Holm-adjusted p-values and each subject's verdict."""
     table = pd.DataFrame(rows, columns=COLUMNS)
     if table.empty:
         return table
+    table["family"] = family
     table["p_holm"] = holm([float(p) for p in table["p_value"]])
     table["verdict"] = [verdict(d, p, FIGURES[f].lower_is_better, alpha) for d, p, f in
                         zip(table["difference"], table["p_holm"], table["figure"],
                             strict=True)]
+    if family == FAMILY_SIMULATION:     # up or down, not better or worse
+        table["verdict"] = [v if v in (INDISTINGUISHABLE, NOT_JUDGED) else
+                            HIGHER if d > 0 else LOWER
+                            for v, d in zip(table["verdict"], table["difference"],
+                                            strict=True)]
     order = {q: i for i, q in enumerate(QUESTIONS)}
     return table.sort_values(["question", "reference_stack", "subject_stack", "figure"],
                              key=lambda c: c.map(order) if c.name == "question" else c,
@@ -121,14 +133,17 @@ def judge(rows: list[dict], alpha: float = ALPHA) -> pd.DataFrame:
 
 
 def family_note(table: pd.DataFrame) -> str:
-    judged = int(table["p_value"].notna().sum()) if not table.empty else 0
+    mine = table[table["family"] == FAMILY_REPORT] if not table.empty else table
+    judged = int(mine["p_value"].notna().sum()) if not mine.empty else 0
     return (f"Verdicts hold the family-wise error rate at {ALPHA:.0%} over the report's "
             f"{judged} judged comparison(s) (Holm); each interval is the comparison's own "
             "95 %, so a verdict can be indistinguishable while its interval misses zero. "
             "Quantiles: exact bootstrap of the two samples of requests (the wider of that and "
             "Welch's t over repeats where both sides repeated); whole-step figures: Welch's t "
             "over repeats (a single run is not judged); hit rates: the request trace's "
-            "standard errors. Every row is in comparisons.csv.")
+            "standard errors. Simulated vs measured (each measured step against its run's "
+            "simulation: measured higher / lower / indistinguishable) is a family of its own. "
+            "Every row is in comparisons.csv.")
 
 
 def _num(v: float, figure: Figure, signed: bool = False) -> str:
@@ -179,6 +194,8 @@ def first_screen(table: pd.DataFrame) -> pd.DataFrame:
     judged are folded into one last line naming why."""
     out: list[dict[str, str]] = []
     unjudged: dict[str, str] = {}
+    if not table.empty:     # the plan's questions (the simulation's fit has its own section)
+        table = table[table["family"] == FAMILY_REPORT]
     if table.empty:
         return pd.DataFrame(columns=FIRST_SCREEN)
     for (q, ref, sub, fig), rows in table.groupby(

@@ -165,10 +165,10 @@ def test_simulated_vs_measured_pairs_steps_and_summarises_across_them():
         "concurrency_sweep", c, None, 55.0, 1000.0) for c in (1, 4, 16)}}, seed=2)
     rows = cmp.simulated_vs_measured(sim_steps, sim_reqs, meas_steps, meas_reqs, "MEASURED",
                                      figures=("ttft_p50_ms",))
-    t = v.judge(rows)
+    t = v.judge(rows, family=v.FAMILY_SIMULATION)
     assert list(t["step"]) == ["concurrency_sweep/c1", "concurrency_sweep/c16",
                                "concurrency_sweep/c4"]
-    assert (t["verdict"] == v.WORSE).all()           # measured 10 % slower than simulated
+    assert (t["verdict"] == v.HIGHER).all()          # measured 10 % slower than simulated
     summary = cmp.paired_by_step(t, "ttft_p50_ms")
     assert summary["steps"] == 3
     assert summary["ci_low"] < 0.10 < summary["ci_high"] or \
@@ -180,3 +180,32 @@ def test_a_verdict_reads_the_figures_good_direction():
     assert v.verdict(-3.0, 0.001, lower_is_better=False) == v.WORSE
     assert v.verdict(5.0, 0.2, lower_is_better=True) == v.INDISTINGUISHABLE
     assert v.verdict(5.0, math.nan, lower_is_better=True) == v.NOT_JUDGED
+
+
+def test_each_measured_step_against_the_simulation_its_run_kept():
+    """The manifest's simulation record (workloads/sim/record.py) with its standard errors:
+    TTFT p50 against the frontend's (its p40-p60 span gives the standard error), ITL p50
+    against the requests'; a family of its own, worded measured higher / lower; a record made
+    before the standard errors is not judged."""
+    infos = {"agg": _Info("aggregated", (("worker", "p4d"),))}
+    steps, reqs = _frames({"agg": {"concurrency_sweep/c4": ("concurrency_sweep", 4, None,
+                                                            50.0, 1000.0)}})
+    steps = steps.assign(frontend_ttft_p40_ms=48.0, frontend_ttft_p50_ms=50.0,
+                         frontend_ttft_p60_ms=52.0)
+    itl = float(np.median(cmp.completed_by_step(reqs)[("agg", "r",
+                                                       "concurrency_sweep/c4")]["itl_ms"]))
+    record = {"steps": {"concurrency_sweep/c4": {
+        "ttft_p50_ms": 40.0, "ttft_p50_se_ms": 0.5, "itl_p50_ms": itl, "itl_p50_se_ms": 0.05}}}
+    t = cmp.all_comparisons({}, steps, reqs, infos, {("agg", "r"): record})
+    sim = t[t["family"] == v.FAMILY_SIMULATION].set_index("figure")
+    # TTFT: 50 measured vs 40 simulated, se hypot(0.5, 2.5 x 4 / sqrt(200))
+    assert sim.loc["ttft_p50_ms", "verdict"] == v.HIGHER
+    half = 1.959964 * math.hypot(0.5, 2.5 * 4.0 / math.sqrt(200))
+    assert sim.loc["ttft_p50_ms", "difference_ci_low"] == pytest.approx(10.0 - half)
+    assert sim.loc["itl_p50_ms", "verdict"] == v.INDISTINGUISHABLE
+    # not on the first screen (the plan's questions), not in the report's family
+    assert v.first_screen(t).empty
+    old = {"steps": {"concurrency_sweep/c4": {"ttft_p50_ms": 40.0, "itl_p50_ms": itl}}}
+    t = cmp.all_comparisons({}, steps, reqs, infos, {("agg", "r"): old})
+    assert (t["verdict"] == v.NOT_JUDGED).all()
+    assert "no standard error" in t["method"].iloc[0]
