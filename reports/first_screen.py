@@ -4,7 +4,7 @@
 1. `## Answers`: one line per question, stacks and figure (reports/verdicts.py first_screen):
    the difference per step with its 95 % interval, the verdict (better / worse /
    indistinguishable at this sample, Holm over the report's comparisons) and what it stands on
-   (MEASURED, or REHEARSAL / SIMULATION with its timings);
+   (MEASURED, REHEARSAL or SIMULATION; the title names each stack's timings);
 2. the Pareto plot;
 3. the warnings, one short line each (their details are in the summary below).
 The summary (where it ran, what was measured, headline answers, the warnings in full) follows.
@@ -38,8 +38,8 @@ def answers_table(comparisons: pd.DataFrame) -> tuple[str, str]:
     table = table[table["question"] != NOT_JUDGED]
     unjudged = f"Not judged: {skipped['difference [95 % CI]'].iloc[0]}. " if len(skipped) \
         else ""
-    if table["stands on"].nunique() == 1:
-        table = table.assign(**{"stands on": table["stands on"].str.split(" \\(").str[0]})
+    # MEASURED / REHEARSAL / SIMULATION: the title names each stack's timings
+    table = table.assign(**{"stands on": table["stands on"].str.split(" \\(").str[0]})
     if table.empty:
         return "_No comparison could be judged._\n", unjudged
     cols = list(table.columns)
@@ -53,9 +53,9 @@ def _family(comparisons: pd.DataFrame, unjudged: str) -> str:
     mine = comparisons[comparisons["family"] == FAMILY_REPORT] if not comparisons.empty \
         else comparisons
     judged = int(mine["p_value"].notna().sum()) if not mine.empty else 0
-    return (f"\n{unjudged}better / worse: the first stack against the second, beyond sampling "
-            f"after Holm over {judged} judged comparison(s); indistinguishable: this sample "
-            "cannot tell them apart ([Comparisons](#comparisons): method, every row).\n")
+    return (f"\n{unjudged}better / worse: the first stack against the second after Holm over "
+            f"{judged} comparisons; indistinguishable: this sample cannot tell them apart "
+            "([method, every row](#comparisons)).\n")
 
 
 def render(comparisons: pd.DataFrame | None, pareto: Path | None, glance: list[str],

@@ -45,7 +45,7 @@ code { background: #f0f2f5; padding: 0 3px; border-radius: 3px; font-size: 90%; 
 h2#answers + table, h2[id^="answers-"] + table { display: table; width: 100%; }
 h2#answers + table td, h2[id^="answers-"] + table td { white-space: normal;
                                                        text-align: left; }
-img[alt="pareto"] { max-height: 36vh; width: auto; }
+img[alt="pareto"] { max-height: 33vh; width: auto; }
 """
 # The table of contents goes before this section (after the first screen), else after the title.
 TOC_BEFORE = "summary"

@@ -55,7 +55,7 @@ HIGHER, LOWER = "measured higher", "measured lower"
 QUESTIONS = [Q_TOPOLOGY, Q_PREFIX, Q_ROUTER, Q_DECODE_TIER, Q_CACHE, Q_RECIPE,
              Q_SLA_TOPOLOGY, Q_SIMULATION]
 # The first screen's words for each question (the full question is in the Comparisons table).
-SHORT = {Q_TOPOLOGY: "agg vs disagg", Q_PREFIX: "agg vs disagg, shared prefixes",
+SHORT = {Q_TOPOLOGY: "agg vs disagg", Q_PREFIX: "agg vs disagg, prefix share",
          Q_ROUTER: "KV router", Q_DECODE_TIER: "decode tier on another GPU",
          Q_CACHE: "cold vs warm cache", Q_RECIPE: "recipe vs baseline",
          Q_SLA_TOPOLOGY: "recipe agg vs disagg", Q_SIMULATION: "simulated vs measured"}
@@ -182,7 +182,7 @@ def _verdicts(rows: pd.DataFrame) -> str:
     return "; ".join(f"{v} at {', '.join(s)}" for v, s in by.items())
 
 
-def _differences(rows: pd.DataFrame, limit: int = 3) -> str:
+def _differences(rows: pd.DataFrame, limit: int = 2) -> str:
     shown = rows if len(rows) <= limit else rows.iloc[[0, len(rows) - 1]]
     parts = [f"{_step_name(str(r['step']))} {difference_cell(r)}" for _, r in shown.iterrows()]
     return "; ".join(parts) + (f" ({len(rows)} steps)" if len(rows) > limit else "")
@@ -190,8 +190,8 @@ def _differences(rows: pd.DataFrame, limit: int = 3) -> str:
 
 def first_screen(table: pd.DataFrame) -> pd.DataFrame:
     """One line per question, stacks and figure with a judged comparison: the difference per
-    step (first and last beyond three), the verdicts, what they stand on. Figures nothing
-    judged are folded into one last line naming why."""
+    step (the first and the last), the verdicts, what they stand on. Figures nothing judged are
+    folded into one last line naming why."""
     out: list[dict[str, str]] = []
     unjudged: dict[str, str] = {}
     if not table.empty:     # the plan's questions (the simulation's fit has its own section)
@@ -208,10 +208,13 @@ def first_screen(table: pd.DataFrame) -> pd.DataFrame:
         out.append({"question": f"{SHORT.get(str(q), q)}: {f.label}",
                     "compared": f"{sub} vs {ref}", "difference [95 % CI]": _differences(rows),
                     "verdict": _verdicts(rows), "stands on": rows["stands_on"].iloc[0]})
-    if unjudged:
+    if unjudged:     # the figures by the reason they share
+        by_why: dict[str, list[str]] = {}
+        for label, why in unjudged.items():
+            by_why.setdefault(why, []).append(label)
         out.append({"question": NOT_JUDGED, "compared": "",
-                    "difference [95 % CI]": "; ".join(f"{k}: {v}" for k, v in
-                                                      unjudged.items()),
+                    "difference [95 % CI]": "; ".join(f"{', '.join(labels)} ({why})" for
+                                                      why, labels in by_why.items()),
                     "verdict": "", "stands on": ""})
     return pd.DataFrame(out, columns=FIRST_SCREEN)
 

@@ -247,7 +247,7 @@ def mean_interval(samples: Sequence[float] | np.ndarray, level: float = LEVEL) -
         return _none(math.nan, 0, "not measured")
     mean = float(v.mean())
     if len(v) < 2:
-        return _none(mean, 1, "single run: no interval (needs >= 2 repeats)")
+        return _none(mean, 1, "single run, no interval: needs >= 2 repeats")
     se = float(v.std(ddof=1) / math.sqrt(len(v)))
     half = t_crit(len(v) - 1, level) * se
     return Estimate(mean, mean - half, mean + half, se, float(len(v) - 1), len(v),
