@@ -24,7 +24,7 @@ from stacks.sizing.step_itl import ASSUMED_SOURCE
 from workloads import step_exec, step_warmup
 from workloads.datasets import jsonl_bytes
 from workloads.sim.dispatch import SendPattern
-from workloads.sim.exports import ttft_itl
+from workloads.sim.exports import frontend_ttft_itl, ttft_itl
 from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
@@ -52,6 +52,10 @@ class StepFigures:
     # over completed requests: with the window and the concurrency, how long a slot stood idle
     # between requests (reports/simulated_vs_measured.py compares it with the live client's)
     request_latency_mean_ms: float | None = None
+    # TTFT and ITL p50 as the frontend's own request trace records them (exports.
+    # frontend_ttft_itl): what a live run's trace is compared on
+    frontend_ttft_p50_ms: float | None = None
+    frontend_itl_p50_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -74,6 +78,7 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
     cut = sim.cut_ms
     done = [r for r in reqs if cut is None or r["last_token_ms"] <= cut]
     timings = [ttft_itl(r) for r in done]
+    frontend = [frontend_ttft_itl(r) for r in done]
     ttft = [t for t, _ in timings]
     itl = [i for _, i in timings if i]
     start = min((r["arrival_time_ms"] for r in reqs), default=0.0)
@@ -93,7 +98,9 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
         tok_s_per_user_p50=_quantile([1000.0 / x for x in itl], 0.5),
         reuse=sum(r.get("reused_input_tokens") or 0 for r in done) / prompt if prompt else 0.0,
         window_s=window, spread=spread(sim),
-        request_latency_mean_ms=sum(latencies) / len(latencies) if latencies else None)
+        request_latency_mean_ms=sum(latencies) / len(latencies) if latencies else None,
+        frontend_ttft_p50_ms=_quantile([t for t, _ in frontend], 0.5),
+        frontend_itl_p50_ms=_quantile([i for _, i in frontend if i], 0.5))
 
 
 def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepContext:
