@@ -47,6 +47,8 @@ def label(record: dict) -> str:
     parts = [f"{t['role']}: " if len(tables) > 1 else "" for t in tables]
     body = "; ".join(f"{p}timings from AIConfigurator {t['aiconfigurator']} {t['system']}/"
                      f"{t['backend']} {t['backend_version']}, table sha256 {t['sha256'][:12]}"
+                     + (", latencies upper bounds: suspect database rows"
+                        if t.get("upper_bound") else "")
                      for p, t in zip(parts, tables, strict=True))
     return f"SIMULATED (mocker, {body})"
 
