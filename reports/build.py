@@ -134,7 +134,8 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
                                  steps)
     # measured over predicted per step, from each run's own predictions (its manifest)
     t["predicted_vs_measured"] = predicted_vs_measured.table(
-        steps, {r.record.stack: r.record.extra.get("predictions") or {} for r in runs})
+        steps, {r.record.stack: r.record.extra.get("predictions") or {} for r in runs},
+        simulated={r.record.stack for r in runs if predicted_vs_measured.on_table(r.record.extra)})
     name = name or default_name(runs, with_compare)
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)

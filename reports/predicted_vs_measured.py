@@ -29,7 +29,11 @@ PREDICTED_FIELD = {"ttft_p50_ms": "ttft_ms", "itl_p50_ms": "itl_ms",
 # nearest to it), kept by the run's record beside the figure: `<col>_likely_lo/hi` in ms (None
 # where no row was near) and whether the measured value fell in it (`<col>_in_likely`). The
 # ±BANDS above judge a run against the prediction; the likely band says how far the model
-# itself is known to be off.
+# itself is known to be off. A rehearsal's figures are SIMULATED on the model's own table, so
+# the same band carries over to them (`<col>_simulated_likely_lo/hi`: the figure times the
+# band's ratios to the prediction, what a GPU would likely show given the rehearsal's figure;
+# stacks/predict/bands.py simulated_band gives the same from the table's record), and whether
+# a rehearsal fell in the prediction's band says nothing (`in_likely` empty).
 LIKELY_FIELD = {"ttft_p50_ms": "ttft_band_ms", "itl_p50_ms": "itl_band_ms"}
 MEASURED_LABEL = "MEASURED"
 UNRECORDED_LABEL = "SIMULATED (mocker; its timings were not recorded by this run)"
@@ -81,9 +85,11 @@ def first_data_stall_ms(manifest_extra: dict[str, Any]) -> float | None:
     return None
 
 
-def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per measured step with a prediction: measured, predicted, ratio, in band.
-    `predictions`: {stack: the manifest's predictions record}."""
+def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]],
+          simulated: Collection[str] = frozenset()) -> pd.DataFrame:
+    """One row per measured step with a prediction: measured, predicted, ratio, in band, the
+    prediction's likely range. `predictions`: {stack: the manifest's predictions record};
+    `simulated`: the stacks whose figures are SIMULATED on the model's table (on_table)."""
     rows = []
     for _, s in steps.iterrows():
         pred = ((predictions.get(str(s["stack"])) or {}).get("steps") or {}).get(
@@ -106,9 +112,16 @@ def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.Dat
         for col, field in LIKELY_FIELD.items():
             lo, hi = likely(pred.get(field))
             row[f"{col}_likely_lo"], row[f"{col}_likely_hi"] = lo, hi
-            m = _num(row[f"{col}_measured"])
-            row[f"{col}_in_likely"] = None if lo is None or hi is None or m is None \
-                else lo <= m <= hi
+            m, p = _num(row[f"{col}_measured"]), _num(row[f"{col}_predicted"])
+            row[f"{col}_in_likely"] = None
+            row[f"{col}_simulated_likely_lo"] = row[f"{col}_simulated_likely_hi"] = None
+            if lo is None or hi is None or m is None:
+                continue
+            if str(s["stack"]) not in simulated:
+                row[f"{col}_in_likely"] = lo <= m <= hi
+            elif p:
+                row[f"{col}_simulated_likely_lo"] = round(m * lo / p, 3)
+                row[f"{col}_simulated_likely_hi"] = round(m * hi / p, 3)
         row["ttft_model_terms_ms"] = pred.get("ttft_model_terms_ms")
         # the client's mean TTFT (AIPerf) and the frontend's own (its histogram), for the
         # measured split of a TTFT gap
@@ -117,8 +130,9 @@ def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.Dat
         rows.append(row)
     columns = ["stack", "step", *[f"{c}_{k}" for c in BANDS
                                      for k in ("measured", "predicted", "ratio", "in_band")],
-               *[f"{c}_{k}" for c in LIKELY_FIELD for k in ("likely_lo", "likely_hi",
-                                                            "in_likely")],
+               *[f"{c}_{k}" for c in LIKELY_FIELD
+                 for k in ("likely_lo", "likely_hi", "in_likely", "simulated_likely_lo",
+                           "simulated_likely_hi")],
                "ttft_model_terms_ms", "ttft_mean_ms", "server_ttft_mean_ms"]
     return pd.DataFrame(rows, columns=columns)   # the columns even without a row (its CSV)
 
@@ -130,9 +144,11 @@ def likely(band: Any) -> tuple[float | None, float | None]:
     return None, None
 
 
-def likely_words(r: pd.Series, col: str, digits: int) -> str:
-    """' (likely 9.0-12.5)' after a predicted figure with a band, '' without one."""
-    lo, hi = _num(r.get(f"{col}_likely_lo")), _num(r.get(f"{col}_likely_hi"))
+def likely_words(r: pd.Series, col: str, digits: int, simulated: bool = False) -> str:
+    """' (likely 9.0-12.5)' after a predicted figure with a band (`simulated`: after the
+    rehearsal's SIMULATED figure), '' without one."""
+    kind = "simulated_likely" if simulated else "likely"
+    lo, hi = _num(r.get(f"{col}_{kind}_lo")), _num(r.get(f"{col}_{kind}_hi"))
     return "" if lo is None or hi is None else f" (likely {lo:,.{digits}f}-{hi:,.{digits}f})"
 
 
@@ -203,4 +219,6 @@ def band_note() -> str:
             + " (reports/predicted_vs_measured.py BANDS says why); a ratio outside its band "
             "is marked `!`. A PREDICTED figure's `likely` range is the model's own error where "
             "the world measured it (AIConfigurator's measured rows nearest to the prediction, "
-            "stacks/predict/bands.py); no range where no row is near.")
+            "stacks/predict/bands.py); no range where no row is near. A rehearsal's SIMULATED "
+            "figure, on the model's own table, carries the same band: what a GPU would likely "
+            "show given it.")

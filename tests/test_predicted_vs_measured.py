@@ -142,3 +142,12 @@ def test_a_predicted_figure_carries_its_likely_range_from_the_record():
     assert c1["ttft_p50_ms_likely_lo"] is None and c1["ttft_p50_ms_in_likely"] is None
     assert pvm.likely_words(c1, "itl_p50_ms", 2) == " (likely 3.70-4.90)"
     assert pvm.likely_words(c1, "ttft_p50_ms", 1) == ""
+    assert c1["itl_p50_ms_simulated_likely_lo"] is None
+    # a rehearsal's SIMULATED figure (on the model's table) carries the band's ratios; whether
+    # it fell in the prediction's band says nothing
+    sim = pvm.table(_steps(), {"local-agg": pred}, simulated={"local-agg"}).set_index("step")
+    s1 = sim.loc["concurrency_sweep/c1"]
+    assert s1["itl_p50_ms_in_likely"] is None
+    assert (s1["itl_p50_ms_simulated_likely_lo"], s1["itl_p50_ms_simulated_likely_hi"]) == \
+        (round(3.86 * 3.7 / 3.97, 3), round(3.86 * 4.9 / 3.97, 3))
+    assert pvm.likely_words(s1, "itl_p50_ms", 2, simulated=True) == " (likely 3.60-4.76)"
