@@ -195,7 +195,9 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
         [k in kept for k in zip(steps["stack"], steps["run_id"], strict=True)],
         index=steps.index)]
     t["predicted_vs_measured"] = predicted_vs_measured.table(
-        sweep, {r.record.stack: r.record.extra.get("predictions") or {} for r in measured})
+        sweep, {r.record.stack: r.record.extra.get("predictions") or {} for r in measured},
+        simulated={r.record.stack for r in measured
+                   if predicted_vs_measured.on_table(r.record.extra)})
     name = name or default_name(runs, with_compare)
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
+from reports import simulated_vs_measured as svm
 from reports.ablation import LEFT_OUT
 from reports.compare import topology_pairs
 from reports.intervals import QUANTILE_FIGURES, completed_by_step
@@ -261,7 +262,10 @@ def all_comparisons(tables: dict[str, pd.DataFrame], steps: pd.DataFrame,
     rows += recipes(tables.get("sla", pd.DataFrame()), steps, by_step, infos)
     sim = judge(record_vs_measured(steps, by_step, simulations or {}, infos),
                 family=FAMILY_SIMULATION)
-    return pd.concat([judge(rows), sim], ignore_index=True) if not sim.empty else judge(rows)
+    mine = judge(rows)
+    if sim.empty or mine.empty:
+        return mine if sim.empty else sim
+    return pd.concat([mine, sim], ignore_index=True)
 
 
 # 2.5 x (p60 - p40) / sqrt(n): the median's standard error from the density its p40-p60 span
@@ -270,29 +274,45 @@ _SPAN_SE = 0.5 / 0.2
 
 
 def _measured(step: pd.Series, by_step: ByStep, figure: str) -> Estimate:
-    """A measured step's TTFT p50 (the frontend's, from its request trace: the span of its p40
-    to p60 gives the standard error) or ITL p50 (the completed requests')."""
+    """A measured step's figure as simulated_vs_measured.py compares it (the frontend's TTFT
+    and ITL p50 from its request trace, else the client's), with a standard error: TTFT's from
+    the span of the frontend's p40 to p60, ITL's from the completed requests' per-request ITL
+    (the client's, which the frontend's matches but for transport)."""
     key = (step["stack"], step["run_id"], step["step"])
     done = by_step.get(key)
     n = len(done) if done is not None else 0
+    value = float(step.get(svm.MEASURED_COLUMN[figure], math.nan))
+    if math.isnan(value):
+        value = float(step.get(figure, math.nan))
     if figure == "itl_p50_ms":
         values = done["itl_ms"].to_numpy(dtype=float) if done is not None else np.array([])
-        return Estimate(quantile(values, 0.5), math.nan, math.nan,
+        return Estimate(value, math.nan, math.nan,
                         quantile_se(values, 0.5) if n else math.nan, math.inf, n, "requests")
-    lo, mid, hi = (float(step.get(f"frontend_ttft_p{q}_ms", math.nan)) for q in (40, 50, 60))
+    lo, hi = (float(step.get(f"frontend_ttft_p{q}_ms", math.nan)) for q in (40, 60))
     se = _SPAN_SE * (hi - lo) / math.sqrt(n) if n and not math.isnan(hi - lo) else math.nan
-    return Estimate(mid, math.nan, math.nan, se, math.inf, n,
+    return Estimate(value, math.nan, math.nan, se, math.inf, n,
                     "the frontend's request trace" if not math.isnan(se)
                     else "no frontend TTFT p40 / p60 (no request trace)")
+
+
+def _simulated(rec: Mapping, figure: str) -> Estimate:
+    """The record's figure as simulated_vs_measured.py compares it, with its standard error."""
+    column = svm.SIMULATED_COLUMN[figure]
+    value, se = rec.get(column), rec.get(column.replace("_ms", "_se_ms"))
+    if value is None:
+        value, se = rec.get(figure), rec.get(figure.replace("_ms", "_se_ms"))
+    return Estimate(math.nan if value is None else float(value), math.nan, math.nan,
+                    math.nan if se is None else float(se), math.inf, 0,
+                    "the simulation record keeps no standard error (made before them)")
 
 
 def record_vs_measured(steps: pd.DataFrame, by_step: ByStep,
                        simulations: Mapping[tuple[str, str], dict | None],
                        infos: dict[str, StackInfo]) -> list[dict]:
-    """Each usable measured step against its run's simulation record: TTFT p50 and ITL p50,
-    measured - simulated with a normal interval from both standard errors (the record's:
-    workloads/sim/plan_sim.py `ttft_p50_se_ms`, `itl_p50_se_ms`; a record made before them is
-    not judged)."""
+    """Each usable measured step against its run's simulation record: TTFT and ITL p50 as
+    reports/simulated_vs_measured.py compares them, measured - simulated with a normal
+    interval from both standard errors (the record's: workloads/sim/plan_sim.py; a record made
+    before them is not judged)."""
     out = []
     usable = steps[steps["usable"].astype(bool)] if "usable" in steps else steps
     for _, st in usable.iterrows():
@@ -301,11 +321,7 @@ def record_vs_measured(steps: pd.DataFrame, by_step: ByStep,
         if not rec:
             continue
         for fig in ("ttft_p50_ms", "itl_p50_ms"):
-            se = rec.get(fig.replace("_ms", "_se_ms"))
-            sim = Estimate(float(rec.get(fig) or math.nan), math.nan, math.nan,
-                           math.nan if se is None else float(se), math.inf, 0,
-                           "the simulation record keeps no standard error (made before them)")
-            meas = _measured(st, by_step, fig)
+            sim, meas = _simulated(rec, fig), _measured(st, by_step, fig)
             out.append(row(Q_SIMULATION, f"{st['stack']} (simulated)",
                            f"{st['stack']} (measured)", str(st["step"]), FIGURES[fig],
                            sim.value, meas.value, estimate_difference(sim, meas),

@@ -383,8 +383,10 @@ def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecor
         for col in pvm.BANDS:
             ratio, ok = r[f"{col}_ratio"], r[f"{col}_in_band"]
             name = col.removesuffix("_ms")
-            row[f"{name} measured"] = r[f"{col}_measured"]
-            row[f"{name} PREDICTED"] = r[f"{col}_predicted"]
+            row[f"{name} measured"] = r[f"{col}_measured"] if col not in pvm.LIKELY_FIELD \
+                else _predicted_cell(r[f"{col}_measured"], pvm.likely_words(r, col, 2, True))
+            row[f"{name} PREDICTED"] = r[f"{col}_predicted"] if col not in pvm.LIKELY_FIELD \
+                else _predicted_cell(r[f"{col}_predicted"], pvm.likely_words(r, col, 2))
             row[f"{name} ratio"] = "n/a" if ratio is None or pd.isna(ratio) else \
                 f"{ratio:.2f}" + ("" if ok else " !")
         rows.append(row)
@@ -394,6 +396,13 @@ def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecor
     labels = {name: info.timing.label for name, info in infos.items()}
     out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls, on_table, labels)]
     return "".join(out)
+
+
+def _predicted_cell(value: object, likely: str) -> object:
+    """A predicted (or SIMULATED) figure, with its likely range where it has one."""
+    if not likely or not isinstance(value, (int, float)) or pd.isna(value):
+        return value
+    return f"{value:,.2f}{likely}"
 
 
 def _csv_link(key: str, table: pd.DataFrame, shown: list[str]) -> str:

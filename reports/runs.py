@@ -29,8 +29,8 @@ from workloads.routing_evidence import request_of
 CACHE_DIR = ".reports-cache"
 # 5: AIPerf's replay schedule lag columns; 6: routing evidence (frontend request trace) per
 # step and worker; 7: requested rows without the warm-up, the AIPerf patches each step ran;
-# 8: the frontend's own TTFT p40 / p50 / p60 from that trace
-CACHE_VERSION = "8"
+# 8: the frontend's own TTFT p40 / p50 / p60 from that trace; 9: and its ITL p50
+CACHE_VERSION = "9"
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -212,21 +212,24 @@ FRONTEND_TTFT = ("frontend_ttft_p40_ms", "frontend_ttft_p50_ms", "frontend_ttft_
 
 
 def frontend_ttft(step_dir: Path) -> dict[str, float]:
-    """The frontend's own TTFT p40 / p50 / p60 over the step's traced requests (its request
-    trace's `ttft_ms`; linear interpolation, as every percentile here), and how many; NaN
-    without a trace. The client's TTFT (AIPerf) adds the first-data stall of a kept-alive
-    connection (docs/testing.md), which the frontend's does not."""
-    values = []
+    """The frontend's own TTFT p40 / p50 / p60 and ITL p50 over the step's traced requests (its
+    request trace's `ttft_ms` and `avg_itl_ms`; linear interpolation, as every percentile
+    here), and how many; NaN without a trace. The client's TTFT (AIPerf) adds the first-data
+    stall of a kept-alive connection (docs/testing.md), which the frontend's does not, and its
+    ITL runs from that late first token, so it is a little short."""
+    ttfts, itls = [], []
     path = step_dir / TRACE_FILE
     if path.exists():
         for line in path.read_text().splitlines():
-            req = request_of(line)
-            ttft = req.get("ttft_ms") if req else None
-            if isinstance(ttft, int | float):
-                values.append(float(ttft))
-    figures = dict(zip(FRONTEND_TTFT, np.percentile(values, [40, 50, 60]).tolist()
-                       if values else [math.nan] * 3, strict=True))
-    return {**figures, "frontend_requests": float(len(values))}
+            req = request_of(line) or {}
+            if isinstance(req.get("ttft_ms"), int | float):
+                ttfts.append(float(req["ttft_ms"]))
+            if isinstance(req.get("avg_itl_ms"), int | float) and req["avg_itl_ms"] > 0:
+                itls.append(float(req["avg_itl_ms"]))
+    figures = dict(zip(FRONTEND_TTFT, np.percentile(ttfts, [40, 50, 60]).tolist()
+                       if ttfts else [math.nan] * 3, strict=True))
+    return {**figures, "frontend_itl_p50_ms": float(np.median(itls)) if itls else math.nan,
+            "frontend_requests": float(len(ttfts))}
 
 
 _REQUEST_COLUMNS = ["conversation_id", "turn_index", "x_request_id", "start_ns", "end_ns",

@@ -7,8 +7,8 @@ Each figure is compared with its like:
 - TTFT p50: the frontend's own (the step's request trace, `request_trace.jsonl` ttft_ms:
   reports/runs.py frontend_ttft reads it, with its p40 and p60). The client's TTFT carries the
   first-data stall of a kept-alive connection (docs/testing.md), which no simulation has.
-- ITL p50: the per-request mean gap between output tokens, over completed requests (AIPerf's
-  `inter_token_latency`; DynoSim's per-request `itl_ms`).
+- ITL p50: the per-request mean gap between output tokens, the frontend's own (its request
+  trace's `avg_itl_ms`) on both sides: the client's runs from its late first token.
 - output tok/s: completed requests' output tokens over the step's window (first start to last
   end), both sides alike (reports/measures.py, workloads/sim/plan_sim.py).
 A simulated run (manifest target_info.kind "sim") is the simulation: never compared with itself.
@@ -32,9 +32,15 @@ from workloads.sim.record import step_figures
 from workloads.sim.step_sim import TURNAROUND_MS
 
 BANDS: dict[str, float] = {"ttft_p50_ms": 0.15, "itl_p50_ms": 0.05, "output_tok_s": 0.05}
-# the measured column each figure is compared on (the frontend's TTFT, the client's others)
-MEASURED_COLUMN = {"ttft_p50_ms": "frontend_ttft_p50_ms", "itl_p50_ms": "itl_p50_ms",
+# the measured column each figure is compared on, and the simulated one: TTFT and ITL as the
+# frontend's request trace records them on both sides (the client's carry the first-data stall;
+# disaggregated, the frontend's TTFT ends at the prefill worker's answer, the client's at the
+# decode worker's first token: workloads/sim/exports.py frontend_ttft_itl), output tok/s the
+# client's on both
+MEASURED_COLUMN = {"ttft_p50_ms": "frontend_ttft_p50_ms", "itl_p50_ms": "frontend_itl_p50_ms",
                    "output_tok_s": "output_tok_s"}
+SIMULATED_COLUMN = {"ttft_p50_ms": "frontend_ttft_p50_ms", "itl_p50_ms": "frontend_itl_p50_ms",
+                    "output_tok_s": "output_tok_s"}
 # a TTFT p50 is on a cliff when the frontend's p60 is this many times its p40
 CLIFF = 1.5
 # the client's turnaround counts as a cause when a slot idles this much longer per request
@@ -138,7 +144,10 @@ def table(steps: pd.DataFrame, simulations: Mapping[tuple[str, str], dict[str, A
             continue
         row: dict[str, Any] = {"stack": s["stack"], "run_id": s["run_id"], "step": s["step"]}
         for col, band in BANDS.items():
-            measured, simulated = _num(s.get(MEASURED_COLUMN[col])), _num(sim.get(col))
+            measured = _num(s.get(MEASURED_COLUMN[col]))
+            if measured is None and col == "itl_p50_ms":   # a step without the frontend's trace
+                measured = _num(s.get(col))              # the client's ITL, a little short
+            simulated = _num(sim.get(SIMULATED_COLUMN[col], sim.get(col)))
             ratio = measured / simulated if measured is not None and simulated else None
             row[f"{col}_measured"] = measured
             row[f"{col}_simulated"] = simulated

@@ -51,13 +51,15 @@ def timing_words(manifest_extra: dict[str, Any], target: str) -> TimingWords:
         timings = (attempt.get("target") or {}).get("timings")
         if timings:
             return mocker_words(timings)
-    return mocker_words(None)
+    return mocker_words((manifest_extra.get("target_info") or {}).get("timings"))
 
 
 def simulated(manifest_extra: dict[str, Any]) -> bool:
-    """Was the run replayed by DynoSim (`workloads run --target sim`)?"""
-    return any((a.get("target") or {}).get("kind") == "sim"
-               for a in manifest_extra.get("attempts") or [])
+    """Was the run replayed by DynoSim (`workloads run --target sim`)? Its record says so in
+    target_info and in each attempt's target."""
+    return (manifest_extra.get("target_info") or {}).get("kind") == "sim" or any(
+        (a.get("target") or {}).get("kind") == "sim"
+        for a in manifest_extra.get("attempts") or [])
 
 
 def runs_timing(by_run: dict[str, TimingWords]) -> TimingWords:

@@ -366,6 +366,52 @@ def predict(stacks: list[str] = typer.Argument(..., help="Stacks to predict (a v
 
 
 @app.command()
+def bands(refresh: bool = typer.Option(False, "--refresh",
+                                       help="First re-estimate AIConfigurator's own measured "
+                                       "rows with the installed predictor (~25 min of one "
+                                       "core) and rewrite stacks/predict/silicon_estimates.json."),
+          recalibrate: bool = typer.Option(False, "--recalibrate",
+                                           help="First recompute the snapshot's stored "
+                                           "calibration from its rows (after a change to the "
+                                           "band rule; no predictor needed).")
+          ) -> None:
+    """The error bands every PREDICTED figure carries: AIConfigurator's own measured vLLM rows
+    (its silicon_sample.csv) against its estimate at each row's exact configuration, and the
+    bands' leave-one-out calibration per group (system, precision, mode): how often the band
+    built without a row covers that row's measured value. Exits 2 when --refresh finds no
+    predictor."""
+    from stacks.predict.bands import NEAREST, QUANTILES, load
+    from stacks.predict.predictor import PredictorUnavailable
+    from stacks.predict.silicon_refresh import calibration_lines, no_band_reasons
+    from stacks.predict.silicon_refresh import recalibrate as recalibrate_snapshot
+    from stacks.predict.silicon_refresh import refresh as refresh_snapshot
+
+    if refresh:
+        try:
+            meta = refresh_snapshot(progress=lambda done, n: console.print(
+                f"estimated {done} of {n} rows", markup=False))
+        except PredictorUnavailable as exc:
+            fail(exc, code=2)
+        console.print(f"rewrote the snapshot: {meta}", markup=False)
+    elif recalibrate:
+        console.print(f"recalibrated: {recalibrate_snapshot()['calibration']}", markup=False)
+    meta, rows = load()
+    console.print(f"{len(rows)} rows estimated by AIConfigurator {meta['aiconfigurator']} "
+                  f"(silicon_sample.csv sha256 {meta['silicon_sample_sha256'][:12]}; left out: "
+                  f"{meta['excluded']}); band = measured/predicted {QUANTILES[0]:.0%}-"
+                  f"{QUANTILES[1]:.0%} quantiles of the {NEAREST} nearest rows", markup=False)
+    for borrowed, title in ((False, "held-out row, band from its own GPU's other rows"),
+                            (True, "held-out row, band from other GPUs' rows only "
+                                   "(as for the A100 and the L40S)")):
+        console.print(f"\nleave-one-out: {title}", markup=False)
+        for line in calibration_lines(rows, borrowed):
+            console.print(line, markup=False)
+    for metric in ("ttft", "itl"):
+        for reason, n in sorted(no_band_reasons(rows, metric).items()):
+            console.print(f"{metric} held out with no band ({n}): {reason}", markup=False)
+
+
+@app.command()
 def render(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<name>.yaml)."),
            out: Path = typer.Option(Path("rendered"), "--out",
                                     help="Folder for <out>/<stack>/*.yaml.")) -> None:

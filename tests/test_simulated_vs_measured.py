@@ -133,9 +133,13 @@ def _with_simulation(run: Path, steps: pd.DataFrame, factor: dict[str, float],
             "concurrency": int(s["concurrency"]), "window_s": s["window_s"],
             "requests": int(s["completed"])}
     m["simulation"] = {"label": LABEL, "simulator": "DynoSim", "steps": figures}
-    if kind:
-        m["target_info"] = {**m.get("target_info", {}), "kind": kind,
-                            "timings": {"label": LABEL}}
+    if kind:   # what a --target sim run's record says (workloads/sim/target.py describe)
+        recorded = next((a["target"]["timings"] for a in reversed(m.get("attempts") or [])
+                         if (a.get("target") or {}).get("timings")), {})
+        timings = {**recorded, "label": LABEL, "simulator": "DynoSim", "dynamo_version": "1.6.1"}
+        m["target_info"] = {**m.get("target_info", {}), "kind": kind, "timings": timings}
+        for attempt in m.get("attempts") or []:
+            attempt["target"] = {**attempt.get("target", {}), "kind": kind, "timings": timings}
     (run / "manifest.json").write_text(json.dumps(m))
 
 
@@ -174,9 +178,9 @@ def test_a_simulated_run_is_simulated_everywhere_and_never_compared_with_itself(
     assert report.tables["predicted_vs_measured"].empty
     md = (report.out_dir / "report.md").read_text()
     where = md.split("**Where it ran**")[1].split("**What was")[0]
-    assert f"`local-agg`: **{LABEL}.** Nothing served: DynoSim replayed every step" in where
+    assert f"`local-agg`: **SIMULATION by DynoSim, {LABEL}**: NVIDIA DynoSim" in where
     assert "REHEARSAL" not in md and "local mocker" not in where
-    assert "**Headline answers — SIMULATED (DynoSim)**" in md
-    assert "local-agg (SIMULATED: aggregated, round-robin, 8 GPUs in DynoSim" in md
-    assert "## Concurrency sweep — SIMULATED (DynoSim: local-agg)" in md
+    assert "**Headline answers — SIMULATION (local-agg: DynoSim, " in md
+    assert "local-agg (SIMULATION: aggregated, round-robin, 8 GPUs replayed by DynoSim" in md
+    assert "## Concurrency sweep — SIMULATION (local-agg: DynoSim, " in md
     assert "A simulated run is the simulation: it is not compared with itself." in md

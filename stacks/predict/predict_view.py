@@ -13,19 +13,36 @@ from rich.table import Table
 from stacks.predict.rows import LABEL, SLOS, PredictedRow, Prediction
 from stacks.predict.simulated import CROSS_FIELDS, CrossCheck, cross_check, spread_words
 
-COLUMNS = ("step", "c", "ISL/OSL", "TTFT ms", "ITL ms", "req lat s", "out tok/s",
-           "tok/s/GPU", "tok/s/user", "$/1M out")
+COLUMNS = ("step", "c", "ISL/OSL", "TTFT ms", "TTFT likely", "ITL ms", "ITL likely",
+           "req lat s", "out tok/s", "tok/s/GPU", "tok/s/user", "$/1M out")
 STEP_WIDTH = len("sequence_distributions/lognormal")
 SIMULATED_COLUMNS = ("step", "c", "ISL/OSL", "TTFT p50 ms", "ITL p50 ms", "req lat p50 s",
                      "out tok/s", "tok/s/GPU", "tok/s/user p50", "$/1M out")
 
 
+def band_cell(band: tuple[float, float] | list[float] | None, digits: int) -> str:
+    """'9.0-12.5' for a band (lo, hi), 'no band' without one."""
+    return f"{band[0]:,.{digits}f}-{band[1]:,.{digits}f}" if band else "no band"
+
+
 def _cells(r: PredictedRow) -> tuple[str, ...]:
     usd = f"{r.usd_per_1m_output:,.2f}" if r.usd_per_1m_output is not None else "unpriced"
     io = (f"{r.isl}/{r.osl}" + (f" ({r.prefix} cached)" if r.prefix else "")) if r.osl else "-"
-    return (r.step, str(r.concurrency), io, f"{r.ttft_ms:,.1f}", f"{r.itl_ms:.2f}",
-            f"{r.request_latency_ms / 1000:,.2f}", f"{r.output_tok_s:,.0f}",
+    le = "<= " if r.upper_bound else ""   # latencies of suspect rows are upper bounds
+    return (r.step, str(r.concurrency), io, f"{le}{r.ttft_ms:,.1f}",
+            band_cell(r.ttft_band_ms, 1), f"{le}{r.itl_ms:.2f}", band_cell(r.itl_band_ms, 2),
+            f"{le}{r.request_latency_ms / 1000:,.2f}", f"{r.output_tok_s:,.0f}",
             f"{r.tok_s_per_gpu:,.1f}", f"{r.tok_s_per_user:,.1f}", usd)
+
+
+def band_lines(rows: list[PredictedRow]) -> list[str]:
+    """Where the rows' bands come from (each distinct source once), or why they have none."""
+    out: list[str] = []
+    for metric, sources in (("TTFT", [r.ttft_band_source for r in rows]),
+                            ("ITL", [r.itl_band_source for r in rows])):
+        for src in dict.fromkeys(x for x in sources if x):
+            out.append(f"{metric} likely: {src}")
+    return out
 
 
 def database_line(p: Prediction) -> str:
@@ -40,9 +57,11 @@ def _best_points(console: Console, p: Prediction) -> None:
     word = p.label.split(" (")[0]      # SIMULATED or PREDICTED: the table's title names it whole
     for slo in SLOS:
         best = p.best(slo)
+        verdict = ("no verdict: its latencies are upper bounds" if p.rows and all(
+            r.upper_bound for r in p.rows) else "no concurrency_sweep step meets it")
         console.print(f"  {word} SLA best point ({slo.name}): " + (
-            f"{best.step}, {best.tok_s_per_gpu:,.1f} tok/s/GPU" if best else
-            "no concurrency_sweep step meets it"), markup=False)
+            f"{best.step}, {best.tok_s_per_gpu:,.1f} tok/s/GPU" if best else verdict),
+            markup=False)
 
 
 def print_prediction(console: Console, p: Prediction,
@@ -60,6 +79,9 @@ def print_prediction(console: Console, p: Prediction,
         if workloads is None or r.workload in workloads:
             t.add_row(*_cells(r))
     console.print(t)
+    shown = [r for r in p.rows if workloads is None or r.workload in workloads]
+    for line in band_lines(shown):
+        console.print(f"  {line}", markup=False)
     _best_points(console, p)
     console.print(f"  {database_line(p)}", markup=False)
     for d in p.departures:

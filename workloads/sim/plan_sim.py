@@ -11,12 +11,13 @@ per-request mean gap, output tok/s over the step's window (first start to last e
 tok/s per user 1000 / ITL.
 
 Beside the figures, each step says how precisely its sample pins them, for the smallest
-difference a plan's comparison can resolve (stacks/plan/resolution.py): the standard errors of
-its TTFT and ITL p50 (the sd of their exact bootstrap over the completed requests,
-stacks/sizing/sampling.py, the report's method), the spread of its requests' output tokens over
-their latency, the standard error of its reuse (workloads/routing_evidence.py hit_rate_se,
-each request in its conversation's turn, as the report measures the hit rate's) and each seeded
-run's reuse beside the spread's other figures.
+difference a plan's comparison can resolve (stacks/plan/resolution.py) and the report's
+simulated-vs-measured verdicts (reports/comparisons.py): the standard errors of its TTFT and
+ITL p50, the client's and the frontend's (the sd of their exact bootstrap over the completed
+requests, stacks/sizing/sampling.py, the report's method), the spread of its requests' output
+tokens over their latency, the standard error of its reuse (workloads/routing_evidence.py
+hit_rate_se, each request in its conversation's turn, as the report measures the hit rate's)
+and each seeded run's reuse beside the spread's other figures.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from workloads import step_exec, step_warmup
 from workloads.datasets import jsonl_bytes
 from workloads.routing_evidence import hit_rate_se
 from workloads.sim.dispatch import SendPattern
-from workloads.sim.exports import ttft_itl
+from workloads.sim.exports import frontend_ttft_itl, ttft_itl
 from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
@@ -64,9 +65,15 @@ class StepFigures:
     # over completed requests: with the window and the concurrency, how long a slot stood idle
     # between requests (reports/simulated_vs_measured.py compares it with the live client's)
     request_latency_mean_ms: float | None = None
+    # TTFT and ITL p50 as the frontend's own request trace records them (exports.
+    # frontend_ttft_itl): what a live run's trace is compared on
+    frontend_ttft_p50_ms: float | None = None
+    frontend_itl_p50_ms: float | None = None
     # how precisely the sample pins the figures (module docstring; None: no sample)
     ttft_p50_se_ms: float | None = None
     itl_p50_se_ms: float | None = None
+    frontend_ttft_p50_se_ms: float | None = None
+    frontend_itl_p50_se_ms: float | None = None
     token_rate_cv: float | None = None     # sd / mean of output tokens / latency per request
     reuse_se: float | None = None
     run_reuse: list[float] = field(default_factory=list)   # per seeded run (spread's order)
@@ -124,6 +131,7 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
     cut = sim.cut_ms
     done = [r for r in reqs if cut is None or r["last_token_ms"] <= cut]
     timings = [ttft_itl(r) for r in done]
+    frontend = [frontend_ttft_itl(r) for r in done]
     ttft = [t for t, _ in timings]
     itl = [i for _, i in timings if i]
     start = min((r["arrival_time_ms"] for r in reqs), default=0.0)
@@ -144,7 +152,11 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
         reuse=sum(r.get("reused_input_tokens") or 0 for r in done) / prompt if prompt else 0.0,
         window_s=window, spread=spread(sim),
         request_latency_mean_ms=sum(latencies) / len(latencies) if latencies else None,
+        frontend_ttft_p50_ms=_quantile([t for t, _ in frontend], 0.5),
+        frontend_itl_p50_ms=_quantile([i for _, i in frontend if i], 0.5),
         ttft_p50_se_ms=_se(ttft), itl_p50_se_ms=_se(itl),
+        frontend_ttft_p50_se_ms=_se([t for t, _ in frontend]),
+        frontend_itl_p50_se_ms=_se([i for _, i in frontend if i]),
         token_rate_cv=_cv([r["output_length"] / (lat / 1000)
                            for r, lat in zip(done, latencies, strict=True) if lat > 0]),
         reuse_se=_reuse_se(sim, done), run_reuse=_run_reuse(sim))

@@ -59,6 +59,8 @@ def label(record: dict) -> str:
     body = "; ".join(f"{p}timings from AIConfigurator {t['aiconfigurator']} {t['system']}/"
                      f"{t['backend']} {t['backend_version']}{calibrated_words(t)}, table "
                      f"sha256 {t['sha256'][:12]}"
+                     + (", latencies upper bounds: suspect database rows"
+                        if t.get("upper_bound") else "")
                      for p, t in zip(parts, tables, strict=True))
     return f"SIMULATED ({who}, {body})"
 
