@@ -16,8 +16,9 @@ from stacks.predict.simulated import CROSS_FIELDS, CrossCheck, cross_check, spre
 COLUMNS = ("step", "c", "ISL/OSL", "TTFT ms", "TTFT likely", "ITL ms", "ITL likely",
            "req lat s", "out tok/s", "tok/s/GPU", "tok/s/user", "$/1M out")
 STEP_WIDTH = len("sequence_distributions/lognormal")
-SIMULATED_COLUMNS = ("step", "c", "ISL/OSL", "TTFT p50 ms", "ITL p50 ms", "req lat p50 s",
-                     "out tok/s", "tok/s/GPU", "tok/s/user p50", "$/1M out")
+SIMULATED_COLUMNS = ("step", "c", "ISL/OSL", "TTFT p50 ms", "TTFT likely", "ITL p50 ms",
+                     "ITL likely", "req lat p50 s", "out tok/s", "tok/s/GPU", "tok/s/user p50",
+                     "$/1M out")
 
 
 def band_cell(band: tuple[float, float] | list[float] | None, digits: int) -> str:
@@ -121,6 +122,8 @@ def print_simulation(console: Console, sim: Prediction, record: dict[str, Any],
     for r in rows:
         t.add_row(*_cells(r))
     console.print(t)
+    for line in band_lines(rows):
+        console.print(f"  {line}", markup=False)
     checks = cross_check(sim, pred)
     if any(r.step in checks for r in rows):
         t = Table(title=f"{sim.stack}: cross-check, {LABEL} by AIConfigurator's static "

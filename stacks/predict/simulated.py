@@ -37,6 +37,33 @@ def _gpus_and_price(stack: StackConfig, base: StackConfig | None) -> tuple[int, 
     return sum(w.gpus for w in stack.serving.workers), None
 
 
+def sim_bands(record: dict[str, Any], step: dict[str, Any], isl: int, osl: int,
+              workers: dict[str, int]) -> dict[str, Any]:
+    """A simulated step's TTFT and ITL bands (stacks/predict/bands.py simulated_band): the
+    model's known error at the step's own shape, from the timing table of the role that decides
+    each figure (agg: the worker's; disagg: prefill's TTFT, decode's ITL), the batch per worker
+    its concurrency over the role's workers; empty fields and the reason where none."""
+    from stacks.predict.bands import simulated_band
+
+    tables = {t.get("role"): t for t in (record.get("timings") or {}).get("tables") or []}
+    out: dict[str, Any] = {}
+    for metric, value, roles in (("ttft", step.get("ttft_p50_ms"), ("worker", "prefill")),
+                                 ("itl", step.get("itl_p50_ms"), ("worker", "decode"))):
+        table = next((tables[r] for r in roles if r in tables), None)
+        if table is None or value is None:
+            out[f"{metric}_band_source"] = "no band: the simulation ran on generic timings"
+            continue
+        role = next(r for r in roles if r in tables)
+        batch = max(1, round(int(step.get("concurrency") or 1) / max(1, workers.get(role, 1))))
+        found, words = simulated_band(table, metric, float(value), batch=batch, isl=isl,
+                                      osl=osl)
+        out[f"{metric}_band_ms"] = (round(found[0], 3), round(found[1], 3)) if found else None
+        # the rows it stands on, once per table (the range itself is the row's cell)
+        out[f"{metric}_band_source"] = (words.split(" (", 1)[1].removesuffix(")")
+                                        if found and " (" in words else words)
+    return out
+
+
 def simulated_table(stack: StackConfig, base: StackConfig | None, scale: Scale,
                     record: dict[str, Any]) -> Prediction:
     """The record's steps as rows (plan order), or why nothing was simulated."""
@@ -46,6 +73,10 @@ def simulated_table(stack: StackConfig, base: StackConfig | None, scale: Scale,
         return out
     gpus, usd_h = _gpus_and_price(stack, base)
     shapes = {s.id: s for s in step_shapes(stack, scale)[0]}
+    assert stack.serving is not None
+    workers: dict[str, int] = {}
+    for w in stack.serving.workers:
+        workers[w.role.value] = workers.get(w.role.value, 0) + w.replicas
     out.gpus, out.disaggregated = gpus, record.get("topology") == "disaggregated"
     out.topology = (f"{record.get('topology', '?')}, router {record.get('router', '?')}, "
                     f"{gpus} GPUs")
@@ -60,12 +91,15 @@ def simulated_table(stack: StackConfig, base: StackConfig | None, scale: Scale,
             continue
         shape = shapes.get(sid)
         usd = usd_h / (tok_s * 3600) * 1e6 if usd_h is not None else None
+        bands = sim_bands(record, f, shape.isl if shape else 0, shape.osl if shape else 0,
+                          workers)
         out.rows.append(PredictedRow(
             sid, str(f["workload"]), int(f["concurrency"]), shape.isl if shape else 0,
             shape.osl if shape else 0, shape.prefix if shape else 0, ttft_ms=float(ttft),
             itl_ms=float(itl), request_latency_ms=float(f.get("request_latency_p50_ms") or 0),
             output_tok_s=float(tok_s), tok_s_per_gpu=float(tok_s) / gpus if gpus else 0.0,
-            tok_s_per_user=float(f.get("tok_s_per_user_p50") or 0), usd_per_1m_output=usd))
+            tok_s_per_user=float(f.get("tok_s_per_user_p50") or 0), usd_per_1m_output=usd,
+            **bands))
     return out
 
 
