@@ -14,6 +14,7 @@ tok/s per user 1000 / ITL.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,14 +101,41 @@ def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepConte
         predictions=predictions)
 
 
-def prepared(step: Step, ctx: step_exec.StepContext, block: int,
-             template: ChatTemplate) -> tuple[list, SendPattern]:
+def round_robin_rows(rows: list[dict]) -> bool:
+    """Single turns of one length sharing no block: AIPerf's closed loop sends them round-robin
+    over its slots (dispatch.round_robin), slot k rows k, k + c, k + 2c, ..."""
+    ids = [h for r in rows for h in r.get("hash_ids") or []]
+    sessions = [r.get("session_id") for r in rows if r.get("session_id")]
+    return (len(set(sessions)) == len(sessions) and len(set(ids)) == len(ids)
+            and len({(r["input_length"], r["output_length"]) for r in rows}) <= 1)
+
+
+def first_rounds(step: Step, ctx: step_exec.StepContext, rows: list[dict]) -> int | None:
+    """How many rows per slot to replay first for a duration-bounded round-robin step: twice
+    what a slot sends in the step at the expected ITL (the rest of its rows are replayed only
+    if a slot gets through them: simulate_steps)."""
+    if step.duration_s is None or step_exec.fixed_schedule(step) or not round_robin_rows(rows):
+        return None
+    osl = step.params.get("osl") or 1
+    rounds = max(8, math.ceil(2 * step.duration_s * 1000 / (osl * ctx.expected_itl_ms)) + 2)
+    warmup = step_warmup.warmup_requests(step.workload, step.concurrency, len(rows))
+    return rounds if warmup + rounds * step.concurrency < len(rows) else None
+
+
+def prepared(step: Step, ctx: step_exec.StepContext, block: int, template: ChatTemplate,
+             rounds: int | None = None, rows: list[dict] | None = None
+             ) -> tuple[list, SendPattern]:
     """A step's requests as the engine sees them and how AIPerf sends them, as the runner and
-    the simulation target prepare the step."""
-    rows, _ = step_exec.step_dataset(step)
+    the simulation target prepare the step; with `rounds`, a round-robin step's first `rounds`
+    rows per slot only (the rows after them are sent, if at all, after those). `rows`: the
+    step's dataset, if made already."""
+    if rows is None:
+        rows, _ = step_exec.step_dataset(step)
     grace = step_exec.step_grace(step, rows, ctx)
     ramp = step_exec.step_ramp(step, grace, ctx)
     warmup = step_warmup.warmup_requests(step.workload, step.concurrency, len(rows))
+    if rounds is not None:
+        rows = rows[:warmup + rounds * step.concurrency]
     scope = f"{hashlib.sha256(jsonl_bytes(rows)).hexdigest()}:{step.seed}"
     requests = step_requests(rows, step.params.get("block_size", 512), scope, template,
                              BlockHasher(block))
@@ -129,14 +157,32 @@ def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate
     try:
         out = []
         for step in steps:
-            requests, pattern = prepared(step, ctx, target.setup.block_size, template)
-            sim = simulate(requests, pattern, target.setup, replayer, runs=runs,
-                           warm=bool(step.params.get("warm_after")))
+            rows, _ = step_exec.step_dataset(step)
+            rounds = first_rounds(step, ctx, rows)
+            while True:
+                requests, pattern = prepared(step, ctx, target.setup.block_size, template,
+                                             rounds, rows)
+                sim = simulate(requests, pattern, target.setup, replayer, runs=runs,
+                               warm=bool(step.params.get("warm_after")))
+                if rounds is None or not _exhausted(sim, rounds):
+                    break
+                # a slot sent all its rows before the end: replay with more (all, at last)
+                rounds = rounds * 2 if len(requests) == rounds * step.concurrency else None
             out.append(figures(step, sim))
         return out
     finally:
         if own:
             replayer.close()
+
+
+def _exhausted(sim: StepSimulation, rounds: int) -> bool:
+    """Whether a slot sent as many rows as it was given: only then could more rows have
+    changed the step (a slot still busy with an earlier row at the end sends nothing after
+    it, so replaying fewer rows than the file holds gives the very same step)."""
+    sent: dict[str, int] = {}
+    for row in sim.plan.rows:
+        sent[row["session_id"]] = sent.get(row["session_id"], 0) + 1
+    return max(sent.values(), default=0) >= rounds
 
 
 def simulate_plan(stack: StackConfig, scale: Scale, target: SimTarget, template: ChatTemplate,
