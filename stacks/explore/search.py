@@ -145,8 +145,8 @@ class Explorer:
         self.exhaustive, self.cache, self.ceiling = exhaustive, cache, ceiling
         self.stats = Stats()
         self.memory: dict[str, list[Figures]] = {}
-        self._bounds: dict[tuple[int, str], bd.SloBound] = {}
-        self._fixed: dict[tuple[int, str], float | None] = {}
+        self._bounds: dict[tuple, bd.SloBound] = {}
+        self._fixed: dict[tuple, float] = {}
 
     # --- one simulated workload ----------------------------------------------------------
     def steps(self, s: Subject, stack: StackConfig, workload: str) -> list[Figures]:
@@ -168,23 +168,25 @@ class Explorer:
 
     # --- bounds ----------------------------------------------------------------------------
     def fixed_bound_usd(self, s: Subject, workload: str) -> float | None:
-        key = (id(s), workload)
-        if key not in self._fixed:
-            stack, scale = s.candidate.stack, self.sim.scale
-            c = workload_concurrency(stack, workload, scale)
-            ctx = workload_context(stack, workload, scale)
-            tok = sum(bd.fixed_tok_s(c, s.tables[t.role], t.replicas, ctx, kv)
-                      for t, kv in zip(s.candidate.tiers, s.kv_tokens, strict=True)
-                      if t.role in ("worker", "decode"))
-            self._fixed[key] = usd_per_1m(s.usd_per_hour, tok)
-        return self._fixed[key]
+        stack, scale = s.candidate.stack, self.sim.scale
+        c = workload_concurrency(stack, workload, scale)
+        ctx = workload_context(stack, workload, scale)
+        tok = 0.0
+        for t, kv in zip(s.candidate.tiers, s.kv_tokens, strict=True):
+            if t.role in ("worker", "decode"):
+                key = (id(s.tables[t.role]), t.replicas, c, ctx, kv)
+                if key not in self._fixed:
+                    self._fixed[key] = bd.fixed_tok_s(c, s.tables[t.role], t.replicas, ctx, kv)
+                tok += self._fixed[key]
+        return usd_per_1m(s.usd_per_hour, tok)
 
     def slo_bound(self, s: Subject, slo: PredictSlo) -> bd.SloBound:
-        key = (id(s), slo.name)
+        isl, osl, _ = sweep_shape(s.candidate.stack, self.sim.scale)
+        tiers = [(t.role, t.replicas, s.tables[t.role], kv)
+                 for t, kv in zip(s.candidate.tiers, s.kv_tokens, strict=True)]
+        # the same tables, replicas and KV capacity give the same bound (twins, precisions)
+        key = (tuple((r, n, id(tb), kv) for r, n, tb, kv in tiers), slo.name)
         if key not in self._bounds:
-            isl, osl, _ = sweep_shape(s.candidate.stack, self.sim.scale)
-            tiers = [(t.role, t.replicas, s.tables[t.role], kv)
-                     for t, kv in zip(s.candidate.tiers, s.kv_tokens, strict=True)]
             self._bounds[key] = bd.slo_bound(tiers, itl_limit_ms(slo), isl, osl)
         return self._bounds[key]
 

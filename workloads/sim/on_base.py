@@ -28,7 +28,7 @@ from typing import Any
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.predict.mocker_table import MockerTable, build
-from stacks.predict.predictor import PredictorUnavailable, predictor_python
+from stacks.predict.predictor import PredictorUnavailable, cache_key, predictor_python
 from workloads.model_folder import build_model_folder
 from workloads.sim.build import chat_template
 from workloads.sim.engine_setup import Unsimulated, setup
@@ -101,6 +101,8 @@ class BaseSimulator:
         workers = [w.model_copy(update={"replicas": 1}) for w in stack.serving.workers]
         key = json.dumps([stack.model.id, [(w.role.value, w.node_group, w.tensor_parallel_size)
                                            for w in workers]])
+        if key not in self._tables and (known := self._unavailable(key, stack)).exists():
+            self._tables[key] = json.loads(known.read_text())["reason"]
         if key not in self._tables:
             stand_in = stack.model_copy(update={
                 "serving": stack.serving.model_copy(update={"workers": workers}),
@@ -116,7 +118,18 @@ class BaseSimulator:
                 if predictor_python() is None:
                     raise       # no table can be built at all: the caller says the fix
                 self._tables[key] = f"no timing table: {exc}"
+                known = self._unavailable(key, stack)
+                known.parent.mkdir(parents=True, exist_ok=True)
+                known.write_text(json.dumps({"reason": self._tables[key]}))
         return self._tables[key]
+
+    def _unavailable(self, key: str, stack: StackConfig) -> Path:
+        """Where a table the database cannot make is remembered (a failed query is not kept
+        by the predictor's cache, and asking again costs a runner start): by the roles, the
+        base's groups, and the predictor's pins and runner (stacks/predict/predictor.py)."""
+        query = {"op": "explore-unavailable", "roles": key,
+                 "groups": [g.model_dump(mode="json") for g in self.base.cluster.node_groups]}
+        return self.tables_dir / f"unavailable-{cache_key(query, [])[:16]}.json"
 
     def prepare(self, stack: StackConfig, kv_tokens: list[int]) -> Prepared | str:
         tables = self.tables(stack)
