@@ -67,6 +67,8 @@ def summary_lines(ex: Exploration) -> list[str]:
         f"{' (exhaustive: none pruned)' if ex.exhaustive else ''}; {ex.stats.probes} step(s) "
         f"simulated, {ex.stats.cache_hits} read from the cache; {ex.seconds:.1f} s",
         f"scale {ex.scale}; SLOs {', '.join(s.name for s in ex.slos)}; top {ex.k}",
+        *[f"A2 room at {slo}: the simulated operating points reach at most {r:.0%} of their "
+          "bound" for slo, r in ex.stats.a2_ratio.items()],
         *[f"check: {c}" for c in ex.stats.checks]]
 
 

@@ -79,7 +79,7 @@ def explore(base: StackConfig, simulator: Simulator, slos: list[PredictSlo], k: 
     note(f"space: {space.size} candidate(s)")
     screened = screen(space, base, on=on)
     subs = subjects(screened, base, simulator, note)
-    explorer = Explorer(simulator, slos, k, exhaustive, cache)
+    explorer = Explorer(simulator, slos, k, exhaustive, cache, note=note)
     workloads = _workloads(subs, only)
     outcomes: list[Outcome] = []
     for w in workloads:

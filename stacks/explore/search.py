@@ -104,6 +104,8 @@ class Stats:
     probes: int = 0                 # steps the simulator was asked for (cache misses)
     cache_hits: int = 0
     checks: list[str] = field(default_factory=list)     # A1 / A2 / A3 findings
+    # per SLO, the highest simulated output / its A2 bound seen (how much room A2 had)
+    a2_ratio: dict[str, float] = field(default_factory=dict)
 
 
 def sweep_shape(stack: StackConfig, scale: str) -> tuple[int, int, list[int]]:
@@ -140,8 +142,8 @@ class Explorer:
 
     def __init__(self, simulator: Simulator, slos: list[PredictSlo], k: int,
                  exhaustive: bool = False, cache: StepCache | None = None,
-                 ceiling: int = 2048) -> None:
-        self.sim, self.slos, self.k = simulator, slos, k
+                 ceiling: int = 2048, note: Callable[[str], None] = lambda _: None) -> None:
+        self.sim, self.slos, self.k, self.note = simulator, slos, k, note
         self.exhaustive, self.cache, self.ceiling = exhaustive, cache, ceiling
         self.stats = Stats()
         self.memory: dict[str, list[Figures]] = {}
@@ -224,9 +226,10 @@ class Explorer:
         ready = [s for s in subjects if s.prepared is not None]
         lbs = {id(s): {slo.name: usd_per_1m(s.usd_per_hour, self.slo_bound(s, slo).tok_s)
                        if use_bound else 0.0 for slo in self.slos} for s in ready}
+        # cheapest bound first; among equal bounds the fewest GPUs (the cheapest steps) first
         order = sorted(ready, key=lambda s: (min(v if v is not None else math.inf
                                                   for v in lbs[id(s)].values()),
-                                             s.candidate.label))
+                                             s.candidate.gpus, s.candidate.label))
         for s in order:
             out += self._sweep_one(s, lbs[id(s)], ledger)
         return out
@@ -257,6 +260,10 @@ class Explorer:
                                     stop=self._stopper(s, slo, ledger, probes))
             out.append(self._sweep_outcome(s, slo, found, probes, lb, ledger))
         self._check_a3(s, probes)
+        if probes:
+            self.note(f"  {s.candidate.label}: " + "; ".join(
+                f"{o.slo} {'c' + str(o.row.concurrency) if o.meets and o.row else o.status}"
+                for o in out) + f" ({len(probes)} step(s))")
         return out
 
     def _stopper(self, s: Subject, slo: PredictSlo, ledger: Ledger,
@@ -286,6 +293,9 @@ class Explorer:
         if usd is not None:
             assert s.prepared is not None
             ledger.add(slo.name, usd, s.prepared.fingerprint)
+            if math.isfinite(lb) and lb > 0:
+                self.stats.a2_ratio[slo.name] = max(self.stats.a2_ratio.get(slo.name, 0.0),
+                                                    lb / usd)
             if math.isfinite(lb) and usd < lb * (1 - 1e-9):
                 self.stats.checks.append(f"A2 broken: {s.candidate.label} {slo.name} "
                                          f"${usd:.3f} below its bound ${lb:.3f}")

@@ -158,8 +158,12 @@ class BaseSimulator:
                         target, template)
 
     def run(self, prepared: Any, stack: StackConfig, workload: str) -> list[dict[str, Any]]:
+        """The workload's steps; a sweep step (a bracketing probe) is replayed once even under
+        the KV router (its figures are the first run's either way; the other runs only show
+        the spread of the router's random ties)."""
+        runs = 1 if workload == "concurrency_sweep" else None
         figs = simulate_plan(stack, self.scale, prepared.target, prepared.template,
-                             only=[workload], replayer=self.replayer)
+                             only=[workload], replayer=self.replayer, runs=runs)
         return [f.as_dict() for f in figs]
 
     def close(self) -> None:
