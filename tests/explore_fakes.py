@@ -34,7 +34,8 @@ def table(path: Path, tp: int) -> Path:
 class FakePrepared:
     fingerprint: str
     label: str
-    source: str
+    engine: str
+    timings: tuple[str, ...]
     tables: dict[str, Path]
     stack: StackConfig
     kv_tokens: list[int]
@@ -62,7 +63,9 @@ class FakeSimulator:
         setup = [(w.role.value, w.tensor_parallel_size, w.replicas, w.node_group)
                  for w in stack.serving.workers] + [stack.serving.router.value]
         fp = hashlib.sha256(json.dumps(setup).encode()).hexdigest()
-        return FakePrepared(fp, "SIMULATED (fake)", "fake simulator", tables, stack, kv_tokens)
+        return FakePrepared(fp, "SIMULATED (fake)", "fake simulator",
+                            tuple(f"fake table tp{p.stem[2:]}" for p in tables.values()),
+                            tables, stack, kv_tokens)
 
     def _sweep(self, stack: StackConfig, kv_tokens: list[int], c: int,
                isl: int = ISL) -> dict[str, Any]:

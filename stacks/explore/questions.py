@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from stacks.explore.run import Exploration
-from stacks.explore.search import Outcome
+from stacks.explore.search import Outcome, simulated_label
 from stacks.explore.space import Candidate
 
 
@@ -81,13 +81,13 @@ def verdict(a: Side, b: Side, a_name: str, b_name: str) -> str:
         return f"{b_name} cheaper{by}"
     if a.usd is not None and a.usd == b.usd:
         return "equal"
+    if a.usd is None and b.usd is None:
+        return "neither reaches the top K (both sides pruned by their bounds)"
     return "undecided (a pruned side's bound is below the other's best)"
 
 
 def label(ex: Exploration, sides: list[Outcome]) -> str:
-    sources = sorted({o.subject.prepared.source for o in sides
-                      if o.subject.prepared is not None})
-    return f"SIMULATED ({'; '.join(sources) or 'nothing simulated'})"
+    return simulated_label([o.subject for o in sides])
 
 
 def _rows(ex: Exploration, w: str, slo: str) -> list[Outcome]:

@@ -15,12 +15,11 @@ from stacks.explore.bracket import STEPS_PER_DOUBLING
 from stacks.explore.questions import answers
 from stacks.explore.results import CSV_COLUMNS, Ranked, csv_rows, grouped, ranked
 from stacks.explore.run import Exploration
-from stacks.explore.search import SWEEP
+from stacks.explore.search import SWEEP, simulated_label
 
 
 def label(ex: Exploration) -> str:
-    sources = sorted({s.prepared.source for s in ex.subjects if s.prepared is not None})
-    return f"SIMULATED ({'; '.join(sources) or 'nothing simulated'})"
+    return simulated_label(ex.subjects)
 
 
 def _f(x: float | None, d: int = 0) -> str:

@@ -58,8 +58,11 @@ def ranked(ex: Exploration, workload: str, slo: str) -> list[Ranked]:
     pts = [((o.row.output_tok_s or 0) / o.subject.candidate.gpus if o.row else 0.0,
             (o.row.tok_s_per_user or 0) if o.row else 0.0) for o in good]
     on = frontier(pts)
-    # competition ranking: equal $ share a rank (twins on one engine setup always do)
-    out = [Ranked(o, 1 + sum(x.usd < o.usd for x in good if x.usd is not None and o.usd), p)
+    # rank 1 + the engine setups that are cheaper: twins on one setup and equal $ share a
+    # rank, and the top K are K setups (what the search proves)
+    setups = {_setup(o): o.usd for o in good}
+    out = [Ranked(o, 1 + sum(u is not None and o.usd is not None and u < o.usd
+                             for u in setups.values()), p)
            for o, p in zip(good, on, strict=True)]
     rest = sorted((o for o in rows if not _good(o)), key=lambda o: (
         ["simulated", "pruned", "unsimulated"].index(o.status), o.bound_usd or 0,
@@ -67,10 +70,14 @@ def ranked(ex: Exploration, workload: str, slo: str) -> list[Ranked]:
     return out + [Ranked(o, None, False) for o in rest]
 
 
-def setup_of(r: Ranked) -> str:
+def _setup(o: Outcome) -> str:
     """The engine setup a row was simulated on (twins share it)."""
-    p = r.outcome.subject.prepared
-    return p.fingerprint if p is not None else r.candidate.name
+    p = o.subject.prepared
+    return p.fingerprint if p is not None else o.subject.candidate.name
+
+
+def setup_of(r: Ranked) -> str:
+    return _setup(r.outcome)
 
 
 def grouped(rows: list[Ranked]) -> list[tuple[Ranked, list[Ranked]]]:

@@ -15,6 +15,7 @@ the test of the guarantee compares the two (tests/test_explore_search.py).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,9 @@ from stacks.explore.space import Candidate
 from stacks.predict.rows import PredictSlo
 
 SWEEP = "concurrency_sweep"
+# The first probe of an operating point when none was found yet: this share of the bound's
+# decode batches (base-a100's first operating points lay at 0.85-0.93 of them).
+FIRST_GUESS = 0.85
 # A3 is broken when a higher concurrency's output falls more than this below a lower one's.
 A3_TOLERANCE = 0.01
 
@@ -38,7 +42,8 @@ class Prepared(Protocol):
     """A candidate made ready to simulate: what decides its results, and its timing source."""
     fingerprint: str
     label: str                       # the run record's words for its figures (SIMULATED ...)
-    source: str                      # the simulator and its timing tables, in short
+    engine: str                      # the simulator, with its version
+    timings: tuple[str, ...]         # its timing tables' sources (database, system, backend)
     tables: dict[str, Path]          # role -> the timing table (npz) its workers run on
 
 
@@ -137,6 +142,17 @@ def workload_context(stack: StackConfig, workload: str, scale: str) -> int:
     return int(p.get("isl_min") or p.get("isl") or 1)
 
 
+def simulated_label(subjects: list[Subject]) -> str:
+    """SIMULATED (the simulators, timings from the tables' sources) of these candidates."""
+    prepared = [s.prepared for s in subjects if s.prepared is not None]
+    if not prepared:
+        return "SIMULATED (nothing simulated)"
+    engines = ", ".join(dict.fromkeys(p.engine for p in prepared))
+    timings = sorted({t for p in prepared for t in p.timings})
+    return f"SIMULATED ({engines}" + (f", timings from {', '.join(timings)})" if timings
+                                       else ")")
+
+
 class Explorer:
     """Runs the search; `measure` keeps every step it asks for (the simulator's or the cache's)."""
 
@@ -149,6 +165,7 @@ class Explorer:
         self.memory: dict[str, list[Figures]] = {}
         self._bounds: dict[tuple, bd.SloBound] = {}
         self._fixed: dict[tuple, float] = {}
+        self._found: dict[tuple[str, str], list[float]] = {}
 
     # --- one simulated workload ----------------------------------------------------------
     def steps(self, s: Subject, stack: StackConfig, workload: str) -> list[Figures]:
@@ -255,9 +272,15 @@ class Explorer:
                     "no batch within the SLO's ITL" if math.isinf(lb) else
                     f"bound ${lb:.3f} above the top {ledger.k}'s ${ledger.kth(slo.name):.3f}")))
                 continue
-            first = max(1, self.slo_bound(s, slo).concurrency)
-            found = operating_point(slo, g, probes, measure, first,
+            batches = max(1, self.slo_bound(s, slo).concurrency)
+            seen = self._found.setdefault((slo.name, s.candidate.topology), [])
+            # where to probe first: the bound's batches scaled by how far below them the
+            # operating points found so far lay (a guess: it only decides how many probes)
+            first = batches * (statistics.median(seen) if seen else FIRST_GUESS)
+            found = operating_point(slo, g, probes, measure, max(1, round(first)),
                                     stop=self._stopper(s, slo, ledger, probes))
+            if found.point is not None and not found.at_ceiling:
+                seen.append(found.point / batches)
             out.append(self._sweep_outcome(s, slo, found, probes, lb, ledger))
         self._check_a3(s, probes)
         if probes:

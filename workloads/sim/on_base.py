@@ -57,7 +57,8 @@ def code_hash() -> str:
 class Prepared:
     fingerprint: str
     label: str
-    source: str
+    engine: str
+    timings: tuple[str, ...]
     tables: dict[str, Path]
     target: SimTarget
     template: ChatTemplate
@@ -150,12 +151,11 @@ class BaseSimulator:
         fingerprint = hashlib.sha256(json.dumps(
             [roles, sim.router_mode, sim.block_size, self.version(), self._code],
             sort_keys=True).encode()).hexdigest()
-        systems = " + ".join(dict.fromkeys(
+        systems = tuple(dict.fromkeys(
             f"AIConfigurator {t.record['aiconfigurator']} {t.record['system']}/"
             f"{t.record['backend']} {t.record['backend_version']}" for t in tables))
-        source = f"{SOURCE.format(version=self.version())}, timings from {systems}"
-        return Prepared(fingerprint, label(timings.record, self.version()), source, paths,
-                        target, template)
+        return Prepared(fingerprint, label(timings.record, self.version()),
+                        SOURCE.format(version=self.version()), systems, paths, target, template)
 
     def run(self, prepared: Any, stack: StackConfig, workload: str) -> list[dict[str, Any]]:
         """The workload's steps; a sweep step (a bracketing probe) is replayed once even under
