@@ -166,6 +166,7 @@ class Explorer:
         self._bounds: dict[tuple, bd.SloBound] = {}
         self._fixed: dict[tuple, float] = {}
         self._found: dict[tuple[str, str], list[float]] = {}
+        self._families: dict[tuple[str, tuple], float] = {}
 
     # --- one simulated workload ----------------------------------------------------------
     def steps(self, s: Subject, stack: StackConfig, workload: str) -> list[Figures]:
@@ -274,13 +275,19 @@ class Explorer:
                 continue
             batches = max(1, self.slo_bound(s, slo).concurrency)
             seen = self._found.setdefault((slo.name, s.candidate.topology), [])
-            # where to probe first: the bound's batches scaled by how far below them the
-            # operating points found so far lay (a guess: it only decides how many probes)
-            first = batches * (statistics.median(seen) if seen else FIRST_GUESS)
+            family, times = _family(s.candidate)
+            # where to probe first (a guess: it only decides how many probes it takes): a
+            # scaled copy's operating point (the same workers in the same ratio, any router)
+            # times the scale, else the bound's batches scaled by where the operating points
+            # found so far lay below theirs
+            known = self._families.get((slo.name, family))
+            first = known * times if known is not None else \
+                batches * (statistics.median(seen) if seen else FIRST_GUESS)
             found = operating_point(slo, g, probes, measure, max(1, round(first)),
                                     stop=self._stopper(s, slo, ledger, probes))
             if found.point is not None and not found.at_ceiling:
                 seen.append(found.point / batches)
+                self._families.setdefault((slo.name, family), found.point / times)
             out.append(self._sweep_outcome(s, slo, found, probes, lb, ledger))
         self._check_a3(s, probes)
         if probes:
@@ -329,6 +336,14 @@ class Explorer:
         if not _rising(probes):
             self.stats.checks.append(f"A3 {s.candidate.label}: output tok/s falls as "
                                      f"concurrency rises ({_series(probes)})")
+
+
+def _family(c: Candidate) -> tuple[tuple, int]:
+    """The candidate's workers with their replica counts divided by their greatest common
+    divisor, and that divisor: 2 prefill + 4 decode is 2 x (1 prefill + 2 decode)."""
+    times = math.gcd(*(t.replicas for t in c.tiers))
+    return (c.precision, c.topology, tuple((t.role, t.group, t.tp, t.replicas // times)
+                                           for t in c.tiers)), times
 
 
 def _rising(probes: dict[int, Figures]) -> bool:
