@@ -91,15 +91,20 @@ def operating_point(slo: PredictSlo, g: list[int], probes: dict[int, Figures],
                     measure: Callable[[int], Figures], first: int,
                     stop: Callable[[Figures], str | None] | None = None) -> Search:
     """Bracket the highest grid concurrency meeting `slo`. `probes` (concurrency -> figures)
-    is read and filled; `first` is where to probe when nothing is known; `stop(missed)` may end
+    is read and filled; `first` is where to probe first (while inside the bracket the probes
+    so far leave); `stop(missed)` may end
     the search after a missing probe (the caller's pruning), saying why."""
     out = Search()
     shrank = True
+    guess = _index_near(g, first, -1, len(g))
     while True:
         lo, hi = _bracket(slo, g, probes, out)
         if hi - lo <= 1:
             break
-        i = _next(slo, g, probes, lo, hi, _index_near(g, first, -1, len(g)), shrank)
+        # the caller's guess goes first while it lies inside the bracket (probes of another
+        # SLO may have opened one already)
+        i = guess if lo < guess < hi and g[guess] not in probes else \
+            _next(slo, g, probes, lo, hi, guess, shrank)
         probes[g[i]] = f = measure(g[i])
         new_lo, new_hi = _bracket(slo, g, probes, out)
         # interpolate again only while each probe at least halves the bracket
