@@ -160,7 +160,9 @@ def plot(ex: Exploration, path: Path) -> Path:
                 ax.annotate(f"#1 {good[0].candidate.label}", (good[0].tok_s_per_user or 0,
                                                               good[0].tok_s_per_gpu or 0),
                             fontsize=6)
-            ax.set_title(f"{w} @ {slo.name}", fontsize=8)
+            ax.ticklabel_format(useOffset=False)
+            ax.set_title(f"{w} @ {slo.name} (simulated candidates; pruned ones not drawn)",
+                         fontsize=7)
             ax.set_xlabel("tok/s per user", fontsize=7)
             ax.set_ylabel("output tok/s per GPU", fontsize=7)
     fig.suptitle(label(ex), fontsize=7, wrap=True)
