@@ -47,7 +47,8 @@ def test_the_top_k_of_each_slo_are_written_once_with_their_operating_points(writ
         assert set(points.values()) <= set(sweep) and {1, 2, 4, 8, 16, 32, 64} <= set(sweep)
         assert stack.serving == c.stack.serving and stack.cluster.attach_to == "base-a100"
         head = path.read_text().split("config:")[0]
-        assert "SIMULATED (fake simulator, timings from fake table" in head and f"c{max(points.values())}" in head
+        assert "SIMULATED (fake simulator, timings from fake table" in head
+        assert all(f"c{p} ({slo})" in head for slo, p in points.items())
         assert yaml.safe_load(path.read_text())["config"]["dynamo-bench:serving"] == \
             c.config["serving"]
 
