@@ -27,6 +27,7 @@ from stacks.config.loader import (
     load_stack,
 )
 from stacks.config.workload_config import Scale
+from stacks.explore.judge import SLO_NAMES
 from stacks.forecast_cli import (
     campaign_budget_problems,
     campaign_stacks,
@@ -435,6 +436,51 @@ def render(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<nam
     for kind, n in sorted(counts.items()):
         t.add_row(kind, str(n))
     console.print(t)
+
+
+@app.command()
+def explore(base: str = typer.Argument(..., help="A base stack: every configuration its node "
+                                       "groups hold."),
+            slo: list[str] = typer.Option(None, "--slo", help="An SLO to rank by (repeat it; "
+                                          f"default all: {', '.join(SLO_NAMES)})."),
+            top: int = typer.Option(3, "--top", min=1, help="K: the top K per workload and "
+                                    "SLO, and what --write writes."),
+            write_: bool = typer.Option(False, "--write", help="Write the sweep's top K as the "
+                                        "base's variant stack files, Pulumi.explore-<base>-<id>"
+                                        ".yaml, each with its operating points as sweep steps."),
+            scale: Scale = typer.Option("full", help="Workload scale (full: the plan's)."),
+            exhaustive: bool = typer.Option(False, "--exhaustive", help="Simulate every "
+                                            "candidate (no pruning by bounds)."),
+            out: Path = typer.Option(None, "--out", file_okay=False, help="Folder for "
+                                     "explore.md, .csv and the plot (default "
+                                     "reports/out/explore-<base>)."),
+            stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                            exists=True, help="Folder of stack files.")) -> None:
+    """SIMULATED before anything is paid for: every configuration the base's node groups hold
+    (precision, TP, replicas, prefill/decode splits, a decode tier on another GPU, router, host
+    offload), pre-flight's refusals listed with their rule, the rest simulated on the plan's
+    workloads with NVIDIA DynoSim (the operating point per SLO by bracketing the concurrency),
+    ranked by $ per 1M output tokens with the Pareto frontier, and the plan's four questions.
+    Cached in .cache/explore. Needs `make engine` and `make predictor` (timing tables)."""
+    from stacks.explore.command import command
+    from stacks.predict.predictor import PredictorUnavailable
+    from workloads.sim.on_base import BaseSimulator
+    from workloads.sim.replay import SimUnavailable
+
+    require_stack_names([base], stacks_dir)
+    try:
+        b = load_stack(base, stacks_dir)
+        folder = writable_dir(out or STACKS_DIR.parent / "reports" / "out" / f"explore-{base}")
+        sim = BaseSimulator.for_base(b, scale)
+        try:
+            command(b, sim, slo, top, exhaustive, folder, stacks_dir if write_ else None,
+                    console)
+        finally:
+            sim.close()
+    except StackError as exc:
+        stack_error(exc)
+    except (ValueError, PredictorUnavailable, SimUnavailable) as exc:
+        fail(exc, code=2)
 
 
 def main() -> int:

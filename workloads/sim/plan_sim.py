@@ -192,15 +192,19 @@ def prepared(step: Step, ctx: step_exec.StepContext, block: int,
 
 def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate,
                    steps: list[Step], predictions: dict | None = None,
-                   replayer: Replayer | None = None) -> list[StepFigures]:
-    """Every step of `steps` replayed (one replay process for all of them)."""
+                   replayer: Replayer | None = None, runs: int | None = None
+                   ) -> list[StepFigures]:
+    """Every step of `steps` replayed (one replay process for all of them); `runs` of each
+    step's last replay (default: KV_ROUTER_RUNS under the KV router, whose random ties make
+    runs differ, else 1; the first run's figures are the step's either way)."""
     ctx = context(stack, predictions)
     own = replayer is None
     replayer = replayer or Replayer()
-    runs = KV_ROUTER_RUNS if target.setup.router_mode == "kv_router" else 1
+    if runs is None:
+        runs = KV_ROUTER_RUNS if target.setup.router_mode == "kv_router" else 1
     try:
         out = []
-        for step in steps:
+        for step in steps:   # a duration-bounded step lays out only what it sends (step_sim)
             requests, pattern = prepared(step, ctx, target.setup.block_size, template)
             sim = simulate(requests, pattern, target.setup, replayer, runs=runs,
                            warm=bool(step.params.get("warm_after")))
@@ -214,7 +218,8 @@ def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate
 def simulate_plan(stack: StackConfig, scale: Scale, target: SimTarget, template: ChatTemplate,
                   only: list[str] | None = None, repeats: int = 1,
                   predictions: dict | None = None,
-                  replayer: Replayer | None = None) -> list[StepFigures]:
+                  replayer: Replayer | None = None, runs: int | None = None
+                  ) -> list[StepFigures]:
     """Every step of the stack's plan at `scale` (one repeat unless asked)."""
     steps = plan(stack, scale, only, repeats)
-    return simulate_steps(stack, target, template, steps, predictions, replayer)
+    return simulate_steps(stack, target, template, steps, predictions, replayer, runs)
