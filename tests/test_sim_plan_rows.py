@@ -1,7 +1,8 @@
-"""A duration-bounded sweep step is simulated on the rows its slots can reach (workloads/sim/
-plan_sim.py `first_rounds`): the dataset holds rows for a far faster engine than any (120 s at
-2 ms a token: ~116 per slot, where a slot of a c305 step sends ~12), so only the first rounds
-are hashed and replayed, and more only when a slot gets through them. The step is the same."""
+"""A duration-bounded step is simulated on the conversations its duration can send
+(workloads/sim/step_sim.py `simulate` with a Profiled provider): the dataset holds rows for a far
+faster engine than any (120 s at 2 ms a token: ~116 per slot, where a slot of a c64 step sends
+~30), so only the first conversations are laid out and replayed, more only when a slot gets
+through them. The step is the same as replaying the whole file."""
 
 from __future__ import annotations
 
@@ -11,24 +12,17 @@ import pytest
 
 from stacks.config.loader import load_stack
 from stacks.preflight.run import run_preflight
-from workloads.sim import plan_sim
+from workloads.sim import plan_sim, step_sim
 from workloads.sim.build import make
 from workloads.sim.replay import Replayer
 
 
-def test_only_single_turns_of_one_length_sharing_no_block_are_sent_round_robin():
-    rows = [{"session_id": f"req-{i}", "input_length": 8, "output_length": 4,
-             "hash_ids": [2 * i, 2 * i + 1]} for i in range(6)]
-    assert plan_sim.round_robin_rows(rows)
-    assert not plan_sim.round_robin_rows([*rows, {**rows[0], "session_id": "req-x"}])
-    assert not plan_sim.round_robin_rows([*rows[:5], {**rows[5], "session_id": "req-0"}])
-    assert not plan_sim.round_robin_rows([*rows[:5], {**rows[5], "output_length": 5}])
-
-
 @pytest.mark.engine
-@pytest.mark.parametrize("scale,concurrency", [("quick", 1), ("quick", 16), ("full", 64)])
-def test_a_sweep_step_on_the_rows_its_slots_reach_is_the_whole_files_step(
-        tmp_path: Path, monkeypatch, scale, concurrency):
+@pytest.mark.parametrize("scale,concurrency,workload", [
+    ("quick", 1, "concurrency_sweep"), ("quick", 16, "concurrency_sweep"),
+    ("full", 64, "concurrency_sweep"), ("quick", 5, "multi_turn")])
+def test_a_step_on_the_conversations_it_sends_is_the_whole_files_step(
+        tmp_path: Path, monkeypatch, scale, concurrency, workload):
     stack = load_stack("local-agg")
     sweep = stack.workloads.concurrency_sweep.model_copy(update={
         "concurrencies": [concurrency], "quick": {"durationS": 12, "osl": 128}})
@@ -37,20 +31,25 @@ def test_a_sweep_step_on_the_rows_its_slots_reach_is_the_whole_files_step(
     report = run_preflight(stack)
     target, ex = make(stack, [m.kv_capacity_tokens for m in report.memory], tmp_path / "hf")
     replayer = Replayer()
-    try:
-        rounds: list[int | None] = []
-        real = plan_sim.first_rounds
+    taken: list[int | None] = []
+    real = step_sim.simulate
 
-        def spy(*a):
-            rounds.append(real(*a))
-            return rounds[-1]
-        monkeypatch.setattr(plan_sim, "first_rounds", spy)
-        trimmed = plan_sim.simulate_plan(stack, scale, target, ex.template,
-                                         only=["concurrency_sweep"], replayer=replayer)
-        monkeypatch.setattr(plan_sim, "first_rounds", lambda *a: None)
-        whole = plan_sim.simulate_plan(stack, scale, target, ex.template,
-                                       only=["concurrency_sweep"], replayer=replayer)
+    def lazy(requests, *a, **kw):
+        sim = real(requests, *a, **kw)
+        taken.append((requests.layout.done, requests.layout.conversations))
+        return sim
+
+    def whole(requests, *a, **kw):   # every conversation of the file laid out and offered
+        return real(requests(None), *a, **kw)
+    try:
+        monkeypatch.setattr(plan_sim, "simulate", lazy)
+        trimmed = plan_sim.simulate_plan(stack, scale, target, ex.template, only=[workload],
+                                         replayer=replayer)
+        monkeypatch.setattr(plan_sim, "simulate", whole)
+        every = plan_sim.simulate_plan(stack, scale, target, ex.template, only=[workload],
+                                       replayer=replayer)
     finally:
         replayer.close()
-    assert rounds[0] is not None          # the step was replayed on its first rounds
-    assert trimmed == whole
+    assert trimmed == every
+    laid_out, in_file = taken[0]
+    assert laid_out < in_file     # only the conversations the duration could send
