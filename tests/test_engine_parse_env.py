@@ -107,6 +107,7 @@ NOT_PARSED = {
     "DYN_REQUEST_TRACE_OUTPUT_PATH": "the frontend's trace sink, read when it serves",
     "DYN_REQUEST_TRACE_JSONL_FLUSH_INTERVAL_MS": "the frontend's trace sink",
     "FI_PROVIDER": "libfabric's, read when NIXL opens the EFA device",
+    "FI_PROVIDER_PATH": "libfabric's (a donor's provider dir), read when NIXL loads libfabric",
     "FI_EFA_USE_DEVICE_RDMA": "libfabric's, read when NIXL opens the EFA device",
     "FI_EFA_ENABLE_SHM_TRANSFER": "libfabric's, read when NIXL opens the EFA device",
     "FI_EFA_ENABLE_SHM": "libfabric's, read when NIXL opens the EFA device",

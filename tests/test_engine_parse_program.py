@@ -25,6 +25,9 @@ def _on_161(raw: dict) -> dict:
     """disagg-b200-solar2 moved to Dynamo's own 1.6.1 runtime (vLLM 0.31.0), which has no
     --calculate-kv-scales any more (the recipe's 1.4.1 build, vLLM 0.26.0, has it)."""
     raw["serving"] = {**raw["serving"], "image": IMAGE_161, "dynamoVersion": "1.6.1"}
+    # Dynamo's own runtime runs as its -efa build (stacks/conventions/kv_path.py), so the
+    # recipe's EFA donor goes: pre-flight would refuse it before the parser is asked.
+    raw["serving"].pop("efaUserspaceImage", None)
     return raw
 
 
