@@ -3,9 +3,11 @@
 Reads the stack's typed config (`dynamo-bench:<key>`), runs pre-flight BEFORE creating anything
 (an invalid stack registers no resource and every problem is listed with its fix), then builds
 the components (components/program.py) and exports the outputs the runner and variants read.
-Pre-flight is `stacks.preflight.run.run_preflight`, the same function `python -m stacks check`
+Pre-flight is `stacks.preflight.run.run_preflight` and `consult_engine` (every command line
+through the image's own Dynamo/vLLM parsers, cached), the same functions `python -m stacks check`
 runs; here it also gets what only Pulumi knows (every config key, provider config, whether the
-Hugging Face token is a secret) and that the stack is being deployed.
+Hugging Face token is a secret) and that the stack is being deployed. Without the parser
+environments the program warns once (under CI it refuses).
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from stacks.config.loader import PROJECT, StackError, load_stack_file, parse_con
 from stacks.config.schema import CONFIG_KEYS
 from stacks.config.stack_file import CAMPAIGN_KEY, NODE_GROUP_SIZES_KEY, PROVIDER_NAMESPACES
 from stacks.preflight.deploy_checks import DeployFacts
-from stacks.preflight.run import load_base, run_preflight
+from stacks.preflight.run import (
+    consult_engine,
+    engine_problem,
+    first_time,
+    load_base,
+    run_preflight,
+)
 
 
 def read_config(cfg: pulumi.Config) -> dict[str, Any]:
@@ -75,6 +83,13 @@ def main() -> None:
     stack = parse_config(pulumi.get_stack(), raw)
     base = load_base(stack)
     report = run_preflight(stack, base, facts=deploy_facts(cfg))
+    # the engine's own parsers, as `stacks check` asks them (one cached step): the image's
+    # parser refuses a command line here, not in its pod after the GPU nodes are up
+    verdict = consult_engine([report])
+    if verdict.fatal:
+        report.problems.append(engine_problem(verdict))
+    elif verdict.note and first_time(verdict.note):
+        pulumi.log.warn(verdict.note)
     if report.problems:
         raise StackError(stack.name, report.problems)
     token = cfg.require_secret("hfToken") if base is None else None

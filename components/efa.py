@@ -62,8 +62,10 @@ NO_GPUS_EXIT = 78
 
 
 def pin_gpus_script(*, device_list_dir: str = DEVICE_LIST_DIR, dev_dir: str = "/dev",
-                    worker: tuple[str, ...] = WORKER_MODULE) -> str:
-    """The worker's start shell (POSIX sh): pin the plugin's GPUs, then exec the worker with
+                    worker: tuple[str, ...] = WORKER_MODULE,
+                    library_path: str = EFA_LIBRARY_PATH) -> str:
+    """The worker's start shell (POSIX sh): pin the plugin's GPUs, put the EFA userspace first
+    in LD_LIBRARY_PATH (`library_path`, components/efa_userspace.py), then exec the worker with
     the container's args ("$@"; $0 is the process name). The directories are parameters so
     the tests run the very script against a fake filesystem."""
     refuse = ("dynamo-bench: the NVIDIA device plugin's GPUs for this pod cannot be told "
@@ -98,7 +100,7 @@ $source) for a request of $want"
 export CUDA_VISIBLE_DEVICES="$gpus" CUDA_DEVICE_ORDER=PCI_BUS_ID {GPU_SOURCE_ENV}="$source"
 # root (security_context) may lift the memlock limit, as the B200 recipes' workers do
 ulimit -l unlimited 2>/dev/null || true
-export LD_LIBRARY_PATH="{EFA_LIBRARY_PATH}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+export LD_LIBRARY_PATH="{library_path}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
 echo "dynamo-bench: GPUs $gpus pinned from the device plugin's $source answer" >&2
 exec {" ".join(worker)} "$@"
 """
@@ -115,9 +117,9 @@ def worker_env(gpus_per_pod: int) -> dict[str, str]:
 def efa_runtime_image(image: str) -> str:
     """The EFA build of a runtime image: Dynamo's own `vllm-runtime:X.Y.Z` becomes
     `vllm-runtime:X.Y.Z-efa`; a tag already ending in -efa, a digest, a model build
-    (`1.4.1-a.x-k2-post.1`) or another registry's image is used as given (it must carry the
-    EFA userspace itself; the run-time attestation refuses a run whose workers did not
-    instantiate LIBFABRIC)."""
+    (`1.4.1-a.x-k2-post.1`) or another registry's image is used as given: an -efa build
+    carries the EFA userspace, anything else gets a donor's (serving.efaUserspaceImage,
+    components/efa_userspace.py), or pre-flight refuses the stack."""
     if "@sha256:" in image:
         return image
     repo, _, tag = image.rpartition(":")

@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from components import efa, kv_config, libfabric_check, recipe_specs
+from components import efa, efa_userspace, kv_config, recipe_specs
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -50,8 +50,10 @@ from stacks.conventions.k8s_names import (  # noqa: F401 - FRONTEND_*, GRAPH_LAB
     component_names,
     deployment_name,
 )
+from stacks.conventions.pod_env import OFFLINE_ENV, WORKER_ENV, graph_env
 from stacks.conventions.worker_identity import compile_cache_dir, compile_cache_env
 from stacks.engine_argv.argv import frontend_argv, tokens, worker_argv
+from stacks.preflight.efa_image import check_kv_path
 from stacks.preflight.host_staging import host_staging_gib
 from stacks.preflight.pods import (  # noqa: F401 - WORKER_BASE_MEMORY_GIB re-exported
     WORKER_BASE_MEMORY_GIB,
@@ -63,9 +65,6 @@ from stacks.preflight.worker_checks import draft_weights_bytes
 
 API_VERSION = DGD_API_VERSION
 KIND = DGD_KIND
-# Frontends and workers talk over TCP and publish events over ZMQ: no NATS, no etcd
-# (the platform chart is installed with both off and Kubernetes discovery).
-RUNTIME_ENV = {"DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq"}
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -125,7 +124,7 @@ def _frontend(stack: StackConfig, labels: dict[str, str]) -> dict[str, Any]:
             "args": tokens(frontend_argv(stack)),
             # plus its record of every request: the runner reads it after each step (routing
             # evidence: which worker, how many cached tokens; workloads.request_trace)
-            "env": _env({"HF_HOME": HF_HOME, "HF_HUB_OFFLINE": "1",
+            "env": _env({"HF_HOME": HF_HOME, **OFFLINE_ENV,
                          **recipe_specs.remote_code_env(stack),
                          **frontend_trace.request_trace_env(frontend_trace.REQUEST_TRACE_POD_PATH)}),
             "resources": {"requests": requests},
@@ -190,13 +189,13 @@ class _Worker:
     def args(self) -> list[str]:
         return tokens(worker_argv(self.stack, self.i, rdma=self.rdma))
 
-    def env(self) -> list[dict[str, Any]]:
+    def env(self, fabric: dict[str, str]) -> list[dict[str, Any]]:
         values = {
             "HF_HOME": HF_HOME,
-            # The model download Job fills the cache; workers must never download themselves.
-            "HF_HUB_OFFLINE": "1",
-            # Deterministic block hashes across workers, so KV events match between them.
-            "PYTHONHASHSEED": "0",
+            # The model download Job fills the cache; workers must never download themselves
+            # (HF_HUB_OFFLINE). Deterministic block hashes across workers, so KV events match
+            # between them (PYTHONHASHSEED). Pre-flight parses with them too (pod_env).
+            **WORKER_ENV,
             # vLLM's compile/autotune and FlashInfer's JIT caches on the model volume, keyed by
             # model, image and layout: a second load of this configuration finds them.
             **compile_cache_env(compile_cache_dir(self.stack, self.cluster, self.i)),
@@ -204,7 +203,7 @@ class _Worker:
             **recipe_specs.remote_code_env(self.stack),
         }
         if self.rdma:
-            values.update(efa.worker_env(self.gpus_per_pod))
+            values.update({**efa.worker_env(self.gpus_per_pod), **fabric})
         values.update(self.w.env)  # the stack's own env wins
         pod_ip = ([] if kv_config.SIDE_CHANNEL_HOST_ENV in self.w.env
                   else kv_config.side_channel_env(self.serving, self.w.role))
@@ -274,22 +273,26 @@ class _Worker:
                 "lower cpuGb or TP-pack fewer workers per node")])
 
     def pod_template(self, labels: dict[str, str]) -> dict[str, Any]:
+        image = efa.efa_runtime_image(self.serving.image) if self.rdma else self.serving.image
+        # libfabric + the efa provider for NIXL: the image's own or a donor's (checked in-pod)
+        fabric = efa_userspace.for_worker(self.serving, image, self.efa_devices()) \
+            if self.rdma else None
         container: dict[str, Any] = {
-            "name": "main",
-            "image": efa.efa_runtime_image(self.serving.image) if self.rdma
-            else self.serving.image,
-            "command": efa.pinned_command() if self.rdma else list(efa.WORKER_MODULE),
+            "name": "main", "image": image,
+            "command": efa.pinned_command(efa.pin_gpus_script(
+                library_path=fabric.library_path)) if fabric else list(efa.WORKER_MODULE),
             "args": self.args(),
-            "env": self.env(),
+            "env": self.env(fabric.env if fabric else {}),
             "resources": self.resources(),
-            "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT}],
+            "volumeMounts": [{"name": MODEL_CACHE_PVC, "mountPath": MODEL_CACHE_MOUNT},
+                             *(fabric.mounts if fabric else [])],
         }
         modules_volumes, modules_mounts = recipe_specs.remote_code_volumes(self.stack)
         container["volumeMounts"] += modules_mounts
         scratch_volumes, scratch_mounts = recipe_specs.scratch_volumes(self.w.scratch)
         container["volumeMounts"] += scratch_mounts
         volumes: list[dict[str, Any]] = [_model_cache_volume(), *modules_volumes,
-                                         *scratch_volumes]
+                                         *scratch_volumes, *(fabric.volumes if fabric else [])]
         if self.kvbm_disk():
             volumes.append({"name": "kvbm-disk", "emptyDir": {"sizeLimit": self.kvbm_disk()}})
             container["volumeMounts"].append({"name": "kvbm-disk",
@@ -306,13 +309,12 @@ class _Worker:
         if recipe_specs.rdma_devices(self.serving, self.w):
             container["securityContext"] = {
                 "capabilities": {"add": list(recipe_specs.RDMA_CAPABILITIES)}}
-        if self.rdma:
+        if fabric:
             # NIXL registers GPU memory with the EFA NIC, which needs a privileged container;
             # the command pins the device plugin's GPUs (components/efa.py). EFA traffic does
             # not cross AZs, so all EFA workers of the graph share one zone.
             container["securityContext"] = efa.security_context()
-            # the image must carry libfabric for NIXL's LIBFABRIC plugin (dynamo.md F2)
-            spec["initContainers"] = [libfabric_check.init_container(container["image"])]
+            spec["initContainers"] = fabric.init_containers
             labels = {**labels, efa.ZONE_GROUP_LABEL: labels[GRAPH_LABEL]}
             spec["affinity"] = efa.one_zone_affinity(labels[GRAPH_LABEL],
                                                      self.group.availability_zone)
@@ -343,6 +345,7 @@ def _check_supported(stack: StackConfig, efa: bool) -> None:
         problems.append(Problem(f"{P}serving.transfer", "nixl-libfabric needs EFA devices on "
                                 "the worker nodes, and the cluster offers none (efa=False)",
                                 "use nixl-ucx, or EFA-enabled node groups"))
+    check_kv_path(stack, problems)  # LIBFABRIC needs an EFA userspace: the image's or a donor's
     if problems:
         raise StackError(stack.name, problems)
 
@@ -392,5 +395,5 @@ def build_graph_deployment(stack: StackConfig, *, namespace: str, efa: bool,
         "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {"backendFramework": serving.backend,
-                 "env": _env({**RUNTIME_ENV, **serving.env}), "components": components},
+                 "env": _env(graph_env(stack)), "components": components},
     }

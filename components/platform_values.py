@@ -4,8 +4,8 @@ Every key written here exists in the chart's own values.yaml (checked by the tes
 ../shared/reference/helm/dynamo-platform/values.yaml). Choices:
 - etcd and NATS are not installed: discovery is Kubernetes-native (`discoveryBackend:
   kubernetes`), requests go over TCP and KV events over ZMQ (the graph sets DYN_REQUEST_PLANE /
-  DYN_EVENT_PLANE on every pod, see components.graph.RUNTIME_ENV). The reference chart (1.3.0)
-  still installs NATS by default, so it is turned off explicitly.
+  DYN_EVENT_PLANE on every pod, see stacks.conventions.pod_env.RUNTIME_ENV). The reference chart
+  (1.3.0) still installs NATS by default, so it is turned off explicitly.
 - Grove (gang scheduling of multinode workers) only when the cluster allows multinode workers.
 - The operator runs on the CPU node group, never on a GPU node.
 """

@@ -12,76 +12,46 @@ check compares, on usable steps both ran, the server-side signal that setting sh
   decode worker (the frontend's records), and NIXL transfers where vLLM exports them;
 - offload (`serving.kvOffload`): bytes moved to/from the offload tier and prefix hits it served.
 
-A difference under the threshold is reported as "NO MEASURABLE DIFFERENCE" with the likely
-cause, never as a finding: a comparison that cannot show the effect says so.
+A router change is judged on the hit-rate difference's 95 % interval (a normal interval from
+each side's standard error, measured from the request trace: reports.routing) and its
+p-value, Holm-adjusted with every other comparison of the report (reports.verdicts); it counts
+when that p-value is below 5 % and the follow-up turns were placed differently. Anything less
+is reported as "NO MEASURABLE DIFFERENCE" with the likely cause, never as a finding: a
+comparison that cannot show the effect says so.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import permutations
 from typing import Any
 
 import pandas as pd
 
-# The keys of `serving` each setting owns; a pair may differ in one setting's keys only.
-SETTINGS = {"router": ("router",), "topology": ("topology", "transfer", "workers"),
-            "offload": ("kvOffload",)}
-NOT_COMPARED = ("name", "tags", "cost", "monitoring")
+# Which stacks are one setting apart: the plan draws the same pairs (stacks/plan/resolution.py).
+from stacks.conventions.one_setting import (  # noqa: F401 (SETTINGS, setting_between: its API)
+    SETTINGS,
+    Pair,
+    pairs,
+    setting_between,
+)
+from stacks.sizing.sampling import ALPHA, Difference, Estimate, estimate_difference
+
 ROUTED_WORKLOADS = ("multi_turn", "trace_replay")
-# A router change counts when the hit rate moved by at least MIN_HIT_DELTA and by twice its
-# standard error (from the request trace, reports.routing), and follow-up turns were placed
-# differently (same-worker share apart by MIN_PLACEMENT_DELTA).
-MIN_HIT_DELTA = 0.03
-NOISE_SIGMAS = 2.0
+# A router change counts when the hit-rate difference is significant (its Holm-adjusted
+# p-value below ALPHA) and follow-up turns were placed differently (same-worker share apart by
+# MIN_PLACEMENT_DELTA).
 MIN_PLACEMENT_DELTA = 0.1
 # Round-robin keeping this much more than chance of the follow-ups on their worker: lockstep.
 AFFINITY_OVER_CHANCE = 0.15
 NO_DIFFERENCE = "NO MEASURABLE DIFFERENCE"
 LEFT_OUT = "NOT COMPARED"       # a step a side ran but not usably (reports.flags): no verdict
 COLUMNS = ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
-           "changed", "delta", "verdict", "evidence", "likely_cause"]
-
-
-@dataclass(frozen=True)
-class Pair:
-    setting: str
-    baseline: str       # round-robin / aggregated / no offload
-    changed: str
-
-
-def _is_baseline(setting: str, serving: dict[str, Any]) -> bool:
-    if setting == "router":
-        return serving.get("router") != "kv"
-    if setting == "topology":
-        return serving.get("topology") == "aggregated"
-    return (serving.get("kvOffload") or {}).get("kind", "none") == "none"
-
-
-def setting_between(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """The one setting two recorded stack configs differ in; None if none or several, or if
-    they differ anywhere else that shapes the measurement."""
-    keys = (set(a) | set(b)) - set(NOT_COMPARED) - {"serving"}
-    if any(a.get(k) != b.get(k) for k in keys):
-        return None
-    sa, sb = a.get("serving") or {}, b.get("serving") or {}
-    differ = {k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k)}
-    owners = {s for s, owned in SETTINGS.items() if differ & set(owned)}
-    if len(owners) != 1 or differ - set(SETTINGS[next(iter(owners))]):
-        return None
-    return owners.pop()
-
-
-def pairs(configs: dict[str, dict[str, Any]]) -> list[Pair]:
-    """Every pair of stacks (by name) one setting apart, the baseline first."""
-    out = []
-    for a, b in permutations(sorted(configs), 2):
-        setting = setting_between(configs[a], configs[b])
-        if setting and _is_baseline(setting, configs[a]["serving"]) \
-                and not _is_baseline(setting, configs[b]["serving"]):
-            out.append(Pair(setting, a, b))
-    return out
+           "changed", "delta", "delta_ci_low", "delta_ci_high", "p_value", "p_holm", "verdict",
+           "evidence",
+           "likely_cause", "interval_method"]
+# {(baseline, changed, step): Holm-adjusted p-value} from the report's family of comparisons
+Adjusted = dict[tuple[str, str, str], float]
 
 
 def _f(v: Any) -> float:
@@ -116,7 +86,8 @@ def accidental_affinity(b: pd.Series, c: pd.Series) -> bool:
         and (math.isnan(sc) or sb >= sc - MIN_PLACEMENT_DELTA)
 
 
-def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any], needed: float) -> str:
+def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any], diff: Difference,
+                 p_value: float) -> str:
     """Why a router change showed no measurable difference (the first cause that fits)."""
     hb, hc = _f(b.get("server_hit_rate")), _f(c.get("server_hit_rate"))
     sb, sc = _f(b.get("same_worker_share")), _f(c.get("same_worker_share"))
@@ -146,11 +117,27 @@ def router_cause(b: pd.Series, c: pd.Series, config: dict[str, Any], needed: flo
     if abs(sc - sb) < MIN_PLACEMENT_DELTA:
         return (f"the router placed follow-up turns as round-robin did ({sb:.0%} vs {sc:.0%} "
                 "on the previous turn's worker): a hit-rate difference is not routing's")
-    return (f"within the step's noise: a change needs {needed * 100:.1f} points here (twice "
-            "its standard error from the request trace); a longer step would tell")
+    if not diff.judged:
+        return (f"{diff.method}: the step's noise is unknown, so no difference can be told "
+                "from it")
+    return (f"indistinguishable at this sample: {diff.value * 100:+.1f} points, 95 % interval "
+            f"[{diff.low * 100:+.1f}, {diff.high * 100:+.1f}], p {p_value:.2g} after Holm over "
+            "the report's comparisons; a longer step would tell (`stacks plan` says how long)")
 
 
-def _router_rows(pair: Pair, st: pd.DataFrame, config: dict[str, Any]) -> list[dict]:
+def hit_rate_difference(b: pd.Series, c: pd.Series) -> Difference:
+    """changed - baseline server hit rate, each side's standard error from its request trace
+    (workloads/routing_evidence.py hit_rate_se)."""
+    def side(s: pd.Series) -> Estimate:
+        se = _f(s.get("trace_hit_rate_se"))
+        why = "request trace" if not math.isnan(se) else \
+            "no standard error (no request trace in the run)"
+        return Estimate(_f(s.get("server_hit_rate")), math.nan, math.nan, se, math.inf, 0, why)
+    return estimate_difference(side(b), side(c))
+
+
+def _router_rows(pair: Pair, st: pd.DataFrame, config: dict[str, Any],
+                 adjusted: Adjusted) -> list[dict]:
     rows = []
     base, changed = (st[st["stack"] == s].set_index("step") for s in (pair.baseline,
                                                                        pair.changed))
@@ -160,25 +147,26 @@ def _router_rows(pair: Pair, st: pd.DataFrame, config: dict[str, Any]) -> list[d
             continue
         hb, hc = _f(b.get("server_hit_rate")), _f(c.get("server_hit_rate"))
         sb, sc = _f(b.get("same_worker_share")), _f(c.get("same_worker_share"))
-        delta = hc - hb
-        se = math.hypot(_f(b.get("trace_hit_rate_se")), _f(c.get("trace_hit_rate_se")))
-        needed = MIN_HIT_DELTA if math.isnan(se) else max(MIN_HIT_DELTA, NOISE_SIGMAS * se)
+        d = hit_rate_difference(b, c)
+        p = adjusted.get((pair.baseline, pair.changed, str(step)), d.p_value)
         same_placement = abs(sc - sb) < MIN_PLACEMENT_DELTA      # False when unknown (NaN)
         # a hit-rate change over round-robin's accidental affinity is the lockstep's, not a
         # finding about the router, even when it clears the noise
-        ok = not math.isnan(delta) and abs(delta) >= needed and not same_placement \
-            and not accidental_affinity(b, c)
+        ok = d.judged and p < ALPHA and not same_placement and not accidental_affinity(b, c)
         evidence = (f"same-worker share of follow-up turns {_pct(sb)} -> {_pct(sc)} (chance "
                     f"{_pct(_f(b.get('chance_same_worker')))}); prompts per worker: "
                     f"{b.get('requests_per_worker') or 'n/a'} -> "
                     f"{c.get('requests_per_worker') or 'n/a'}")
         rows.append({"step": step, "signal": "server prefix hit rate", "baseline": hb,
-                     "changed": hc, "delta": delta,
-                     "verdict": (f"{'raised' if delta > 0 else 'lowered'} by "
-                                 f"{abs(delta) * 100:.1f} points (needed "
-                                 f"{needed * 100:.1f})") if ok else NO_DIFFERENCE,
-                     "evidence": evidence,
-                     "likely_cause": "" if ok else router_cause(b, c, config, needed)})
+                     "changed": hc, "delta": d.value, "delta_ci_low": d.low,
+                     "delta_ci_high": d.high,
+                     "p_value": d.p_value, "p_holm": p if adjusted else math.nan,
+                     "verdict": (f"{'raised' if d.value > 0 else 'lowered'} by "
+                                 f"{abs(d.value) * 100:.1f} points [95 % CI "
+                                 f"{d.low * 100:+.1f}, {d.high * 100:+.1f}]") if ok
+                     else NO_DIFFERENCE,
+                     "evidence": evidence, "interval_method": d.method,
+                     "likely_cause": "" if ok else router_cause(b, c, config, d, p)})
     return rows
 
 
@@ -273,9 +261,12 @@ def _flag(row: pd.Series) -> str:
     return flag if isinstance(flag, str) and flag else "not usable"
 
 
-def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]]) -> pd.DataFrame:
+def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]],
+                   adjusted: Adjusted | None = None) -> pd.DataFrame:
     """One row per compared signal of every one-setting pair, over usable steps only; a step
-    both ran that is flagged or failed on a side gets a NOT COMPARED row, never a verdict."""
+    both ran that is flagged or failed on a side gets a NOT COMPARED row, never a verdict.
+    `adjusted`: the router rows' Holm-adjusted p-values from the report's family of
+    comparisons (reports.verdicts.adjusted); without it each row stands alone."""
     st = steps[steps["usable"].astype(bool)] if "usable" in steps else steps
     rows = []
     for pair in pairs(configs):
@@ -288,7 +279,8 @@ def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]]) -> p
             rows.append({**head, "step": "none", "signal": "", "verdict": LEFT_OUT,
                          "likely_cause": "no step both stacks ran"})
         elif common:
-            found = (_router_rows(pair, st, configs[pair.baseline]) if pair.setting == "router"
+            found = (_router_rows(pair, st, configs[pair.baseline], adjusted or {})
+                     if pair.setting == "router"
                      else _moving_rows(pair, st, common))
             rows += [{**head, **r} for r in found]
         rows += [{**head, **r} for r in left_out]
@@ -323,3 +315,17 @@ def _fmt(v: Any) -> str:
     if math.isnan(x):
         return "n/a"
     return f"{x:.1%}" if abs(x) <= 1 else f"{x:,.0f}"
+
+
+def glance_lines(table: pd.DataFrame) -> list[str]:
+    """One short line per pair and step the check could not call a finding (the summary's
+    warning lines say why)."""
+    if table is None or table.empty:
+        return []
+    out = []
+    for _, r in table[table["verdict"].isin([LEFT_OUT, NO_DIFFERENCE])].iterrows():
+        what = "not compared" if r["verdict"] == LEFT_OUT else "no measurable difference"
+        cause = str(r["likely_cause"] or "").split(":")[0].split(" (")[0]
+        out.append(f"ablation: {r['changed_stack']} vs {r['baseline_stack']} "
+                   f"({r['setting']}), {r['step']}: {what}" + (f" ({cause})" if cause else ""))
+    return out

@@ -10,14 +10,18 @@ import pandas as pd
 from reports import (
     compare,
     html,
+    intervals,
     markdown,
     plots,
     predicted_vs_measured,
+    simulated_vs_measured,
     summary,
     tables,
     tables_requests,
+    verdicts,
 )
 from reports.ablation import ablation_check
+from reports.comparisons import all_comparisons
 from reports.cost_efficiency import cost_efficiency
 from reports.flags import judge_steps
 from reports.goodput import DEFAULT_SLOS, Slo, goodput
@@ -75,32 +79,69 @@ def latest_configs(records: dict[tuple[str, str], RunRecord]) -> dict[str, dict]
             for (stack, _), rec in records.items() if rec.config}
 
 
+def with_intervals(sweep: pd.DataFrame, pc: pd.DataFrame, steps: pd.DataFrame,
+                   requests: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The sweep and prefix-cache tables with the 95 % interval of each figure they print
+    (reports.intervals)."""
+    sweep = intervals.add_intervals(
+        sweep, steps[steps["workload"] == "concurrency_sweep"], requests,
+        ["stack", "concurrency"], [*intervals.QUANTILE_FIGURES, *intervals.REPEAT_FIGURES])
+    s = steps[steps["workload"] == "prefix_cache"]
+    pc = intervals.add_intervals(pc, s.assign(prefix_share=s["variant"].map(tables.share_of)),
+                                 requests, ["stack", "prefix_share"],
+                                 ["ttft_p50_ms", "ttft_p99_ms"])
+    return sweep, pc
+
+
+def side_by_side(out: dict[str, pd.DataFrame], infos: dict[str, StackInfo]) -> None:
+    """The compare tables (`compare`), each comparison with its interval and verdict."""
+    judged = out["comparisons"]
+    side = compare.concurrency_side_by_side(out["concurrency_sweep"], infos)
+    for fig, col in (("ttft_p50_ms", "ttft_p50_delta_ms"), ("itl_p50_ms", "itl_p50_delta_ms"),
+                     ("output_tok_s", "tps_delta")):
+        side = verdicts.attach(side, judged, verdicts.Q_TOPOLOGY, fig, col,
+                               lambda r: f"c{int(r['concurrency'])}")
+    out["compare_concurrency"] = side
+    out["compare_prefix_cache"] = verdicts.attach(
+        compare.prefix_side_by_side(out["prefix_cache"], infos), judged, verdicts.Q_PREFIX,
+        "ttft_p50_ms", "ttft_p50_delta_ms", lambda r: f"share {r['prefix_share']:.0%}")
+    out["compare_sla_baseline"] = compare.sla_baseline_ratio(out["sla"], infos)
+    out["compare_sla_topology"] = compare.sla_topology_side_by_side(out["sla"], infos)
+
+
 def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str, StackInfo],
                    records: dict[tuple[str, str], RunRecord], slos: tuple[Slo, ...],
                    with_compare: bool, user_speed: str | None = None
                    ) -> dict[str, pd.DataFrame]:
-    sweep = tables.concurrency_sweep(steps)
-    pc = tables.prefix_cache(steps)
-    sla = sla_table(steps, requests, infos, user_speed=user_speed)
+    sweep, pc = with_intervals(tables.concurrency_sweep(steps), tables.prefix_cache(steps),
+                               steps, requests)
+    # each trace step's TTFT and ITL p50 with its interval (a published row has none)
+    sla = intervals.add_intervals(sla_table(steps, requests, infos, user_speed=user_speed),
+                                  steps, requests, ["stack", "run_id", "step"],
+                                  ["ttft_p50_ms", "itl_p50_ms"])
+    configs = latest_configs(records)
     out = {
         "concurrency_sweep": sweep,
         "multi_turn": tables_requests.multi_turn(steps, requests),
         "sequence_distribution": tables_requests.sequence_distribution(requests),
         "prefix_cache": pc,
-        "goodput": goodput(steps, requests, slos),
+        "goodput": intervals.goodput_intervals(goodput(steps, requests, slos)),
         "sla": sla,
         "trace_replay": trace_replay_table(steps, requests, records),
         "cost_efficiency": cost_efficiency(steps, infos, records),
         "fidelity": tables.fidelity(steps, {
             key: first_data_floor(rec.extra.get("attestations")) for key, rec in records.items()}),
         "reconciliation": tables.reconciliation(steps),
-        "ablation": ablation_check(steps, latest_configs(records)),
+        "ablation": ablation_check(steps, configs),
     }
+    # every comparison as one family (Holm), then the router rows judged with it
+    out["comparisons"] = all_comparisons(out, steps, requests, infos, {
+        key: rec.extra.get("simulation") for key, rec in records.items()
+        if not simulated_vs_measured.is_simulated_run(rec.extra)})
+    out["ablation"] = ablation_check(steps, configs,
+                                     verdicts.adjusted(out["comparisons"], verdicts.Q_ROUTER))
     if with_compare:
-        out["compare_concurrency"] = compare.concurrency_side_by_side(sweep, infos)
-        out["compare_prefix_cache"] = compare.prefix_side_by_side(pc, infos)
-        out["compare_sla_baseline"] = compare.sla_baseline_ratio(sla, infos)
-        out["compare_sla_topology"] = compare.sla_topology_side_by_side(sla, infos)
+        side_by_side(out, infos)
     return out
 
 
@@ -140,9 +181,23 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
     t["routing"] = routing_table(pd.concat([r.workers for r in runs], ignore_index=True),
                                  steps)
-    # measured over predicted per step, from each run's own predictions (its manifest)
+    # measured beside simulated per step, from each measured run's own simulation (its
+    # manifest); a simulated run is the simulation and is not compared with itself
+    measured = [r for r in runs if not simulated_vs_measured.is_simulated_run(r.record.extra)]
+    t["simulated_vs_measured"] = simulated_vs_measured.table(
+        steps, {(r.record.stack, r.record.run_id): r.record.extra.get("simulation")
+                for r in measured}, requests,
+        frozenset(s for s, i in infos.items() if i.rehearsal))
+    # AIConfigurator's static estimate as the cross-check where it applies: the measured runs'
+    # concurrency sweep, over the prediction each run kept
+    kept = {(r.record.stack, r.record.run_id) for r in measured}
+    sweep = steps[(steps["workload"] == "concurrency_sweep") & pd.Series(
+        [k in kept for k in zip(steps["stack"], steps["run_id"], strict=True)],
+        index=steps.index)]
     t["predicted_vs_measured"] = predicted_vs_measured.table(
-        steps, {r.record.stack: r.record.extra.get("predictions") or {} for r in runs})
+        sweep, {r.record.stack: r.record.extra.get("predictions") or {} for r in measured},
+        simulated={r.record.stack for r in measured
+                   if predicted_vs_measured.on_table(r.record.extra)})
     name = name or default_name(runs, with_compare)
     out_dir = out_root / name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -152,8 +207,8 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     figs = make_plots(t, requests, slos[0], out_dir, infos, records)
     hyps = all_hypotheses(t, steps, infos)
     records_used = [r.record for r in runs]
-    head = summary.render(summary.facts(t, steps, records_used, infos, slos[0]))
+    f = summary.facts(t, steps, records_used, infos, slos[0])
     (out_dir / "report.md").write_text(markdown.render(
-        name, head, t, figs, hyps, records_used, infos, slos))
+        name, summary.render(f), t, figs, hyps, records_used, infos, slos, glance=f.glance))
     html.write_html(out_dir)   # index.html: the same report, self-contained, for a browser
     return Report(name, out_dir, t, figs, steps, requests)

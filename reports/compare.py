@@ -52,10 +52,12 @@ def _side_by_side(table: pd.DataFrame, key: str, cols: dict[str, str],
 
 
 def concurrency_side_by_side(sweep: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.DataFrame:
-    """concurrency, aggregated/disaggregated TTFT p50 and TPS (aggregate output tok/s)."""
+    """concurrency, aggregated/disaggregated TTFT and ITL p50 and TPS (aggregate output
+    tok/s); the differences' intervals and verdicts join in reports.build (reports.verdicts)."""
     out = _side_by_side(sweep, "concurrency",
-                        {"ttft_p50_ms": "ttft_p50_ms", "output_tok_s": "tps",
-                         "repeats": "repeats", **COUNTS}, topology_pairs(infos))
+                        {"ttft_p50_ms": "ttft_p50_ms", "itl_p50_ms": "itl_p50_ms",
+                         "output_tok_s": "tps", "repeats": "repeats", **COUNTS},
+                        topology_pairs(infos))
     if not out.empty:
         out["ttft_p50_delta_ms"] = out["disaggregated_ttft_p50_ms"] - \
             out["aggregated_ttft_p50_ms"]

@@ -1,9 +1,11 @@
 """index.html beside report.md: the same report as one self-contained page to open in a browser.
 
 It is rendered from report.md itself (markdown-it-py, CommonMark with tables, raw HTML escaped),
-so the summary comes first and every table and figure is the markdown's; each plot is inlined
+so the answers come first and every table and figure is the markdown's; each plot is inlined
 as a base64 PNG (the page needs no other file), headings get anchors and a table of contents
-follows the title; the links to the full CSVs point beside it. A plot the markdown names but
+follows the first screen (the answers table, the Pareto plot and the warnings at a glance:
+reports/first_screen.py, which a 1400 px wide window shows without scrolling); the links to the
+full CSVs point beside it. A plot the markdown names but
 the folder lacks shows as a visible "missing" note, never as a broken image.
 """
 
@@ -38,7 +40,15 @@ img { max-width: 100%; height: auto; display: block; margin: 12px 0;
       border: 1px solid #e3e6ea; }
 code { background: #f0f2f5; padding: 0 3px; border-radius: 3px; font-size: 90%; }
 .missing { color: #b00020; font-weight: bold; }
+/* the first screen: the answers table wraps its long cells instead of scrolling sideways, and
+   the Pareto plot below it keeps to what a window shows */
+h2#answers + table, h2[id^="answers-"] + table { display: table; width: 100%; }
+h2#answers + table td, h2[id^="answers-"] + table td { white-space: normal;
+                                                       text-align: left; }
+img[alt="pareto"] { max-height: 33vh; width: auto; }
 """
+# The table of contents goes before this section (after the first screen), else after the title.
+TOC_BEFORE = "summary"
 
 
 def _slug(text: str, seen: set[str]) -> str:
@@ -97,9 +107,12 @@ def render_html(markdown_text: str, folder: Path) -> str:
     toc = "".join(f'<li><a href="#{slug}">{html.escape(text.split(" — ")[0])}</a></li>'
                   for level, slug, text in headings if level == 2)
     nav = f'<nav class="toc"><strong>Sections</strong><ol>{toc}</ol></nav>' if toc else ""
-    first_h1_end = body.find("</h1>")
-    if first_h1_end >= 0:
-        body = body[:first_h1_end + 5] + "\n" + nav + body[first_h1_end + 5:]
+    at = body.find(f'<h2 id="{TOC_BEFORE}">')
+    if at < 0:
+        at = body.find("</h1>")
+        at = at + 5 if at >= 0 else -1
+    if at >= 0:
+        body = body[:at] + "\n" + nav + "\n" + body[at:]
     note = (f'<p class="missing">{len(missing)} plot(s) missing: {html.escape(", ".join(missing))}'
             "</p>") if missing else ""
     return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

@@ -1,7 +1,8 @@
 """The plan's four hypotheses, each with the figures from the compared runs that bear on it.
 
-Only what the data shows: figures with their spread and sample counts, and "not measured"
-naming the run that is missing. No verdicts beyond the numbers. Only usable steps take part
+Only what the data shows: figures with their spread and sample counts, each difference between
+two stacks with its 95 % interval and verdict (reports.verdicts, judged with the report's other
+comparisons), and "not measured" naming the run that is missing. Only usable steps take part
 (reports.flags); each hypothesis ends with the failed, interrupted or client-bound steps of
 its workloads that were left out.
 """
@@ -18,6 +19,7 @@ from reports.compare import topology_pairs
 from reports.flags import left_out
 from reports.runs import parse_step_id
 from reports.stackinfo import StackInfo
+from reports.verdicts import Q_TOPOLOGY, phrase
 
 
 @dataclass
@@ -38,7 +40,8 @@ def _spread(row: pd.Series, col: str) -> str:
 
 
 def short_inputs_low_load(sweep: pd.DataFrame, infos: dict[str, StackInfo],
-                          steps: pd.DataFrame) -> Hypothesis:
+                          steps: pd.DataFrame,
+                          comparisons: pd.DataFrame | None = None) -> Hypothesis:
     h = Hypothesis("H1: short inputs at low load",
                    "Does disaggregation add transfer and scheduling cost (TTFT, ITL, KV "
                    "transfer time) when inputs are short and load is low?")
@@ -51,11 +54,14 @@ def short_inputs_low_load(sweep: pd.DataFrame, infos: dict[str, StackInfo],
         c = common[0]
         ra = a[a["concurrency"] == c].iloc[0]
         rd = d[d["concurrency"] == c].iloc[0]
+        said = {fig: phrase(comparisons, Q_TOPOLOGY, agg, dis, f"c{int(c)}", fig)
+                for fig in ("ttft_p50_ms", "itl_p50_ms")}
         h.findings += [
-            f"c{c}: {dis} minus {agg} TTFT p50 = {_f(rd['ttft_p50_ms'] - ra['ttft_p50_ms'])} ms "
-            f"({agg}: {_spread(ra, 'ttft_p50_ms')}; {dis}: {_spread(rd, 'ttft_p50_ms')})",
+            f"c{c}: {dis} minus {agg} TTFT p50 = {_f(rd['ttft_p50_ms'] - ra['ttft_p50_ms'])} ms"
+            f"{said['ttft_p50_ms']} ({agg}: {_spread(ra, 'ttft_p50_ms')}; {dis}: "
+            f"{_spread(rd, 'ttft_p50_ms')})",
             f"c{c}: {dis} minus {agg} ITL p50 = {_f(rd['itl_p50_ms'] - ra['itl_p50_ms'], '.2f')}"
-            f" ms ({agg} {_f(ra['itl_p50_ms'], '.2f')} ms, {dis} "
+            f" ms{said['itl_p50_ms']} ({agg} {_f(ra['itl_p50_ms'], '.2f')} ms, {dis} "
             f"{_f(rd['itl_p50_ms'], '.2f')} ms)"]
     if not h.findings:
         h.findings.append("not measured: needs a concurrency sweep of an aggregated and a "
@@ -115,7 +121,8 @@ def multi_turn_reuse(mt: pd.DataFrame, steps: pd.DataFrame, infos: dict[str, Sta
 
 
 def long_inputs_high_load(sweep: pd.DataFrame, seq: pd.DataFrame, goodput: pd.DataFrame,
-                          steps: pd.DataFrame, infos: dict[str, StackInfo]) -> Hypothesis:
+                          steps: pd.DataFrame, infos: dict[str, StackInfo],
+                          comparisons: pd.DataFrame | None = None) -> Hypothesis:
     h = Hypothesis("H3: long inputs at high load",
                    "Does disaggregation cut prefill interference while decode becomes the "
                    "bottleneck (per-stage queues, GPU use, SLO attainment)?")
@@ -125,10 +132,13 @@ def long_inputs_high_load(sweep: pd.DataFrame, seq: pd.DataFrame, goodput: pd.Da
         if common:
             c = common[-1]
             ra, rd = a[a["concurrency"] == c].iloc[0], d[d["concurrency"] == c].iloc[0]
+            step = f"c{int(c)}"
             h.findings.append(
                 f"c{c} (highest common): TTFT p99 {agg} {_f(ra['ttft_p99_ms'])} ms vs {dis} "
-                f"{_f(rd['ttft_p99_ms'])} ms; ITL p50 {_f(ra['itl_p50_ms'], '.2f')} vs "
-                f"{_f(rd['itl_p50_ms'], '.2f')} ms")
+                f"{_f(rd['ttft_p99_ms'])} ms"
+                f"{phrase(comparisons, Q_TOPOLOGY, agg, dis, step, 'ttft_p99_ms')}; ITL p50 "
+                f"{_f(ra['itl_p50_ms'], '.2f')} vs {_f(rd['itl_p50_ms'], '.2f')} ms"
+                f"{phrase(comparisons, Q_TOPOLOGY, agg, dis, step, 'itl_p50_ms')}")
     for _, r in seq.iterrows():
         h.findings.append(
             f"{r['stack']} {r['distribution']}: TTFT p50 {_f(r['ttft_p50_ms'])} ms overall, "
@@ -197,10 +207,11 @@ def all_hypotheses(tables: dict[str, pd.DataFrame], steps: pd.DataFrame,
                    infos: dict[str, StackInfo]) -> list[Hypothesis]:
     t = {k: _usable(v) for k, v in tables.items()}
     good = _usable(steps)
-    out = [short_inputs_low_load(t["concurrency_sweep"], infos, good),
+    judged = tables.get("comparisons")
+    out = [short_inputs_low_load(t["concurrency_sweep"], infos, good, judged),
            multi_turn_reuse(t["multi_turn"], good, infos, tables.get("ablation")),
            long_inputs_high_load(t["concurrency_sweep"], t["sequence_distribution"],
-                                 t["goodput"], good, infos),
+                                 t["goodput"], good, infos, judged),
            cost_at_slo(t["goodput"], t["cost_efficiency"], infos)]
     for h in out:
         workloads = READS[h.title.split(":")[0]]

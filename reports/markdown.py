@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports import first_screen
 from reports import predicted_vs_measured as pvm
-from reports.ablation import MIN_HIT_DELTA, ROUTED_WORKLOADS
+from reports import simulated_vs_measured as svm
+from reports.ablation import ROUTED_WORKLOADS
 from reports.flags import aiperf_provenance, left_out
 from reports.goodput import Slo
 from reports.hypotheses import Hypothesis
@@ -25,6 +27,7 @@ from reports.sla import RECIPE_SLA
 from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
 from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
+from reports.verdicts import family_note
 from workloads.attest.checks import summary_line
 
 _LATENCY_PCT = re.compile(r"^(ttft|itl|request_latency|conversation_latency|tok_s_per_user|"
@@ -153,8 +156,8 @@ SECTIONS = [
      "exceeding maxModelLen, never sent. nominal_reuse is what the trace was shaped to, "
      "trace_block_reuse what its rows carry, measured_kv_reuse what the server hit (cached / "
      "prompt tokens). row_kind says what each row is: a measurement on a cluster, a "
-     "rehearsal on the local mocker, or a source's published figure (full columns in "
-     "sla.csv)."),
+     "rehearsal on the local mocker, a simulation by DynoSim, or a source's published figure "
+     "(full columns in sla.csv)."),
     ("trace_replay", "Trace replay: reuse upper bound, measured hit rate, arrivals",
      "One row per replayed trace step (trace and sha256 in the run records). "
      "reuse_upper_bound_blocks: share of the sent rows' 512-token trace blocks whose id "
@@ -182,10 +185,12 @@ SECTIONS = [
     ("ablation", "Ablation check: does each one-setting change show where it should?",
      "Stacks whose recorded configs differ in one setting (router, topology, offload) are "
      "compared on the server signal that setting should move, over usable steps both ran. "
-     f"A router change must move the hit rate by {MIN_HIT_DELTA * 100:.0f} points and by twice "
-     "its standard error, with follow-up turns placed differently; anything less is NO "
-     "MEASURABLE DIFFERENCE with its likely cause, not a finding. A step flagged or failed on "
-     "either side is NOT COMPARED: it gets no verdict."),
+     "A router change counts when the hit-rate difference is significant with the report's "
+     "other comparisons (its 95 % interval from the request trace's standard errors, Holm's "
+     "adjustment: see Comparisons) and follow-up turns were placed differently; anything less "
+     "is NO MEASURABLE DIFFERENCE with its likely cause, not a finding. A step flagged or "
+     "failed on either side is NOT COMPARED: it gets no verdict."),
+    ("comparisons", "Comparisons: every difference with its 95 % interval and verdict", ""),
     ("cost_efficiency", "Cost efficiency", ""),
     ("fidelity", "Harness fidelity", "ratio = client mean / server (frontend) mean; a ratio far "
      "above 1 or a client-bound step means the harness distorted the figure. ttft_gap_ms = "
@@ -246,7 +251,8 @@ MD_COLUMNS = {
                        "server_requests_succeeded", "server_requests_failed",
                        "server_requests_unfinished", "gap_explanation"]}
 
-PLOTS = {"concurrency_sweep": ["pareto", "throughput_vs_concurrency", "latency_vs_concurrency"],
+# (the Pareto plot opens the report: reports/first_screen.py)
+PLOTS = {"concurrency_sweep": ["throughput_vs_concurrency", "latency_vs_concurrency"],
          "trace_replay": ["trace_replay_timeline"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
          "sequence_distribution": ["length_distributions"]}
@@ -278,22 +284,36 @@ def title_of(title: str, table: pd.DataFrame, infos: dict[str, StackInfo]) -> st
     return f"{title} — {unmeasured_word(infos, sorted(stacks))} ({local})" if local else title
 
 
+def _stacks(infos: dict[str, StackInfo]) -> str:
+    """The Stacks table with short cells (what the timings are in their short words, a caveat
+    as its first word), each long sentence in full below it."""
+    caveats = any(x.caveat for x in infos.values())
+    table = md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
+                                    "what the timings are": i.timing.short,
+                                    "topology": i.topology, "router": i.router,
+                                    "workers": i.workers, "GPUs": i.gpus,
+                                    "instance types": i.gpu_types,
+                                    **({"upstream caveat": i.caveat.split(":")[0] + " (below)"
+                                        if i.caveat else "-"} if caveats else {})}
+                                   for i in infos.values()]))
+    below = [f"- `{i.name}`: {i.timing.label}" + (f"; {i.caveat}" if i.caveat else "") + "\n"
+             for i in infos.values()]
+    return table + ("\n" + "".join(below) if below else "")
+
+
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
            plots: dict[str, Path | None], hypotheses: list[Hypothesis],
            records: list[RunRecord], infos: dict[str, StackInfo],
-           slos: tuple[Slo, ...]) -> str:
-    out = [f"# dynamo-bench report: {name}\n", head,
+           slos: tuple[Slo, ...], glance: list[str] | None = None) -> str:
+    # the answers' title names each stack's timings only when they differ
+    label = rehearsal_timings(infos, named=len({i.timing.short for i in infos.values()
+                                                if i.rehearsal}) > 1)
+    out = [f"# dynamo-bench report: {name}\n",
+           first_screen.render(tables.get("comparisons"), plots.get("pareto"), glance or [],
+                               f" — {unmeasured_word(infos)} ({label})" if label else ""),
+           head,
            "\nEvery figure below comes from the run records listed at the end; CSVs with the "
-           "same tables sit beside this file.\n", "## Stacks\n",
-           md_table(pd.DataFrame([{"stack": i.name, "target": i.target,
-                                   "what the timings are": i.timing.label,
-                                   "topology": i.topology, "router": i.router,
-                                   "workers": i.workers, "GPUs": i.gpus,
-                                   "instance types": i.gpu_types,
-                                   **({"upstream caveat": i.caveat or "-"}
-                                      if any(x.caveat for x in infos.values()) else {})}
-                                  for i in infos.values()])),
-           "## SLOs\n"]
+           "same tables sit beside this file.\n", "## Stacks\n", _stacks(infos), "## SLOs\n"]
     out += [f"- `{s.name}`: {s.definition} (a step meets it on its p50s)\n" for s in slos]
     for key, title, note in SECTIONS:
         table = tables.get(key)
@@ -304,6 +324,8 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"{note}\n\n")
         if key == "cost_efficiency" and not table.empty:
             out.append(_cost_note(table))
+        if key == "comparisons":
+            out.append(family_note(table) + "\n\n")
         if key == "routing" and "workload" in table:   # the rest is in routing.csv
             table = table[table["workload"].isin(ROUTED_WORKLOADS)]
         shown = short_columns(key, table, MD_COLUMNS.get(key))
@@ -315,6 +337,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
             out.append(f"\n{note}\n")
         for p in PLOTS.get(key, []):
             out.append("\n" + _img(plots.get(p), p.replace("_", " ")))
+    out.append(_simulated_vs_measured(tables.get("simulated_vs_measured"), records))
     out.append(_predicted_vs_measured(tables.get("predicted_vs_measured"), records, infos))
     rehearsal = rehearsal_timings(infos)
     out.append("\n## Hypotheses" + (f" — {unmeasured_word(infos)} figures ({rehearsal})"
@@ -326,25 +349,44 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
     return "".join(out)
 
 
+def _simulated_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord]) -> str:
+    """Per measured step, measured beside SIMULATED (DynoSim, from the run's record), a ratio
+    outside its band marked `!` with its cause; a simulated run is not compared with itself."""
+    measured = [r for r in records if not svm.is_simulated_run(r.extra)]
+    labels = sorted({svm.simulation_words(r.extra.get("simulation")) for r in measured})
+    out = ["\n## Simulated vs measured — " + ("; ".join(labels) or "no measured run") + "\n"]
+    if len(measured) < len(records):
+        out.append("A simulated run is the simulation: it is not compared with itself.\n\n")
+    if compared is None or compared.empty:
+        return "".join(out + ["No measured step of these runs has a simulation.\n"])
+    return "".join(out + [svm.band_note() + "\n\n", md_table(svm.display(compared))])
+
+
 def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecord],
                            infos: dict[str, StackInfo]) -> str:
-    """Per step, measured / predicted (PREDICTED by AIConfigurator, from the run's record),
-    a ratio outside its band marked `!`, and the known causes of each larger TTFT gap."""
-    out = ["\n## Predicted vs measured\n"]
+    """Per concurrency-sweep step, measured / predicted (PREDICTED by AIConfigurator's static
+    estimate, from the run's record: the cross-check where it applies), a ratio outside its
+    band marked `!`, and the known causes of each larger TTFT gap."""
+    out = ["\n## AIConfigurator cross-check: predicted vs measured (concurrency sweep)\n"]
     if compared is None or compared.empty:
+        measured = [r for r in records if not svm.is_simulated_run(r.extra)]
         why = sorted({str((r.extra.get("predictions") or {}).get("not_predicted"))
-                      for r in records if (r.extra.get("predictions") or {}).get("not_predicted")})
-        return "".join(out + ["No step of these runs has a prediction" +
-                              (f" ({'; '.join(why)})" if why else
-                               " (their records predate predictions)") + ".\n"])
+                      for r in measured
+                      if (r.extra.get("predictions") or {}).get("not_predicted")})
+        return "".join(out + ["No measured sweep step of these runs has a prediction" + (
+            f" ({'; '.join(why)})" if why else " (their records predate predictions)"
+            if measured else " (a simulated run: `stacks predict` shows AIConfigurator's "
+            "estimate beside the simulation)") + ".\n"])
     rows = []
     for _, r in compared.iterrows():
         row = {"stack": r["stack"], "step": r["step"]}
         for col in pvm.BANDS:
             ratio, ok = r[f"{col}_ratio"], r[f"{col}_in_band"]
             name = col.removesuffix("_ms")
-            row[f"{name} measured"] = r[f"{col}_measured"]
-            row[f"{name} PREDICTED"] = r[f"{col}_predicted"]
+            row[f"{name} measured"] = r[f"{col}_measured"] if col not in pvm.LIKELY_FIELD \
+                else _predicted_cell(r[f"{col}_measured"], pvm.likely_words(r, col, 2, True))
+            row[f"{name} PREDICTED"] = r[f"{col}_predicted"] if col not in pvm.LIKELY_FIELD \
+                else _predicted_cell(r[f"{col}_predicted"], pvm.likely_words(r, col, 2))
             row[f"{name} ratio"] = "n/a" if ratio is None or pd.isna(ratio) else \
                 f"{ratio:.2f}" + ("" if ok else " !")
         rows.append(row)
@@ -354,6 +396,13 @@ def _predicted_vs_measured(compared: pd.DataFrame | None, records: list[RunRecor
     labels = {name: info.timing.label for name, info in infos.items()}
     out += [f"\n- {c}\n" for c in pvm.ttft_causes(compared, stalls, on_table, labels)]
     return "".join(out)
+
+
+def _predicted_cell(value: object, likely: str) -> object:
+    """A predicted (or SIMULATED) figure, with its likely range where it has one."""
+    if not likely or not isinstance(value, (int, float)) or pd.isna(value):
+        return value
+    return f"{value:,.2f}{likely}"
 
 
 def _csv_link(key: str, table: pd.DataFrame, shown: list[str]) -> str:

@@ -6,7 +6,10 @@ Three display columns are made from others so the counts stay honest in fewer co
   `aggregated `/`disaggregated ` prefix in side-by-side tables);
 - `flag`: the first word of each of the step's flags (FAILED, CLIENT-BOUND, ...); the note under
   the table gives the whole reason;
-- `sla_verdict`: best point / meets / misses, from meets_sla and best_point.
+- `sla_verdict`: best point / meets / misses, from meets_sla and best_point;
+- `<figure> [95 % CI]`: the figure with its interval, `48.1 [46.9, 49.8]`, from its
+  `_ci_low` / `_ci_high` columns (reports/intervals.py; the value alone where none exists);
+- `compared`: `subject - reference` of a side-by-side table (the difference's sign).
 A table without a list here shows the first MAX_COLUMNS of its wide selection, with the same
 columns folded and the secondary ones (p90s, AIPerf's own figures, spreads) left to the CSV.
 """
@@ -17,21 +20,35 @@ import re
 
 import pandas as pd
 
+from reports.intervals import interval_cell
 from reports.measures import COUNT_COLUMNS
 
 MAX_COLUMNS = 10
 REQUESTS = "completed/attempted"
 FLAG = "flag"
 SLA_VERDICT = "sla_verdict"
+COMPARED = "compared"
+
+
+def ci(column: str) -> str:
+    """The display column of a figure with its 95 % interval."""
+    return f"{column} [95 % CI]"
+
+
+def _verdict(column: str) -> str:
+    return f"{column}_verdict"
+
+
 _SIDES = ("", "aggregated_", "disaggregated_")
 
 SHORT = {
-    "concurrency_sweep": ["stack", "concurrency", FLAG, REQUESTS, "ttft_p50_ms", "ttft_p99_ms",
-                          "itl_p50_ms", "itl_p99_ms", "request_latency_p50_ms",
-                          "output_tok_s_per_gpu"],
-    "compare_concurrency": ["concurrency", "aggregated_stack", "disaggregated_stack",
-                            "aggregated_ttft_p50_ms", "disaggregated_ttft_p50_ms",
-                            "ttft_p50_delta_ms", "aggregated_tps", "disaggregated_tps",
+    "concurrency_sweep": ["stack", "concurrency", FLAG, REQUESTS, ci("ttft_p50_ms"),
+                          ci("ttft_p99_ms"), ci("itl_p50_ms"), ci("itl_p99_ms"),
+                          ci("output_tok_s"), "output_tok_s_per_gpu"],
+    # the differences with their intervals and verdicts (reports.verdicts)
+    "compare_concurrency": ["concurrency", COMPARED, ci("ttft_p50_delta_ms"),
+                            _verdict("ttft_p50_delta_ms"), ci("itl_p50_delta_ms"),
+                            _verdict("itl_p50_delta_ms"), ci("tps_delta"), _verdict("tps_delta"),
                             f"aggregated {REQUESTS}", f"disaggregated {REQUESTS}"],
     # the router's question: the hit rate beside where the turns went and what chance gives
     "multi_turn": ["stack", "turn", FLAG, REQUESTS, "ttft_p50_ms", "usage_hit_rate",
@@ -40,16 +57,16 @@ SHORT = {
     "sequence_distribution": ["stack", "distribution", FLAG, REQUESTS, "requested_isl_mean",
                               "actual_isl_mean", "requested_osl_mean", "actual_osl_mean",
                               "ttft_p50_ms", "ttft_p99_over_p50"],
-    "prefix_cache": ["stack", "prefix_share", FLAG, REQUESTS, "server_hit_rate", "ttft_p50_ms",
-                     "ttft_p99_ms", "ttft_reduction_vs_0pct", "repeats"],
-    "compare_prefix_cache": ["prefix_share", "aggregated_stack", "disaggregated_stack",
-                             "aggregated_server_hit_rate", "disaggregated_server_hit_rate",
-                             "aggregated_ttft_p50_ms", "disaggregated_ttft_p50_ms",
-                             "improvement_pct", f"aggregated {REQUESTS}",
+    "prefix_cache": ["stack", "prefix_share", FLAG, REQUESTS, "server_hit_rate",
+                     ci("ttft_p50_ms"), ci("ttft_p99_ms"), "ttft_reduction_vs_0pct", "repeats"],
+    "compare_prefix_cache": ["prefix_share", COMPARED, "aggregated_server_hit_rate",
+                             "disaggregated_server_hit_rate", "aggregated_ttft_p50_ms",
+                             "disaggregated_ttft_p50_ms", ci("ttft_p50_delta_ms"),
+                             _verdict("ttft_p50_delta_ms"), f"aggregated {REQUESTS}",
                              f"disaggregated {REQUESTS}"],
-    "goodput": ["stack", "run_id", "step", "slo", FLAG, REQUESTS, "goodput_fraction",
-                "goodput_req_s", "step_meets_slo", "best_point"],
-    "sla": ["row_kind", "stack", "step", "cache", FLAG, REQUESTS, "ttft_p50_ms", "user_tok_s",
+    "goodput": ["stack", "run_id", "step", "slo", FLAG, REQUESTS, ci("goodput_fraction"),
+                ci("goodput_req_s"), "step_meets_slo", "best_point"],
+    "sla": ["row_kind", "stack", "step", "cache", FLAG, REQUESTS, ci("ttft_p50_ms"), "user_tok_s",
             "output_tok_s_per_gpu", SLA_VERDICT],
     # request counts of these steps: the SLA table's completed/attempted
     "trace_replay": ["stack", "step", FLAG, "cache", "excluded_over_context",
@@ -65,7 +82,9 @@ SHORT = {
     "routing": ["stack", "step", FLAG, "worker", "prompts", "decodes", "hit_rate", "follow_ups",
                 "same_worker_follow_ups", "same_worker_share"],
     "ablation": ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
-                 "changed", "delta", "verdict", "likely_cause"],
+                 "changed", ci("delta"), "verdict", "likely_cause"],
+    "comparisons": ["question", "subject_stack", "reference_stack", "step", "figure",
+                    "reference_value", "subject_value", ci("difference"), "verdict", "p_holm"],
     "cost_efficiency": ["stack", "run_id", "step", FLAG, REQUESTS, "gpus", "period_s",
                         "period_cost_usd", "successful_output_tokens",
                         "usd_per_1m_output_tokens"],
@@ -77,7 +96,8 @@ SHORT = {
                        "gap_explanation"],
 }
 # Left to the CSV when a table has no list above.
-_SECONDARY = re.compile(r"(_p90|^aiperf_|_min$|_max$|^percentile_samples$|^usable$|"
+_SECONDARY = re.compile(r"(_p90|^aiperf_|_min$|_max$|_ci_low$|_ci_high$|^intervals$|^p_value$|"
+                        r"^p_holm$|^interval_method$|^percentile_samples$|^usable$|"
                         r"^cost_scope$|^period$)")
 
 
@@ -91,6 +111,11 @@ def _requests_cell(row: pd.Series, side: str) -> str:
               if f"{side}{k}" in row and not pd.isna(row[f"{side}{k}"])
               and int(row[f"{side}{k}"])]
     return f"{int(done)}/{int(tried)}" + (f" ({', '.join(others)})" if others else "")
+
+
+def flag_words(flag: object) -> str:
+    """The first word of each of a step's flags (FAILED; CLIENT-BOUND)."""
+    return _flag_cell(flag)
 
 
 def _flag_cell(flag: object) -> str:
@@ -119,6 +144,13 @@ def with_display_columns(table: pd.DataFrame) -> pd.DataFrame:
         out[FLAG] = out["step_flag"].map(_flag_cell)
     if "meets_sla" in out and "best_point" in out:
         out[SLA_VERDICT] = [_verdict_cell(r) for _, r in out.iterrows()]
+    for col in [c for c in table.columns if f"{c}_ci_low" in table and f"{c}_ci_high" in table]:
+        out[ci(col)] = [interval_cell(v, lo, hi) for v, lo, hi in
+                        zip(out[col], out[f"{col}_ci_low"], out[f"{col}_ci_high"],
+                            strict=True)]
+    if {"aggregated_stack", "disaggregated_stack"} <= set(out.columns):
+        out[COMPARED] = [f"{d} - {a}" for a, d in zip(out["aggregated_stack"],
+                                                      out["disaggregated_stack"], strict=True)]
     return out
 
 

@@ -26,6 +26,18 @@ from workloads.attest.checks import first_data_measured
 BANDS: dict[str, float] = {"ttft_p50_ms": 0.25, "itl_p50_ms": 0.10, "output_tok_s": 0.15}
 PREDICTED_FIELD = {"ttft_p50_ms": "ttft_ms", "itl_p50_ms": "itl_ms",
                    "output_tok_s": "output_tok_s"}
+# The prediction's own error band (stacks/predict/bands.py: AIConfigurator's measured rows
+# nearest to it), kept by the run's record beside the figure: `<col>_likely_lo/hi` in ms (None
+# where no row was near) and whether the measured value fell in it (`<col>_in_likely`). The
+# ±BANDS above judge a run against the prediction; the likely band says how far the model
+# itself is known to be off. A rehearsal's figures are SIMULATED on the model's own table, so
+# the same band carries over to them (`<col>_simulated_likely_lo/hi`: the figure times the
+# band's ratios to the prediction, what a GPU would likely show given the rehearsal's figure;
+# stacks/predict/bands.py simulated_band gives the same from the table's record), and whether
+# a rehearsal fell in the prediction's band says nothing (`in_likely` empty).
+LIKELY_FIELD = {"ttft_p50_ms": "ttft_band_ms", "itl_p50_ms": "itl_band_ms"}
+MEASURED_LABEL = "MEASURED"
+UNRECORDED_LABEL = "SIMULATED (mocker; its timings were not recorded by this run)"
 MIXED_STEP = ("on the local engine the mocker table charges a step that mixes a prefill with "
               "decodes as the prefill plus a full decode step, and a batched prefill by its "
               "total tokens (stacks/predict/mocker_table.py)")
@@ -58,9 +70,11 @@ def first_data_stall_ms(manifest_extra: dict[str, Any]) -> float | None:
     return float(evidence["stall_ms"]) if evidence is not None else None
 
 
-def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per measured step with a prediction: measured, predicted, ratio, in band.
-    `predictions`: {stack: the manifest's predictions record}."""
+def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]],
+          simulated: Collection[str] = frozenset()) -> pd.DataFrame:
+    """One row per measured step with a prediction: measured, predicted, ratio, in band, the
+    prediction's likely range. `predictions`: {stack: the manifest's predictions record};
+    `simulated`: the stacks whose figures are SIMULATED on the model's table (on_table)."""
     rows = []
     for _, s in steps.iterrows():
         pred = ((predictions.get(str(s["stack"])) or {}).get("steps") or {}).get(
@@ -80,6 +94,19 @@ def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.Dat
             row[f"{col}_predicted"] = predicted
             row[f"{col}_ratio"] = round(ratio, 3) if ratio is not None else None
             row[f"{col}_in_band"] = in_band(ratio, band)
+        for col, field in LIKELY_FIELD.items():
+            lo, hi = likely(pred.get(field))
+            row[f"{col}_likely_lo"], row[f"{col}_likely_hi"] = lo, hi
+            m, p = _num(row[f"{col}_measured"]), _num(row[f"{col}_predicted"])
+            row[f"{col}_in_likely"] = None
+            row[f"{col}_simulated_likely_lo"] = row[f"{col}_simulated_likely_hi"] = None
+            if lo is None or hi is None or m is None:
+                continue
+            if str(s["stack"]) not in simulated:
+                row[f"{col}_in_likely"] = lo <= m <= hi
+            elif p:
+                row[f"{col}_simulated_likely_lo"] = round(m * lo / p, 3)
+                row[f"{col}_simulated_likely_hi"] = round(m * hi / p, 3)
         row["ttft_model_terms_ms"] = pred.get("ttft_model_terms_ms")
         # the client's mean TTFT (AIPerf) and the frontend's own (its histogram), for the
         # measured split of a TTFT gap
@@ -88,8 +115,26 @@ def table(steps: pd.DataFrame, predictions: dict[str, dict[str, Any]]) -> pd.Dat
         rows.append(row)
     columns = ["stack", "step", *[f"{c}_{k}" for c in BANDS
                                      for k in ("measured", "predicted", "ratio", "in_band")],
+               *[f"{c}_{k}" for c in LIKELY_FIELD
+                 for k in ("likely_lo", "likely_hi", "in_likely", "simulated_likely_lo",
+                           "simulated_likely_hi")],
                "ttft_model_terms_ms", "ttft_mean_ms", "server_ttft_mean_ms"]
     return pd.DataFrame(rows, columns=columns)   # the columns even without a row (its CSV)
+
+
+def likely(band: Any) -> tuple[float | None, float | None]:
+    """A recorded band ([lo, hi] in JSON) as numbers, or (None, None) without one."""
+    if isinstance(band, (list, tuple)) and len(band) == 2:
+        return _num(band[0]), _num(band[1])
+    return None, None
+
+
+def likely_words(r: pd.Series, col: str, digits: int, simulated: bool = False) -> str:
+    """' (likely 9.0-12.5)' after a predicted figure with a band (`simulated`: after the
+    rehearsal's SIMULATED figure), '' without one."""
+    kind = "simulated_likely" if simulated else "likely"
+    lo, hi = _num(r.get(f"{col}_{kind}_lo")), _num(r.get(f"{col}_{kind}_hi"))
+    return "" if lo is None or hi is None else f" (likely {lo:,.{digits}f}-{hi:,.{digits}f})"
 
 
 def _num(x: Any) -> float | None:
@@ -157,4 +202,8 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
 def band_note() -> str:
     return ("Bands: " + ", ".join(f"{k.removesuffix('_ms')} ±{v:.0%}" for k, v in BANDS.items())
             + " (reports/predicted_vs_measured.py BANDS says why); a ratio outside its band "
-            "is marked `!`.")
+            "is marked `!`. A PREDICTED figure's `likely` range is the model's own error where "
+            "the world measured it (AIConfigurator's measured rows nearest to the prediction, "
+            "stacks/predict/bands.py); no range where no row is near. A rehearsal's SIMULATED "
+            "figure, on the model's own table, carries the same band: what a GPU would likely "
+            "show given it.")

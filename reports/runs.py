@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from reports import exports, measures, routing, server
 from workloads import outcomes
 from workloads.manifest import COMPLETE
 from workloads.request_trace import STEP_FILE as TRACE_FILE
+from workloads.routing_evidence import request_of
 
 CACHE_DIR = ".reports-cache"
 # 5: AIPerf's replay schedule lag columns; 6: routing evidence (frontend request trace) per
-# step and worker; 7: requested rows without the warm-up, the AIPerf patches each step ran
-CACHE_VERSION = "7"
+# step and worker; 7: requested rows without the warm-up, the AIPerf patches each step ran;
+# 8: the frontend's own TTFT p40 / p50 / p60 from that trace; 9: and its ITL p50
+CACHE_VERSION = "9"
 MANIFEST = "manifest.json"
 _REPEAT = re.compile(r"^r(\d+)$")
 # A step is unique by stack, run and step id (run ids may repeat across stacks).
@@ -195,12 +199,37 @@ def load_step(record: RunRecord, step_id: str, step_dir: Path
     figures, per_worker = routing.step_routing(step_dir, srv, step_rec.get("server_metrics"),
                                                step_rec)
     row.update(figures)
+    row.update(frontend_ttft(step_dir))
     workers = pd.DataFrame(per_worker, columns=routing.WORKER_COLUMNS)
     for k, v in keys.items():
         req[k] = v
         srv[k] = v
         workers[k] = v
     return row, req, srv, workers
+
+
+FRONTEND_TTFT = ("frontend_ttft_p40_ms", "frontend_ttft_p50_ms", "frontend_ttft_p60_ms")
+
+
+def frontend_ttft(step_dir: Path) -> dict[str, float]:
+    """The frontend's own TTFT p40 / p50 / p60 and ITL p50 over the step's traced requests (its
+    request trace's `ttft_ms` and `avg_itl_ms`; linear interpolation, as every percentile
+    here), and how many; NaN without a trace. The client's TTFT (AIPerf) adds the first-data
+    stall of a kept-alive connection (docs/testing.md), which the frontend's does not, and its
+    ITL runs from that late first token, so it is a little short."""
+    ttfts, itls = [], []
+    path = step_dir / TRACE_FILE
+    if path.exists():
+        for line in path.read_text().splitlines():
+            req = request_of(line) or {}
+            if isinstance(req.get("ttft_ms"), int | float):
+                ttfts.append(float(req["ttft_ms"]))
+            if isinstance(req.get("avg_itl_ms"), int | float) and req["avg_itl_ms"] > 0:
+                itls.append(float(req["avg_itl_ms"]))
+    figures = dict(zip(FRONTEND_TTFT, np.percentile(ttfts, [40, 50, 60]).tolist()
+                       if ttfts else [math.nan] * 3, strict=True))
+    return {**figures, "frontend_itl_p50_ms": float(np.median(itls)) if itls else math.nan,
+            "frontend_requests": float(len(ttfts))}
 
 
 _REQUEST_COLUMNS = ["conversation_id", "turn_index", "x_request_id", "start_ns", "end_ns",
@@ -302,6 +331,15 @@ def _status(run: Path) -> str:
         return "unreadable"
 
 
+def _simulated(run: Path) -> bool:
+    """A run DynoSim replayed (`workloads run --target sim`): never a stack's measured run."""
+    try:
+        info = json.loads((run / MANIFEST).read_text()).get("target_info") or {}
+    except (OSError, ValueError):
+        return False
+    return info.get("kind") == "sim"
+
+
 def resolve_run_dirs(targets: list[str], runs_root: Path,
                      say: Callable[[str], None] | None = None) -> list[Path]:
     """Run folders from arguments: a run folder as given, or a stack name: its newest complete
@@ -313,8 +351,10 @@ def resolve_run_dirs(targets: list[str], runs_root: Path,
             out.append(p)
             continue
         stack_dir = runs_root / t
-        runs = sorted((d for d in stack_dir.glob("*") if (d / MANIFEST).exists()),
-                      key=lambda d: (d / MANIFEST).stat().st_mtime) if stack_dir.is_dir() else []
+        found = sorted((d for d in stack_dir.glob("*") if (d / MANIFEST).exists()),
+                       key=lambda d: (d / MANIFEST).stat().st_mtime) if stack_dir.is_dir() else []
+        # a simulated run is reported when its folder is given, never in a measured one's place
+        runs = [d for d in found if not _simulated(d)]
         if not runs:
             raise RunError(f"'{t}' is neither a run folder nor a stack with runs under "
                            f"{runs_root}: run `python -m workloads run {t}` first or give the "

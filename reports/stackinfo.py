@@ -51,13 +51,15 @@ def timing_words(manifest_extra: dict[str, Any], target: str) -> TimingWords:
         timings = (attempt.get("target") or {}).get("timings")
         if timings:
             return mocker_words(timings)
-    return mocker_words(None)
+    return mocker_words((manifest_extra.get("target_info") or {}).get("timings"))
 
 
 def simulated(manifest_extra: dict[str, Any]) -> bool:
-    """Was the run replayed by DynoSim (`workloads run --target sim`)?"""
-    return any((a.get("target") or {}).get("kind") == "sim"
-               for a in manifest_extra.get("attempts") or [])
+    """Was the run replayed by DynoSim (`workloads run --target sim`)? Its record says so in
+    target_info and in each attempt's target."""
+    return (manifest_extra.get("target_info") or {}).get("kind") == "sim" or any(
+        (a.get("target") or {}).get("kind") == "sim"
+        for a in manifest_extra.get("attempts") or [])
 
 
 def runs_timing(by_run: dict[str, TimingWords]) -> TimingWords:
@@ -128,6 +130,8 @@ class StackInfo:
     timings: TimingWords | None = None
     # its runs were replayed by DynoSim (`--target sim`), whatever the stack's target
     simulated: bool = False
+    # (role, instance type) of each worker kind: a decode tier on another GPU shows here
+    tiers: tuple[tuple[str, str], ...] = ()
 
     @property
     def rehearsal(self) -> bool:
@@ -215,6 +219,7 @@ def run_date(record: RunRecord) -> dt.date | None:
 
 def stack_info(record: RunRecord) -> StackInfo:
     stack = _config(record)
+    replayed = simulated(record.extra)
     base = load_stack(stack.cluster.attach_to) \
         if stack.cluster.attach_to is not None else None  # is_attached
     cluster = effective_cluster(stack, base)
@@ -225,7 +230,9 @@ def stack_info(record: RunRecord) -> StackInfo:
     recorded = recorded_prices(record.extra)
     hourly = cluster_hourly_cost(stack, cluster, (base or stack).storage.model_cache_gib,
                                  recorded, on=run_date(record))
-    basis = ("estimate: AWS on-demand catalogue price of the layout the local engine imitates"
+    basis = ("estimate: AWS on-demand catalogue price of the layout DynoSim simulated"
+             if replayed else
+             "estimate: AWS on-demand catalogue price of the layout the local engine imitates"
              if stack.target == "local" else
              "estimate: catalogue price x run period (no measured node-hours in the run record)")
     return StackInfo(
@@ -247,4 +254,5 @@ def stack_info(record: RunRecord) -> StackInfo:
         error_rate_threshold=stack.workloads.error_rate_threshold,
         caveat=EXPERIMENTAL if disagg_native_offload_notes(stack) else "",
         timings=timing_words(record.extra, stack.target),
-        simulated=simulated(record.extra))
+        simulated=replayed,
+        tiers=tuple((w.role.value, groups.get(w.node_group, "?")) for w in workers))

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.ablation import summary_lines
+from reports.ablation import glance_lines, summary_lines
 from reports.goodput import Slo
+from reports.md_columns import flag_words
 from reports.measures import NEEDED_SAMPLES, too_few
 from reports.runs import RunRecord
 from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
 from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
+from reports.verdicts import headline_lines
 from workloads.attest.checks import summary_line
 from workloads.manifest import COMPLETE
 
@@ -33,6 +35,7 @@ class SummaryFacts:
     measured: list[str] = field(default_factory=list)
     headlines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    glance: list[str] = field(default_factory=list)   # one short line per kind of warning
     rehearsal: bool = False
     rehearsal_timings: str = ""     # stackinfo.rehearsal_timings: the rehearsals' timings
     unmeasured_word: str = "REHEARSAL"   # stackinfo.unmeasured_word of those stacks
@@ -60,6 +63,10 @@ def attestation_lines(records: list[RunRecord]) -> dict[str, str]:
 
 
 def ttft_gap_warnings(fidelity: pd.DataFrame, slo: Slo) -> list[str]:
+    return [detail for _, detail in ttft_gaps(fidelity, slo)]
+
+
+def ttft_gaps(fidelity: pd.DataFrame, slo: Slo) -> list[tuple[str, str]]:
     """One warning per run with a step whose client TTFT exceeds the frontend's own by a
     material gap (reports/tables.py ttft_gap) or by enough to turn its `slo` TTFT verdict (its
     p50 misses the bound by less than the gap), naming each such step with its gap and the part
@@ -87,10 +94,12 @@ def ttft_gap_warnings(fidelity: pd.DataFrame, slo: Slo) -> list[str]:
         verdict = (f"; `{slo.name}`'s TTFT verdict of {', '.join(flipped)} turns on the gap"
                    if flipped else "")
         steps = int(((fidelity["stack"] == stack) & (fidelity["run_id"] == run_id)).sum())
-        out.append(f"TTFT of {stack} (run {run_id}): the client's exceeds the frontend's own "
+        out.append((f"TTFT gap: the client's above the frontend's at {len(rows)} of {steps} "
+                    f"step(s) of {stack} (run {run_id})",
+                    f"TTFT of {stack} (run {run_id}): the client's exceeds the frontend's own "
                    f"by more than {GAP_MATERIAL_MS:g} ms and {GAP_MATERIAL_SHARE:.0%}, or by "
                    f"enough to turn a verdict, at {len(rows)} of {steps} step(s): "
-                   f"{'; '.join(parts)} (fidelity.csv `ttft_gap_ms`){why}{verdict}")
+                   f"{'; '.join(parts)} (fidelity.csv `ttft_gap_ms`){why}{verdict}"))
     return out
 
 
@@ -133,12 +142,8 @@ def _headlines(t: dict[str, pd.DataFrame], infos: dict[str, StackInfo], slo: Slo
     for s in sorted(set(infos) - set(best["stack"] if len(best) else [])):
         if not g.empty and s in set(g["stack"]):
             out.append(f"{infos[s].label}: no usable step meets `{slo.name}`")
-    side = t.get("compare_concurrency")
-    if side is not None and not side.empty:
-        for (a, d), rows in side.groupby(["aggregated_stack", "disaggregated_stack"]):
-            r = rows.sort_values("concurrency").iloc[0]
-            out.append(f"TTFT p50 at c{int(r['concurrency'])}: {d} minus {a} = "
-                       f"{r['ttft_p50_delta_ms']:+.1f} ms")
+    # every comparison by its verdict, never a bare difference (reports.verdicts)
+    out += headline_lines(t.get("comparisons", pd.DataFrame()))
     sla = t.get("sla")
     if sla is not None and not sla.empty:
         for _, b in sla[sla["best_point"].astype(bool)].iterrows():
@@ -175,30 +180,44 @@ def facts(t: dict[str, pd.DataFrame], steps: pd.DataFrame, records: list[RunReco
                   "latency, throughput, goodput and cost"]
     f.headlines = _headlines(t, infos, slo)
     # one-setting pairs: a difference is a headline, its absence a warning with the cause
-    findings, no_difference = summary_lines(t.get("ablation", pd.DataFrame()))
+    ablation = t.get("ablation", pd.DataFrame())
+    findings, no_difference = summary_lines(ablation)
     f.headlines += [f"ablation: {x}" for x in findings]
     bad = steps[~steps["usable"].astype(bool)]
     f.warnings = [f"left out of best points, Pareto fronts, SLA verdicts and hypotheses: "
                   f"{r['stack']} {r['step']} (run {r['run_id']}): {r['step_flag']}"
                   for _, r in bad.iterrows()]
-    f.warnings += [f"not measured: {x}" for x in _steps_without_data(records, steps)]
+    f.glance = [f"left out: {r['stack']} {r['step']} (run {r['run_id']}): "
+                f"{flag_words(r['step_flag'])}" for _, r in bad.iterrows()]
+    missing = _steps_without_data(records, steps)
+    f.warnings += [f"not measured: {x}" for x in missing]
+    f.glance += [f"not measured: {x}" for x in missing]
     f.warnings += no_difference
-    f.warnings += ttft_gap_warnings(t.get("fidelity", pd.DataFrame()), slo)
+    f.glance += glance_lines(ablation)
+    for short, detail in ttft_gaps(t.get("fidelity", pd.DataFrame()), slo):
+        f.warnings.append(detail)
+        f.glance.append(short)
     if n["truncated"]:
         f.warnings.append(f"{n['truncated']} truncated stream(s): AIPerf counted them as "
                           "successes; here they are excluded (see the reconciliation table)")
+        f.glance.append(f"{n['truncated']} truncated stream(s) excluded from every figure")
     small = _small_samples(steps)
     if small:
         f.warnings.append(small)
-    f.warnings += cost_warnings if cost_warnings is not None else price_warnings(
+        f.glance.append("percentiles from too few requests (marked `*` in the tables)")
+    priced = cost_warnings if cost_warnings is not None else price_warnings(
         t.get("cost_efficiency", pd.DataFrame()))
+    f.warnings += priced
+    f.glance += [":".join(w.split(":")[:2]) for w in priced]
     return f
 
 
 def render(f: SummaryFacts) -> str:
     label = f" — {f.unmeasured_word} ({f.rehearsal_timings})" if f.rehearsal else ""
+    what = "simulated" if f.rehearsal and all("SIMULATION by DynoSim" in w
+                                              for w in f.where) else "measured"
     out = ["\n## Summary\n", "\n**Where it ran**\n\n", *[f"- {w}\n" for w in f.where],
-           "\n**What was measured**\n\n", *[f"- {m}\n" for m in f.measured],
+           f"\n**What was {what}**\n\n", *[f"- {m}\n" for m in f.measured],
            f"\n**Headline answers{label}**\n\n",
            *[f"- {h}\n" for h in f.headlines or ["none: no usable step answers them"]],
            "\n**Warnings**\n\n", *[f"- {w}\n" for w in f.warnings or ["none"]]]

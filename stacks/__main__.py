@@ -26,24 +26,24 @@ from stacks.config.loader import (
     derived_stack_names,
     load_stack,
 )
-from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
+from stacks.explore.judge import SLO_NAMES
 from stacks.forecast_cli import (
     campaign_budget_problems,
     campaign_stacks,
     console,
     known_stacks,
     note_assumed_over_budget,
+    print_forecast_notes,
     print_itl_sources,
-    why_assumed,
+    print_plan_resolution,
 )
 from stacks.plan.campaign_cost import BaseCampaign, budget_problems
 from stacks.plan.forecast import plan_campaigns
 from stacks.plan.plan_view import hours, print_base, print_standalone
-from stacks.predict.forecast_itls import ForecastPredictions, forecast_predictions
-from stacks.preflight import engine_parse
-from stacks.preflight.run import PreflightReport, check_stack
+from stacks.preflight.run import PreflightReport, check_stack, consult_engine
 from stacks.sizing.estimate import cold_restarts, restart_seconds
+from workloads.sim.forecast import forecast
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="What to test: check stack files before anything is created or run.")
@@ -147,9 +147,12 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
           as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP),
           predict_: bool = typer.Option(True, "--predict/--no-predict",
                                         help="Price a base's campaign budget at each step's "
-                                        "predicted ITL (AIConfigurator, `make predictor`) "
-                                        "where there is one; --no-predict: every step at "
-                                        "cost.assumedItlMs.")) -> None:
+                                        "simulated figures (DynoSim, `make engine`), else its "
+                                        "predicted ITL (AIConfigurator, `make predictor`); "
+                                        "--no-predict: every step at cost.assumedItlMs."),
+          simulate: bool = typer.Option(True, "--simulate/--no-simulate",
+                                        help="--no-simulate: price the budget at "
+                                        "AIConfigurator's predicted ITL alone.")) -> None:
     """Validate stacks: the file itself, schema, AWS and Kubernetes rules, memory fit, node
     packing, engine flags, topology, workloads, budget.
 
@@ -178,31 +181,21 @@ def check(stacks: list[str] = typer.Argument(None, help="Stack names (stacks/Pul
             console.print(f"internal error while checking it: {type(exc).__name__}: {exc} (a "
                           "bug in dynamo-bench: please report it with the stack file)",
                           markup=False)
-    parsed = _engine_parse([r.stack for _, r in checked if r is not None])
+    verdict = consult_engine([r for _, r in checked if r is not None])
     for _name, report in checked:
         assert report is not None
-        report.problems += parsed.problems.get(report.stack.name, [])
-        report.notes += parsed.notes.get(report.stack.name, [])
         _print_report(report)
-        problems = campaign_budget_problems(report, stacks_dir, on, predict_)
+        problems = campaign_budget_problems(report, stacks_dir, on, predict_, simulate)
         for p in problems:
             console.print(f"  - {p}", markup=False)
         failed += bool(not report.ok or problems)
-    if parsed.skipped:
-        note = engine_parse.not_consulted_note(parsed.skipped, parsed.missing)
-        if parsed.skipped == "missing" and engine_parse.in_ci():
-            print(f"error: {note} (CI must consult them)", file=sys.stderr)
-            failed += 1
-        else:
-            console.print(f"\nnote: {note}", markup=False)
+    if verdict.note and verdict.fatal:
+        print(f"error: {verdict.note} (CI must consult them)", file=sys.stderr)
+        failed += 1
+    elif verdict.note:
+        console.print(f"\nnote: {verdict.note}", markup=False)
     console.print(f"\n{len(names) - failed}/{len(names)} stack(s) valid")
     raise typer.Exit(1 if internal else 2 if failed else 0)
-
-
-def _engine_parse(stacks: list[StackConfig]) -> engine_parse.EngineParse:
-    """Every worker's and frontend's command line through the engine's parsers, in one
-    process per Dynamo release for all stacks (stacks/preflight/engine_parse.py)."""
-    return engine_parse.consult(stacks)
 
 
 @app.command()
@@ -216,18 +209,38 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
                                          help="Folder of Pulumi.<stack>.yaml files."),
          as_of: str = typer.Option(None, "--as-of", help=AS_OF_HELP),
          predict_: bool = typer.Option(True, "--predict/--no-predict",
-                                       help="Predict every planned stack with AIConfigurator "
-                                       "(needs `make predictor`): each step's duration at its "
-                                       "predicted ITL (else cost.assumedItlMs), and each "
-                                       "variant's PREDICTED figures and the plan's questions. "
-                                       "--no-predict: every step at cost.assumedItlMs.")
+                                       help="Simulate every planned stack with DynoSim (needs "
+                                       "`make engine`) and predict it with AIConfigurator "
+                                       "(`make predictor`): each step's duration at its "
+                                       "simulated ITL, a count-bounded step at its simulated "
+                                       "window (else the predicted ITL, else "
+                                       "cost.assumedItlMs), each variant's SIMULATED sweep with "
+                                       "AIConfigurator's as a cross-check, and the plan's "
+                                       "questions. --no-predict: every step at "
+                                       "cost.assumedItlMs."),
+         simulate: bool = typer.Option(True, "--simulate/--no-simulate",
+                                       help="--no-simulate: AIConfigurator's predicted ITL "
+                                       "alone, no simulation."),
+         resolution: bool = typer.Option(True, "--resolution/--no-resolution",
+                                         help="Per comparison the variants form, the smallest "
+                                         "difference the simulated sample resolves and what "
+                                         "the target would cost (from the simulation: none "
+                                         "with --no-predict or --no-simulate)."),
+         target_difference: float = typer.Option(5.0, "--target-difference", min=0.1,
+                                                 max=100.0,
+                                                 help="The difference to resolve, in % of "
+                                                 "the reference's figure (hit rates: points).")
          ) -> None:
     """Forecast before `pulumi up`: the campaign's schedule (a base's variants as
     `python -m workloads campaign` runs them: concurrent on disjoint GPU groups, kept workers,
     idle GPU groups scaled to zero), wall time per phase and step, every dollar (attributed to
     a variant, shared, idle) and billed GPU-hours over GPU-hours under load. A step's decode
-    lasts its predicted ITL where AIConfigurator predicts it, else the stack's
-    cost.assumedItlMs; a line per stack says which. Exits 2 if a stack fails pre-flight or a
+    lasts its simulated ITL (a count-bounded step its simulated window) where DynoSim runs the
+    stack, else its predicted ITL where AIConfigurator predicts it, else the stack's
+    cost.assumedItlMs; a line per stack says which. Then, per comparison the variants form
+    (agg vs disagg, the KV router, KV offload, a decode tier on another GPU), the smallest
+    difference its simulated sample resolves and what resolving --target-difference would
+    cost in requests, repeats, hours and dollars. Exits 2 if a stack fails pre-flight or a
     base's campaign forecast exceeds its cost.campaignBudgetUsd."""
     on = _as_of(as_of) or today()
     require_stack_names(stacks, stacks_dir)
@@ -242,20 +255,18 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
     known = known_stacks(stacks_dir)
     assumed = plan_campaigns(named, bases, known, scale, on)
     by_name = {s.name: s for s in named}
-    fp = forecast_predictions([pair for c in assumed for pair in campaign_stacks(c, by_name)],
-                              scale) if predict_ else ForecastPredictions()
-    if fp.note:
-        console.print(f"predictions: {fp.note}", markup=False)
-    preds, itls = fp.predictions, fp.itls
-    # the same campaigns, each step priced at its predicted ITL where there is one
+    fc = forecast([pair for c in assumed for pair in campaign_stacks(c, by_name)], scale,
+                  predict_, simulate)
+    print_forecast_notes(fc)
+    preds, itls = fc.predictions, fc.itls
+    # the same campaigns, each step priced at its simulated or predicted figures
     campaigns = plan_campaigns(named, bases, known, scale, on, itls) if itls else assumed
     for c, at_assumed in zip(campaigns, assumed, strict=True):
         if isinstance(c, BaseCampaign):
             print_base(console, c)
         else:
             print_standalone(console, c)
-        print_itl_sources(c, scale, itls, by_name,
-                           lambda n: why_assumed(preds.get(n), predict_))
+        print_itl_sources(c, scale, fc, by_name)
         for name in [s.name for s in c.slots] if isinstance(c, BaseCampaign) else \
                 [r.stack for r in c.runs]:
             problems = check_stack(name, stacks_dir, on=on).problems
@@ -271,8 +282,15 @@ def plan(stacks: list[str] = typer.Argument(..., help="Stacks to plan; variants 
                 note_assumed_over_budget(c, at_assumed)
             if preds:
                 from stacks.predict.predict_view import print_plan_predictions
+                from stacks.predict.simulated import simulated_table
+                sims = [(simulated_table(slot.stack, c.base, scale, record), record)
+                        for slot in c.slots
+                        if (record := fc.simulations.get(slot.stack.name)) is not None]
                 print_plan_predictions(console, c.name,
-                                       [preds[slot.stack.name] for slot in c.slots])
+                                       [preds[slot.stack.name] for slot in c.slots],
+                                       sims if len(sims) == len(c.slots) else None)
+        if resolution:
+            print_plan_resolution(c, by_name, scale, fc, target_difference / 100)
     raise typer.Exit(2 if invalid else 0)
 
 
@@ -285,41 +303,113 @@ def predict(stacks: list[str] = typer.Argument(..., help="Stacks to predict (a v
                                             exists=True,
                                             help="Folder of Pulumi.<stack>.yaml files."),
             json_out: Path = typer.Option(None, "--json", dir_okay=False,
-                                          help="Also write the predictions to this file."),
+                                          help="Also write the figures to this file (per "
+                                          "stack: AIConfigurator's prediction and the "
+                                          "simulation record)."),
             mocker_tables: Path = typer.Option(None, "--mocker-tables", file_okay=False,
                                                help="Also write each stack's mocker timing "
                                                "tables (--planner-profile-data .npz, with a "
-                                               ".json record) into this folder.")
+                                               ".json record) into this folder."),
+            simulate: bool = typer.Option(True, "--simulate/--no-simulate",
+                                          help="--no-simulate: AIConfigurator's PREDICTED "
+                                          "figures alone.")
             ) -> None:
-    """PREDICTED per step before anything runs, from NVIDIA AIConfigurator's measured GPU
-    database (`make predictor`): TTFT, ITL, request latency, output tok/s, tok/s per GPU and
-    per user, $ per 1M output tokens, the SLA best point, the database used and every way the
-    prediction departs from the stack. Exits 2 when the predictor is not installed."""
-    from stacks.predict.predict_view import print_prediction
+    """SIMULATED per step before anything runs: every step of the stack's plan replayed by
+    NVIDIA DynoSim (Dynamo's own scheduler in virtual time, `make engine`) on timing tables
+    from AIConfigurator's measured GPU database (`make predictor`): TTFT, ITL, request latency,
+    output tok/s, tok/s per GPU and per user, $ per 1M output tokens, the SLA best points, the
+    KV router's spread over its seeded runs; on the concurrency sweep AIConfigurator's static
+    estimate beside it as a cross-check with the difference, and every way its database
+    departs from the stack. Where DynoSim cannot run the stack, it says why and shows the
+    PREDICTED figures instead. Exits 2 when neither the simulation nor the predictor runs."""
+    from stacks.predict.predict_view import print_simulation
     from stacks.predict.predictor import PredictorUnavailable
     from stacks.predict.predictor import predict as predict_stack
+    from stacks.predict.rows import Prediction
+    from stacks.predict.simulated import simulated_table
+    from workloads.sim.forecast import simulate_stacks
 
     require_stack_names(stacks, stacks_dir)
     try:
         named = [load_stack(n, stacks_dir) for n in stacks]
-        out = []
-        for s in named:
-            base = (load_stack(s.cluster.attach_to, stacks_dir)
-                    if s.cluster.attach_to is not None else None)
-            out.append(predict_stack(s, scale, base))
+        pairs = [(s, load_stack(s.cluster.attach_to, stacks_dir)
+                  if s.cluster.attach_to is not None else None) for s in named]
+        preds: dict[str, Prediction] = {}
+        unavailable = None
+        for s, base in pairs:
+            try:
+                preds[s.name] = predict_stack(s, scale, base)
+            except PredictorUnavailable as exc:
+                unavailable = exc
             if mocker_tables is not None:
                 from stacks.predict.mocker_table import build
                 for t in build(s, writable_dir(mocker_tables, "--mocker-tables"), base):
                     console.print(f"{s.name} {t.role}: {t.path} ({t.record['source']}, "
                                   f"sha256 {t.record['sha256'][:12]})", markup=False)
+        records = simulate_stacks(pairs, scale, preds) if simulate else {
+            s.name: {"steps": {}, "not_simulated": "simulation off: --no-simulate"}
+            for s, _ in pairs}
     except StackError as exc:
         stack_error(exc)
     except PredictorUnavailable as exc:
         fail(exc, code=2)
-    for p in out:
-        print_prediction(console, p)
+    if unavailable is not None:
+        console.print(f"predictions: {unavailable}; no cross-check", markup=False)
+        if not any(r.get("steps") for r in records.values()):
+            fail(unavailable, code=2)
+    for s, base in pairs:
+        print_simulation(console, simulated_table(s, base, scale, records[s.name]),
+                         records[s.name], preds.get(s.name))
     if json_out is not None:
-        json_out.write_text(json.dumps([p.as_record() for p in out], indent=2) + "\n")
+        json_out.write_text(json.dumps([
+            {**(preds[s.name].as_record() if s.name in preds else {"stack": s.name}),
+             "simulation": records[s.name]} for s, _ in pairs], indent=2) + "\n")
+
+
+@app.command()
+def bands(refresh: bool = typer.Option(False, "--refresh",
+                                       help="First re-estimate AIConfigurator's own measured "
+                                       "rows with the installed predictor (~25 min of one "
+                                       "core) and rewrite stacks/predict/silicon_estimates.json."),
+          recalibrate: bool = typer.Option(False, "--recalibrate",
+                                           help="First recompute the snapshot's stored "
+                                           "calibration from its rows (after a change to the "
+                                           "band rule; no predictor needed).")
+          ) -> None:
+    """The error bands every PREDICTED figure carries: AIConfigurator's own measured vLLM rows
+    (its silicon_sample.csv) against its estimate at each row's exact configuration, and the
+    bands' leave-one-out calibration per group (system, precision, mode): how often the band
+    built without a row covers that row's measured value. Exits 2 when --refresh finds no
+    predictor."""
+    from stacks.predict.bands import NEAREST, QUANTILES, load
+    from stacks.predict.predictor import PredictorUnavailable
+    from stacks.predict.silicon_refresh import calibration_lines, no_band_reasons
+    from stacks.predict.silicon_refresh import recalibrate as recalibrate_snapshot
+    from stacks.predict.silicon_refresh import refresh as refresh_snapshot
+
+    if refresh:
+        try:
+            meta = refresh_snapshot(progress=lambda done, n: console.print(
+                f"estimated {done} of {n} rows", markup=False))
+        except PredictorUnavailable as exc:
+            fail(exc, code=2)
+        console.print(f"rewrote the snapshot: {meta}", markup=False)
+    elif recalibrate:
+        console.print(f"recalibrated: {recalibrate_snapshot()['calibration']}", markup=False)
+    meta, rows = load()
+    console.print(f"{len(rows)} rows estimated by AIConfigurator {meta['aiconfigurator']} "
+                  f"(silicon_sample.csv sha256 {meta['silicon_sample_sha256'][:12]}; left out: "
+                  f"{meta['excluded']}); band = measured/predicted {QUANTILES[0]:.0%}-"
+                  f"{QUANTILES[1]:.0%} quantiles of the {NEAREST} nearest rows", markup=False)
+    for borrowed, title in ((False, "held-out row, band from its own GPU's other rows"),
+                            (True, "held-out row, band from other GPUs' rows only "
+                                   "(as for the A100 and the L40S)")):
+        console.print(f"\nleave-one-out: {title}", markup=False)
+        for line in calibration_lines(rows, borrowed):
+            console.print(line, markup=False)
+    for metric in ("ttft", "itl"):
+        for reason, n in sorted(no_band_reasons(rows, metric).items()):
+            console.print(f"{metric} held out with no band ({n}): {reason}", markup=False)
 
 
 @app.command()
@@ -346,6 +436,51 @@ def render(stack: str = typer.Argument(..., help="Stack name (stacks/Pulumi.<nam
     for kind, n in sorted(counts.items()):
         t.add_row(kind, str(n))
     console.print(t)
+
+
+@app.command()
+def explore(base: str = typer.Argument(..., help="A base stack: every configuration its node "
+                                       "groups hold."),
+            slo: list[str] = typer.Option(None, "--slo", help="An SLO to rank by (repeat it; "
+                                          f"default all: {', '.join(SLO_NAMES)})."),
+            top: int = typer.Option(3, "--top", min=1, help="K: the top K per workload and "
+                                    "SLO, and what --write writes."),
+            write_: bool = typer.Option(False, "--write", help="Write the sweep's top K as the "
+                                        "base's variant stack files, Pulumi.explore-<base>-<id>"
+                                        ".yaml, each with its operating points as sweep steps."),
+            scale: Scale = typer.Option("full", help="Workload scale (full: the plan's)."),
+            exhaustive: bool = typer.Option(False, "--exhaustive", help="Simulate every "
+                                            "candidate (no pruning by bounds)."),
+            out: Path = typer.Option(None, "--out", file_okay=False, help="Folder for "
+                                     "explore.md, .csv and the plot (default "
+                                     "reports/out/explore-<base>)."),
+            stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
+                                            exists=True, help="Folder of stack files.")) -> None:
+    """SIMULATED before anything is paid for: every configuration the base's node groups hold
+    (precision, TP, replicas, prefill/decode splits, a decode tier on another GPU, router, host
+    offload), pre-flight's refusals listed with their rule, the rest simulated on the plan's
+    workloads with NVIDIA DynoSim (the operating point per SLO by bracketing the concurrency),
+    ranked by $ per 1M output tokens with the Pareto frontier, and the plan's four questions.
+    Cached in .cache/explore. Needs `make engine` and `make predictor` (timing tables)."""
+    from stacks.explore.command import command
+    from stacks.predict.predictor import PredictorUnavailable
+    from workloads.sim.on_base import BaseSimulator
+    from workloads.sim.replay import SimUnavailable
+
+    require_stack_names([base], stacks_dir)
+    try:
+        b = load_stack(base, stacks_dir)
+        folder = writable_dir(out or STACKS_DIR.parent / "reports" / "out" / f"explore-{base}")
+        sim = BaseSimulator.for_base(b, scale)
+        try:
+            command(b, sim, slo, top, exhaustive, folder, stacks_dir if write_ else None,
+                    console)
+        finally:
+            sim.close()
+    except StackError as exc:
+        stack_error(exc)
+    except (ValueError, PredictorUnavailable, SimUnavailable) as exc:
+        fail(exc, code=2)
 
 
 def main() -> int:

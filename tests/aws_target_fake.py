@@ -40,7 +40,7 @@ from tests.aws_target_fake_serving import FakeServing
 from tests.k8s_validation import validate_builtin
 from workloads.attest import first_data
 from workloads.targets.aws import k8s_scripts
-from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
+from workloads.targets.aws.attest_scripts import GPU_PROBE, LOADED_FABRIC, METRICS_GET
 from workloads.targets.aws.k8s_client import ExecResult, Kube
 from workloads.targets.aws.k8s_graph import OP_COMPONENT_LABEL, OP_GRAPH_LABEL
 from workloads.targets.aws.k8s_jobs import RESULTS_MOUNT
@@ -349,6 +349,8 @@ class FakeCluster:
             return ExecResult(json.dumps(self.first_data).encode(), b"", 0)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", GPU_PROBE]:
             return ExecResult(self.serving.probe(obj), b"", 0)
+        if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", LOADED_FABRIC]:
+            return ExecResult(self.serving.loaded_fabric(obj), b"", 0)
         if argv[:3] == [k8s_scripts.RUNTIME_PYTHON, "-c", METRICS_GET]:
             comp = obj["_fake"]["comp"]
             graph = obj["metadata"]["labels"][OP_GRAPH_LABEL]

@@ -65,6 +65,7 @@ class FakeServing:
     # every GPU of its node (NVIDIA/k8s-device-plugin#336).
     allocated: dict[str, list[str]] = field(default_factory=dict)   # pod -> UUIDs
     probe_override: dict[str, dict] = field(default_factory=dict)   # pod -> probe JSON
+    fabric_override: dict[str, dict] = field(default_factory=dict)  # pod -> libfabric probe
     # How the device plugin passes the allocation: "envvar" (UUIDs in NVIDIA_VISIBLE_DEVICES,
     # our own plugin on node groups) or "volume-mounts" (indices as entries under
     # /var/run/nvidia-container-devices, Bottlerocket's default, so Auto Mode's).
@@ -118,6 +119,19 @@ class FakeServing:
                            "nvidia_visible_devices": visible, "device_list_mounts": mounts,
                            "pinned_by": self.plugin_strategy if pinned else None,
                            "gpus": gpus, "nvidia_smi_exit": 0, "stderr": ""}).encode()
+
+    def loaded_fabric(self, pod: dict) -> bytes:
+        """What the loaded-libfabric probe prints for an EFA worker: the engine's processes map
+        libfabric from the EFA userspace its libfabric check tried (the fi_info the check ran
+        is `<home>/bin/fi_info`), as the loader would, and hold one EFA device open each."""
+        name = pod["metadata"]["name"]
+        if name in self.fabric_override:
+            return json.dumps(self.fabric_override[name]).encode()
+        check = next(c for c in pod["spec"]["initContainers"] if c["name"] == "libfabric-check")
+        home = check["command"][-1].rsplit("/bin/fi_info", 1)[0]
+        lib = f"{home}/lib/libfabric.so.1.29.0"
+        return json.dumps({"libfabric": {lib: [41, 42]}, "libefa": {f"{home}/lib/libefa.so.1": [
+            41, 42]}, "libibverbs": {}, "uverbs_fds": {"41": 1, "42": 1}}).encode()
 
     # --- requests ----------------------------------------------------------------------------
     def chat(self, graph: str, text: str) -> dict:

@@ -20,6 +20,11 @@ os.environ[AS_OF_ENV] = CATALOGUE_DATE.isoformat()
 # the tests of that step (tests/test_engine_parse.py turn it on); the others vary stacks by the
 # hundred and test the rules that need no engine.
 os.environ.setdefault("DYNAMO_BENCH_ENGINE_PARSE", "off")
+# Likewise the runner's and the forecasts' DynoSim simulation of a stack's plan (seconds per
+# stack, workloads/sim/record.py): on only in the tests of that path (tests/test_sim_forecast.py
+# and the others that set DYNAMO_BENCH_SIMULATE themselves); elsewhere the record says it was
+# switched off and a forecast falls back to the predicted ITL, as it does without the engine.
+os.environ.setdefault("DYNAMO_BENCH_SIMULATE", "off")
 
 
 # --- what the `engine`, `prometheus` and `parsers` markers require ---------------------------

@@ -342,6 +342,12 @@ CASES = [
          F + "serving.kernels.attentionBackend", "needs its attention backend pinned to "
          "FLASHINFER_MLA_SPARSE or FLASHMLA_SPARSE, not unset",
          change=drop("serving.kernels.attentionBackend")),
+    Case("recipe_build_libfabric_without_efa_userspace", "recipe", "disagg-b200-kexaone",
+         F + "serving.efaUserspaceImage", "is not a Dynamo -efa build: it carries neither",
+         change=drop("serving.efaUserspaceImage")),
+    Case("efa_userspace_donor_not_an_efa_runtime", "recipe", "disagg-b200-motif3",
+         F + "serving.efaUserspaceImage", "is not a Dynamo -efa runtime (a tag ending in -efa)",
+         change=edit("serving.efaUserspaceImage", f"{IMAGE}:1.5.0")),
     Case("k_exaone_disagg_block_size_unpinned", "recipe", "disagg-b200-kexaone",
          F + "serving.blockSize", "prefill and decode must run one block size",
          change=drop("serving.blockSize")),

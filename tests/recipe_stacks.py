@@ -32,17 +32,19 @@ DELETE = object()
 IB_B200 = "ib-b200.48xlarge"
 IB_PLUGIN = {"resourceName": "rdma/shared_ib", "perNode": 64, "nodeGroups": ["b200"]}
 IB_BASE_EDITS = {"cluster.nodeGroups.0.instanceType": IB_B200, "cluster.rdma": IB_PLUGIN}
-# Each disaggregated recipe's own transfer settings (what its stack comment says to restore).
+# Each disaggregated recipe's own transfer settings (what its stack comment says to restore),
+# without the EFA userspace donor, which serves NIXL LIBFABRIC only.
+NO_DONOR = {"serving.efaUserspaceImage": DELETE}
 IB_RECIPE_EDITS = {
     "disagg-b200-axk2": {"serving.transfer": "nixl-ucx", "serving.rdma": {
         "resourceName": "rdma/shared_ib", "perWorker": 1, "nixlThreads": 8},
-        "serving.env.UCX_TLS": "rc_x,rc,cuda_copy,cuda_ipc"},
+        "serving.env.UCX_TLS": "rc_x,rc,cuda_copy,cuda_ipc", **NO_DONOR},
     "disagg-b200-kexaone": {"serving.transfer": "nixl-ucx", "serving.rdma": {
-        "resourceName": "rdma/shared_ib", "perWorker": 4, "nixlThreads": 8}},
+        "resourceName": "rdma/shared_ib", "perWorker": 4, "nixlThreads": 8}, **NO_DONOR},
     "disagg-b200-solar2": {"serving.transfer": "nixl-ucx", "serving.rdma": {
-        "resourceName": "rdma/shared_ib", "nixlThreads": 8}},
+        "resourceName": "rdma/shared_ib", "nixlThreads": 8}, **NO_DONOR},
     "disagg-b200-motif3": {"serving.transfer": "nixl-ucx", "serving.rdma": {
-        "resourceName": "rdma/shared_ib", "perWorker": 1}},
+        "resourceName": "rdma/shared_ib", "perWorker": 1}, **NO_DONOR},
 }
 
 

@@ -1,5 +1,7 @@
 """The ablation check (pure): which stacks are one setting apart, from their recorded configs,
-and when a change is reported as a finding or as "no measurable difference" with its cause."""
+and when a change is reported as a finding or as "no measurable difference" with its cause: a
+router change counts on its hit-rate difference's interval and (Holm-adjusted) p-value, never
+on a fixed threshold."""
 
 from __future__ import annotations
 
@@ -58,11 +60,19 @@ def test_only_settings_that_shape_the_measurement_break_a_pair():
 
 
 def _step(stack: str, hit: float, same: float, **extra) -> dict:
+    """A step with a 2-point standard error on its hit rate (the request trace's)."""
     return {"stack": stack, "run_id": "r", "step": "multi_turn/conv4", "workload": "multi_turn",
             "usable": True, "server_hit_rate": hit, "same_worker_share": same,
             "chance_same_worker": 0.5, "prompt_workers": 2, "follow_ups": 80,
             "requests_per_worker": "worker-0 50, worker-1 50", "server_preemptions": 0.0,
-            "server_kv_usage_max": 0.01, **extra}
+            "server_kv_usage_max": 0.01, "trace_hit_rate_se": 0.02, **extra}
+
+
+def raised(points: float, se: float) -> str:
+    """The verdict of a significant rise: its 95 % normal interval from both sides' errors."""
+    half = 1.959964 * math.hypot(se, se) * 100
+    return (f"raised by {points:.1f} points [95 % CI {points - half:+.1f}, "
+            f"{points + half:+.1f}]")
 
 
 def _configs(**quick) -> dict:
@@ -80,7 +90,9 @@ def test_a_router_that_moved_the_hit_rate_is_a_finding():
     row = ablation_check(steps, _configs()).iloc[0]
     assert (row["setting"], row["baseline_stack"], row["changed_stack"]) == (
         "router", "local-agg", "local-agg-kv")
-    assert row["verdict"] == "raised by 15.0 points (needed 3.0)" and row["likely_cause"] == ""
+    assert row["verdict"] == raised(15.0, 0.02) and row["likely_cause"] == ""
+    assert row["delta_ci_low"] == pytest.approx(0.15 - 1.959964 * math.hypot(0.02, 0.02))
+    assert row["p_value"] < 1e-6
     assert "55.0% -> 95.0%" in row["evidence"]
 
 
@@ -123,24 +135,46 @@ def test_a_hit_rate_change_over_round_robins_accidental_affinity_is_no_finding()
     assert row["likely_cause"].startswith("accidental session affinity: round-robin sent 90%")
     # the router placing turns clearly better than round-robin's affinity is a finding again
     better = lockstep.assign(same_worker_share=[0.70, 0.95], server_hit_rate=[0.50, 0.60])
-    assert ablation_check(better, _configs()).iloc[0]["verdict"] == \
-        "raised by 10.0 points (needed 3.0)"
+    assert ablation_check(better, _configs()).iloc[0]["verdict"] == raised(10.0, 0.01)
 
 
 def test_a_difference_within_the_steps_noise_or_without_other_placement_is_no_finding():
-    """5 points with a standard error of 3 points on each side is noise (needs 8.5); a real
-    hit-rate gap with turns placed as round-robin placed them is not the router's doing."""
+    """5 points with a standard error of 3 points on each side is indistinguishable (its 95 %
+    interval spans zero); with half-point errors it is a finding. A real hit-rate gap with
+    turns placed as round-robin placed them is not the router's doing."""
     noisy = pd.DataFrame([_step("local-agg", 0.45, 0.55, trace_hit_rate_se=0.03),
                           _step("local-agg-kv", 0.50, 0.80, trace_hit_rate_se=0.03)])
     row = ablation_check(noisy, _configs()).iloc[0]
     assert row["verdict"] == NO_DIFFERENCE
-    assert "needs 8.5 points here" in row["likely_cause"]
+    assert row["likely_cause"].startswith("indistinguishable at this sample: +5.0 points, 95 % "
+                                          "interval [-3.3, +13.3]")
     quiet = noisy.assign(trace_hit_rate_se=0.005)
-    assert ablation_check(quiet, _configs()).iloc[0]["verdict"] == \
-        "raised by 5.0 points (needed 3.0)"
+    assert ablation_check(quiet, _configs()).iloc[0]["verdict"] == raised(5.0, 0.005)
     alike = pd.DataFrame([_step("local-agg", 0.40, 0.60), _step("local-agg-kv", 0.50, 0.62)])
     row = ablation_check(alike, _configs()).iloc[0]
     assert row["verdict"] == NO_DIFFERENCE and "as round-robin did" in row["likely_cause"]
+
+
+def test_no_standard_error_is_no_finding_however_large_the_move():
+    """Without the request trace the step's noise is unknown: 40 points is still no finding
+    (once, a fixed 3-point threshold called it one)."""
+    steps = pd.DataFrame([_step("local-agg", 0.20, 0.55, trace_hit_rate_se=math.nan),
+                          _step("local-agg-kv", 0.60, 0.95, trace_hit_rate_se=math.nan)])
+    row = ablation_check(steps, _configs()).iloc[0]
+    assert row["verdict"] == NO_DIFFERENCE and math.isnan(row["p_value"])
+    assert "no standard error" in row["likely_cause"]
+
+
+def test_the_reports_family_can_turn_a_finding_into_no_difference():
+    """The same rise is a finding alone (p ~ 0.01) and not once Holm's adjustment over the
+    report's other comparisons raises its p-value above 5 %."""
+    steps = pd.DataFrame([_step("local-agg", 0.45, 0.55), _step("local-agg-kv", 0.52, 0.95)])
+    alone = ablation_check(steps, _configs()).iloc[0]
+    assert alone["verdict"] == raised(7.0, 0.02) and alone["p_value"] < 0.05
+    family = {("local-agg", "local-agg-kv", "multi_turn/conv4"): 0.2}
+    row = ablation_check(steps, _configs(), family).iloc[0]
+    assert row["verdict"] == NO_DIFFERENCE and row["p_holm"] == 0.2
+    assert "p 0.2 after Holm" in row["likely_cause"]
 
 
 def test_flagged_steps_get_no_verdict_and_are_named():
@@ -165,7 +199,7 @@ def test_flagged_steps_get_no_verdict_and_are_named():
          "workload": "trace_replay"}])])
     table = ablation_check(steps, _configs())
     assert list(zip(table["step"], table["verdict"], strict=True)) == [
-        ("trace_replay/c16", "raised by 15.0 points (needed 3.0)"),
+        ("trace_replay/c16", raised(15.0, 0.02)),
         ("multi_turn/conv4", LEFT_OUT)]
 
 

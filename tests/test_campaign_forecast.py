@@ -58,7 +58,7 @@ def test_shipped_figures(capsys):
     assert (round(b200.billed_gpu_hours, 2), round(b200.loaded_gpu_hours, 2)) == (237.70, 62.98)
     assert round(b200.billed_over_loaded, 3) == 3.774
     res = CliRunner().invoke(app, ["plan", "base-a100", "--as-of", ON.isoformat(),
-                                   "--no-predict"])
+                                   "--no-predict", "--no-resolution"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     assert f"${a100.cost_usd:,.2f} billed" in out and "= 1.25x" in out
@@ -81,7 +81,7 @@ def test_a_campaign_over_its_budget_is_refused_naming_the_field(tmp_path, comman
     stacks = _with_budget(tmp_path, "base-a100", 300)          # the forecast is ~$367
     assert c.cost_usd > 300
     # at the assumed ITL (tests/test_step_itl.py: all three judge the predicted ITL by default)
-    no_predict = ["--no-predict"]
+    no_predict = ["--no-predict", *(["--no-resolution"] if command == "plan" else [])]
     res = CliRunner().invoke(app, [command, "base-a100", "--stacks-dir", str(stacks),
                                    "--as-of", ON.isoformat(), *no_predict])
     out = " ".join(res.output.split())

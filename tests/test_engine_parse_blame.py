@@ -4,7 +4,7 @@ The messages are vLLM 0.31.0's own (vllm/config/model.py)."""
 from __future__ import annotations
 
 from stacks.engine_argv.argv import Arg
-from stacks.preflight.engine_parse import blame
+from stacks.preflight.engine_blame import blame
 
 W = "serving.workers[0]"
 ARGS = (Arg("--model", "(fixed)"),

@@ -15,6 +15,8 @@ from stacks.preflight import engine_parse
 from stacks.preflight.engine_releases import (
     NEWEST,
     RELEASES,
+    carried,
+    image_build,
     judged_as_release,
     nearest,
     parser_release,
@@ -23,7 +25,10 @@ from stacks.preflight.engine_releases import (
 
 SOLAR = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.1-solar-open2-250b-post.1@sha256:"
          "42fd3ed0607aa19b7d4c1b0a8f8aaaefefc8ec6292294ea2b5e6757353891f49")
-MOTIF = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.2"
+MOTIF = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.1@sha256:"
+         "76e2612108f820640ff1d5a00542b41c909a0e6a473ed02b700c817b34f65878")
+KEXAONE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.1-k-exaone-2.0-750b-post.1@sha256:"
+           "671b3f6ed5b94a572ae976cd59344bf26b27121618344a97d978d09737e6c7a2")
 BY_RELEASE = {r.dynamo: r for r in RELEASES}
 
 
@@ -36,6 +41,33 @@ def test_a_recipe_build_is_parsed_by_the_release_it_is_built_on():
     # the frontend image K-EXAONE pins by digest: its tag still names the release
     assert tag_release("nvcr.io/nvidia/ai-dynamo/dynamo-frontend:1.4.1@sha256:" + "7" * 64) \
         == "1.4.1"
+
+
+def test_a_build_is_parsed_by_the_environment_of_the_vllm_it_carries():
+    # K-EXAONE's build is Dynamo 1.4.1 with vLLM 0.28.0 (its release notes): the 1.5.0 pair
+    build = image_build(KEXAONE)
+    assert build is not None and (build.dynamo, build.vllm) == ("1.4.1", "0.28.0")
+    assert "Bumps the vLLM runtime from 0.26.0 to v0.28.0" in build.source
+    release = parser_release(KEXAONE, "1.4.1")
+    assert (release.dynamo, release.vllm) == ("1.5.0", "0.28.0")
+    assert carried(KEXAONE, release) == "the image carries dynamo 1.4.1 / vllm 0.28.0"
+    # the shipped K-EXAONE stacks name that image; their notes say what parsed them
+    for name in ("agg-b200-kexaone", "disagg-b200-kexaone", "baseline-b200-kexaone"):
+        serving = load_stack(name).serving
+        assert serving is not None
+        assert parser_release(serving.image, serving.dynamo_version).vllm == "0.28.0"
+    # a build that carries its base's own vLLM says nothing more
+    assert carried(SOLAR, parser_release(SOLAR, "1.4.1")) == ""
+
+
+def test_motif_is_pinned_to_the_tag_and_digest_upstream_publishes():
+    build = image_build(MOTIF)
+    assert build is not None and build.tag == "1.5.0-motif-3-dev.1"
+    assert "76e2612108f820640ff1d5a00542b41c909a0e6a473ed02b700c817b34f65878" in build.source
+    for name in ("agg-b200-motif3", "disagg-b200-motif3", "baseline-b200-motif3",
+                 "local-recipe-motif3"):
+        serving = load_stack(name).serving
+        assert serving is not None and serving.image == MOTIF, name
 
 
 def test_a_release_without_an_environment_is_parsed_by_the_nearest_older_one():

@@ -214,7 +214,8 @@ def test_grouping_lone_base_brings_its_variants_and_standalones_stay_apart(a100)
 def test_plan_cli_prints_the_campaign_ratio_and_every_dollar():
     # EKS 1.35 in standard support that day: the $0.10/h control plane
     res = CliRunner().invoke(app, ["plan", "agg-a100", "disagg-a100", "--as-of", "2026-07-01",
-                                   "--no-predict"])   # every step at cost.assumedItlMs
+                                   "--no-predict",    # every step at cost.assumedItlMs
+                                   "--no-resolution"])   # no simulation (test_plan_resolution)
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     assert "campaign base-a100: wall 3.79 h, $131.53 billed" in out

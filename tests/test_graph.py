@@ -21,6 +21,7 @@ from graph_stacks import (
 from k8s_validation import validate_dgd, validate_pod_templates
 
 from components import efa as efa_specs
+from components import efa_userspace
 from components.conventions import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -86,7 +87,9 @@ def test_disaggregated_has_prefill_and_decode_with_nixl_and_gpus_equal_tp(name):
             assert "kv_buffer_device" not in nixl
             assert int(c["resources"]["limits"][EFA_RESOURCE]) >= 1
             assert c["securityContext"] == efa_specs.security_context()
-            assert c["command"] == efa_specs.pinned_command()
+            fabric = efa_userspace.for_worker(stack.serving, c["image"], 1)
+            assert c["command"] == efa_specs.pinned_command(efa_specs.pin_gpus_script(
+                library_path=fabric.library_path))
             assert env_of(c)["FI_PROVIDER"] == "efa"
             zone = comp["podTemplate"]["spec"]["affinity"]["podAffinity"]
             term = zone["requiredDuringSchedulingIgnoredDuringExecution"][0]
@@ -242,7 +245,9 @@ def test_offload_too_big_for_the_node_is_refused():
 
 
 def test_digest_image_sets_runtime_version_override_everywhere():
-    digest = "nvcr.io/nvidia/ai-dynamo/vllm-runtime@sha256:" + "a" * 64
+    # an EFA (LIBFABRIC) stack pins its -efa build by tag and digest: a bare digest says
+    # nothing of the EFA userspace, and pre-flight refuses it (tests/test_kv_path.py)
+    digest = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1-efa@sha256:" + "a" * 64
     graph = _build(variant("disagg-a100-kv", image=digest))
     validate_dgd(graph)
     for comp in graph["spec"]["components"]:

@@ -12,7 +12,7 @@ import pytest
 from graph_stacks import components, env_of, graph_of, main, serving_stack_names, variant
 from k8s_validation import validate_builtin
 
-from components import efa
+from components import efa, efa_userspace
 from components.conventions import MODEL_CACHE_MOUNT, MODEL_CACHE_PVC
 from components.graph import build_graph_deployment
 from components.kv_config import SIDE_CHANNEL_HOST_ENV
@@ -33,7 +33,12 @@ def test_a_privileged_worker_always_pins_the_gpus_the_device_plugin_gave_it(name
     for comp in graph_of(name)["spec"]["components"]:
         c = main(comp)
         if (c.get("securityContext") or {}).get("privileged"):
-            assert c["command"] == efa.pinned_command(), comp["name"]
+            # the pinning shell, with the library path of the stack's EFA userspace
+            stack = load_stack(name)
+            assert stack.serving is not None
+            fabric = efa_userspace.for_worker(stack.serving, c["image"], 1)
+            assert c["command"] == efa.pinned_command(efa.pin_gpus_script(
+                library_path=fabric.library_path)), comp["name"]
             assert comp["type"] != "frontend"
             assert c["resources"]["limits"].get("vpc.amazonaws.com/efa"), \
                 "privileged only where the EFA device plugin's resource demands it"

@@ -47,6 +47,10 @@ ROOMS = {
     "stacks.render": {"stacks.config"},
     # predictions: the stack's steps and prices in, AIConfigurator's answers out (a subprocess)
     "stacks.predict": {"stacks.catalog", "stacks.config", "stacks.sizing"},
+    # the explore: candidates through pre-flight, ranked on simulated figures it is handed (the
+    # simulation itself is the CLI's to pass in: no room imports workloads/sim)
+    "stacks.explore": {"stacks.catalog", "stacks.config", "stacks.conventions", "stacks.sizing",
+                       "stacks.engine_argv", "stacks.preflight", "stacks.predict"},
     # accounting reads stacks/ (prices, the effective cluster), never the result tables
     "reports.accounting": set(),
 }

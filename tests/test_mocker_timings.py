@@ -60,3 +60,10 @@ def test_without_the_predictor_the_mockers_fall_back_and_the_record_says_so(tmp_
     t = mocker_timings.resolve(load_stack("local-agg"), tmp_path)
     assert t.tables == {} and t.record["label"] == GENERIC_LABEL
     assert "make predictor" in t.record["reason"]
+
+
+def test_a_table_on_suspect_rows_labels_its_figures_upper_bounds():
+    t = _table("worker")
+    bound = MockerTable("worker", t.path, {**t.record, "upper_bound": "UPPER BOUND: ..."})
+    assert "upper bounds" in label(from_tables([bound]).record)
+    assert "upper bounds" not in label(from_tables([t]).record)

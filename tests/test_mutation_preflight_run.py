@@ -86,7 +86,9 @@ def test_an_auto_mode_base_decides_for_its_variants():
                                                   F + "serving.workers[1].nodeGroup"]
     assert report.problems[0].message.startswith("NIXL over LIBFABRIC needs EFA, and group "
                                                  "'p4d' is a static-capacity Auto Mode NodePool")
-    assert [n.split(" ")[0:3] for n in report.notes[1:]] == [["EKS", "Auto", "Mode"],
+    # after the KV path and the Kubernetes version's support window (stacks/catalog/releases)
+    assert report.notes[1].startswith("EKS 1.35: standard support until")
+    assert [n.split(" ")[0:3] for n in report.notes[2:]] == [["EKS", "Auto", "Mode"],
                                                             ["EFA", "on", "Auto"]]
     # a provisioning mode on a variant's own group: fine on an Auto Mode base only
     extra = [{"name": "x", "instanceType": "g6e.12xlarge", "count": 1,

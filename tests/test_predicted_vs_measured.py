@@ -118,3 +118,28 @@ def test_a_disaggregated_rehearsal_names_no_model_terms_its_prediction_has_none(
     assert "dispatch term" not in line and "without the model's terms" not in line
     assert f"frontend mean / prediction {47.8 / 56.2:.2f}" in line
     assert "Per step (SIMULATED (mocker table)):" in line
+
+
+def test_a_predicted_figure_carries_its_likely_range_from_the_record():
+    """The run's record keeps each step's band (stacks/predict/bands.py, a JSON list); the
+    table keeps its ends and whether the measured value fell in it, and the report prints the
+    range beside the predicted figure; without a band, none."""
+    pred = {"steps": {"concurrency_sweep/c1": {**PRED["steps"]["concurrency_sweep/c1"],
+                                               "itl_band_ms": [3.7, 4.9],
+                                               "ttft_band_ms": None}}}
+    t = pvm.table(_steps(), {"local-agg": pred}).set_index("step")
+    c1 = t.loc["concurrency_sweep/c1"]
+    assert (c1["itl_p50_ms_likely_lo"], c1["itl_p50_ms_likely_hi"]) == (3.7, 4.9)
+    assert c1["itl_p50_ms_in_likely"]       # 3.86 in 3.7-4.9
+    assert c1["ttft_p50_ms_likely_lo"] is None and c1["ttft_p50_ms_in_likely"] is None
+    assert pvm.likely_words(c1, "itl_p50_ms", 2) == " (likely 3.70-4.90)"
+    assert pvm.likely_words(c1, "ttft_p50_ms", 1) == ""
+    assert c1["itl_p50_ms_simulated_likely_lo"] is None
+    # a rehearsal's SIMULATED figure (on the model's table) carries the band's ratios; whether
+    # it fell in the prediction's band says nothing
+    sim = pvm.table(_steps(), {"local-agg": pred}, simulated={"local-agg"}).set_index("step")
+    s1 = sim.loc["concurrency_sweep/c1"]
+    assert s1["itl_p50_ms_in_likely"] is None
+    assert (s1["itl_p50_ms_simulated_likely_lo"], s1["itl_p50_ms_simulated_likely_hi"]) == \
+        (round(3.86 * 3.7 / 3.97, 3), round(3.86 * 4.9 / 3.97, 3))
+    assert pvm.likely_words(s1, "itl_p50_ms", 2, simulated=True) == " (likely 3.60-4.76)"

@@ -44,7 +44,8 @@ def test_check_passes_on_the_auto_mode_base_and_two_derived_variants_with_the_fe
 
 
 def test_plan_of_the_auto_mode_base_brings_every_derived_variant_with_the_fee() -> None:
-    res = CliRunner().invoke(app, ["plan", BASE, "--as-of", DAY, "--no-predict"])
+    res = CliRunner().invoke(app, ["plan", BASE, "--as-of", DAY, "--no-predict",
+                                   "--no-resolution"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     for variant in ("agg-a100", "disagg-a100", "disagg-l40s-decode"):

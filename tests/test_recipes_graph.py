@@ -16,13 +16,15 @@ from components.graph import build_graph_deployment, recipe_configmaps
 from components.recipe_specs import ACCEPTANCE_LABEL, checkpoints_to_download
 from stacks.catalog.model_catalog import SERVING_RULES
 from stacks.config.loader import load_stack
+from stacks.conventions.kv_path import DONOR_HOME
 from stacks.preflight.run import effective_cluster
 
 AXK2_REV = "9e2e804e80f8d1b3afba5d7938173cec1ed46b49"
 EAGLE3_REV = "24958e91737d760908f73a8af4b6e06080fc5c1d"
 SOLAR_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.1-solar-open2-250b-post.1@sha256:"
                "42fd3ed0607aa19b7d4c1b0a8f8aaaefefc8ec6292294ea2b5e6757353891f49")
-MOTIF_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.2"
+MOTIF_IMAGE = ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.1@sha256:"
+               "76e2612108f820640ff1d5a00542b41c909a0e6a473ed02b700c817b34f65878")
 
 
 def workers(graph: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,7 +152,9 @@ def test_shipped_disagg_moves_kv_with_nixl_libfabric_over_efa(name: str) -> None
         assert nixl["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
         assert env_of(c)["FI_PROVIDER"] == "efa"
         assert c["securityContext"] == efa.security_context()
-        assert c["command"] == efa.pinned_command()   # privileged: GPUs pinned to the plugin's
+        # privileged: GPUs pinned to the plugin's; the donor's EFA userspace first on the path
+        assert c["command"] == efa.pinned_command(efa.pin_gpus_script(
+            library_path=f"{DONOR_HOME}/lib:{efa.EFA_LIBRARY_PATH}"))
 
 
 def test_ax_k2_disagg_identical_speculation_on_both_roles() -> None:

@@ -55,10 +55,27 @@ def headless(browser: str, tmp: Path, *args: str) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=180)
 
 
+def _table(role: str, sha: str) -> dict:
+    return {"role": role, "aiconfigurator": "0.12.0", "system": "a100_sxm_40gb",
+            "backend": "vllm", "backend_version": "0.14.0", "sha256": sha * 16}
+
+
+# The timings the demo's rehearsal records (AIConfigurator tables: one for local-agg's workers,
+# one per role for local-disagg), so the page carries the demo's long provenance labels.
+DEMO_TIMINGS = {"local-agg": [_table("worker", "7bec")],
+                "local-disagg": [_table("prefill", "5b36"), _table("decode", "3904")]}
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("browser")
     root = copy_runs(tmp)
+    for stack, tables in DEMO_TIMINGS.items():
+        path = run_dir(root, stack) / "manifest.json"
+        doc = json.loads(path.read_text())
+        doc["attempts"][-1]["target"]["timings"] = {"source": "aiconfigurator",
+                                                    "tables": tables}
+        path.write_text(json.dumps(doc))
     report = build_report([run_dir(root, "local-agg"), run_dir(root, "local-disagg")],
                           tmp / "out", name="demo", with_compare=True)
     return report.out_dir / "index.html"
@@ -104,3 +121,82 @@ def test_the_probe_sees_a_broken_image(page, tmp_path):
     bad.write_text(text.replace(first.group(1), "AAAAAAAAAAAAAAAA", 1))
     count, broken = loaded_images(browser, bad, tmp_path)
     assert broken == [first.group(2)]
+
+
+# The first screen: a 1400 px wide window, 900 px of page. The answers table and the Pareto
+# plot are outlined in colours the report never uses, so the screenshot itself shows whether
+# each lies whole within it (its outline's top and bottom edges both in the picture).
+FIRST_SCREEN = (1400, 900)
+OUTLINES = {"answers": (255, 0, 255), "pareto": (0, 255, 255)}
+MARK = """<style>
+h2[id^="answers"] + table { outline: 4px solid rgb(255, 0, 255); outline-offset: 2px; }
+img[alt="pareto"] { outline: 4px solid rgb(0, 255, 255); outline-offset: 2px; }
+</style>"""
+# After load: whether the Stacks table scrolls sideways (its content wider than its box).
+STACKS_PROBE = """<script>
+window.addEventListener("load", () => {
+  let t = document.querySelector("h2#stacks");
+  while (t && t.tagName !== "TABLE") t = t.nextElementSibling;
+  document.body.setAttribute("data-stacks", t ? `${t.scrollWidth} ${t.clientWidth}` : "none");
+});
+</script>"""
+
+
+def outline_box(px: np.ndarray, rgb: tuple[int, int, int]) -> tuple[int, int, int, int] | None:
+    """(top, bottom, left, right) rows and columns of the outline drawn in `rgb`, None if it is
+    not in the picture."""
+    hit = np.all(px == np.array(rgb, dtype=px.dtype), axis=-1)
+    rows, cols = np.nonzero(hit.sum(axis=1) > 50)[0], np.nonzero(hit.sum(axis=0) > 20)[0]
+    if not len(rows) or not len(cols):
+        return None
+    return int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
+
+
+def first_screen_shot(browser: str, page: Path, tmp: Path) -> np.ndarray:
+    marked = tmp / "marked.html"
+    marked.write_text(page.read_text().replace("</head>", MARK + "</head>"))
+    shot = tmp / "first.png"
+    done = headless(browser, tmp, f"--screenshot={shot}",
+                    f"--window-size={FIRST_SCREEN[0]},{FIRST_SCREEN[1]}", marked.as_uri())
+    assert shot.is_file(), done.stderr[-500:]
+    with Image.open(shot) as img:
+        assert img.size == FIRST_SCREEN
+        return np.asarray(img.convert("RGB"))
+
+
+def test_the_first_screen_holds_the_answers_table_and_the_pareto_plot(page, tmp_path):
+    """At 1400 x 900 the report opens on its answers: the verdict table and the Pareto plot
+    below it, each whole (both edges of its outline in the screenshot), before any scrolling."""
+    px = first_screen_shot(chromium(), page, tmp_path)
+    boxes = {name: outline_box(px, rgb) for name, rgb in OUTLINES.items()}
+    assert boxes["answers"] is not None and boxes["pareto"] is not None, boxes
+    (a_top, a_bottom, _, _), (p_top, p_bottom, p_left, p_right) = boxes["answers"], \
+        boxes["pareto"]
+    # whole: the outline's bottom edge is drawn, above the picture's last rows
+    assert 0 < a_top < a_bottom < p_top < p_bottom < FIRST_SCREEN[1] - 2, boxes
+    assert p_right - p_left > 500 and p_bottom - p_top > 200, boxes   # a plot, not a stamp
+
+
+def test_the_outline_check_sees_a_plot_below_the_first_screen(page, tmp_path):
+    """The check can fail: with the plot pushed down by a tall block, its outline's bottom
+    edge leaves the picture."""
+    tall = tmp_path / "tall" / "index.html"
+    tall.parent.mkdir()
+    tall.write_text(page.read_text().replace('<h2 id="answers', '<div style="height:700px">'
+                                             '</div><h2 id="answers', 1))
+    px = first_screen_shot(chromium(), tall, tmp_path / "tall")
+    box = outline_box(px, OUTLINES["pareto"])
+    assert box is None or box[1] >= FIRST_SCREEN[1] - 2
+
+
+def test_the_stacks_table_does_not_scroll_sideways(page, tmp_path):
+    """One cell once held a whole provenance sentence and the table scrolled sideways; the
+    long words now sit below it."""
+    probe = tmp_path / "stacks.html"
+    probe.write_text(page.read_text().replace("</body>", STACKS_PROBE + "</body>"))
+    done = headless(chromium(), tmp_path, f"--window-size={FIRST_SCREEN[0]},{FIRST_SCREEN[1]}",
+                    "--virtual-time-budget=15000", "--dump-dom", probe.as_uri())
+    found = re.search(r'data-stacks="(\d+) (\d+)"', done.stdout)
+    assert found, done.stderr[-500:]
+    scroll, client = map(int, found.groups())
+    assert scroll <= client

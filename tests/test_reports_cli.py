@@ -144,6 +144,20 @@ def test_stack_name_resolves_to_its_latest_run(tmp_path):
     assert resolve_run_dirs([str(newer)], root) == [newer]
 
 
+def test_a_simulated_run_never_stands_for_a_stacks_measured_one(tmp_path):
+    """A `--target sim` run (manifest target_info.kind sim) is newer here, yet a stack's name
+    resolves to its measured run; given by its folder, the simulated run is reported."""
+    root = copy_runs(tmp_path)
+    older, newer = run_dir(root, "local-agg", "fixture"), run_dir(root, "local-agg",
+                                                                   "fixture-repeats")
+    m = json.loads((newer / MANIFEST).read_text())
+    (newer / MANIFEST).write_text(json.dumps({**m, "target_info": {"kind": "sim"}}))
+    os.utime(older / MANIFEST, ns=(10**18, 10**18))
+    os.utime(newer / MANIFEST, ns=(2 * 10**18, 2 * 10**18))
+    assert resolve_run_dirs(["local-agg"], root) == [older]
+    assert resolve_run_dirs([str(newer)], root) == [newer]
+
+
 def test_unknown_stack_fails_naming_the_fix(tmp_path):
     result = CliRunner().invoke(app, ["compare", "no-such-stack", "--runs-root",
                                       str(tmp_path), "--out", str(tmp_path / "out")])

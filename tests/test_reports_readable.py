@@ -1,4 +1,5 @@
-"""A report people read: report.md opens with its summary, shows one short table per question
+"""A report people read: report.md opens with its answers (the verdict table, the Pareto plot,
+the warnings in one short line each) and then its summary, shows one short table per question
 (at most ten columns, the outcome counts kept in `completed/attempted`, the full CSV linked and
 beside it), and index.html is the same report as one self-contained page (plots inline, no other
 file or host needed). The browser test (tests/test_reports_browser.py) renders it for real."""
@@ -13,7 +14,7 @@ from reports_fixtures import copy_runs, run_dir
 
 from reports.build import build_report
 from reports.html import render_html
-from reports.md_columns import MAX_COLUMNS, short_columns, with_display_columns
+from reports.md_columns import MAX_COLUMNS, ci, short_columns, with_display_columns
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +34,13 @@ def md_tables(md: str) -> list[list[str]]:
             if line.startswith("|") and not prev.startswith("|")]
 
 
-def test_report_md_opens_with_the_summary_before_any_table(report):
+def test_report_md_opens_with_its_answers_then_the_summary(report):
     md = (report.out_dir / "report.md").read_text()
-    assert md.index("## Summary") < md.index("|")
+    # the first table is the answers' (verdicts with their intervals), then the Pareto plot
+    assert md.index("## Answers") < md.index("| question | compared | difference [95 % CI] |")
+    assert md.index("|") > md.index("## Answers")
+    assert md.index("| question |") < md.index("![pareto]") < md.index("## Summary")
+    assert md.index("**Warnings at a glance**") < md.index("## Summary")
     assert md.index("**Headline answers") < md.index("## Stacks")
 
 
@@ -55,7 +60,9 @@ def test_narrowed_tables_link_their_full_csv(report):
     section = md.split("## Concurrency sweep")[1].split("\n## ")[0]
     (header, *_) = md_tables(section)
     assert header[:4] == ["stack", "concurrency", "flag", "completed/attempted"]
-    assert {"ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"} <= set(header)
+    # each percentile with its 95 % interval (reports/intervals.py)
+    assert {ci(c) for c in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")} \
+        <= set(header)
 
 
 def test_completed_attempted_keeps_every_outcome_class():
@@ -89,11 +96,14 @@ def test_index_html_is_the_same_report_self_contained(report):
     assert len(srcs) == len(re.findall(r"!\[[^\]]*\]\([^)]+\.png\)", md)) >= 6
     assert all(s.startswith("data:image/png;base64,") for s in srcs)
     assert "http://" not in page and "https://" not in page and "<link" not in page
-    # the same sections in the same order, the summary first, the same tables
+    # the same sections in the same order, the answers first, the same tables
     md_heads = re.findall(r"^## (.+)$", md, flags=re.M)
     html_heads = re.findall(r"<h2 id=\"[^\"]+\">(.+?)</h2>", page)
     assert [h.replace("&amp;", "&") for h in html_heads] == md_heads
-    assert html_heads[0] == "Summary" and page.index(">Summary</h2>") < page.index("<table")
+    assert html_heads[0].startswith("Answers") and html_heads[1] == "Summary"
+    assert page.index(">Answers") < page.index("<table") < page.index(">Summary</h2>")
+    # the table of contents after the first screen, before the summary
+    assert page.index("<table") < page.index('<nav class="toc">') < page.index(">Summary</h2>")
     assert page.count("<table>") == len(md_tables(md))
     assert '<a href="concurrency_sweep.csv">concurrency_sweep.csv</a>' in page
 

@@ -56,15 +56,19 @@ def test_a_rehearsal_on_aiconfigurators_table_is_worded_as_its_label_everywhere(
     assert "not a measurement" in agg and "not a prediction of GPU performance" not in text
     assert f"**REHEARSAL on the local mocker, {GENERIC_LABEL}**" in disagg
     assert "a model of no GPU" in disagg
-    # the Stacks table says the same labels
-    assert f"| local-agg | local | {TABLE_LABEL} |" in text
-    assert f"| local-disagg | local | {GENERIC_LABEL} |" in text
+    # the Stacks table says their short words, the same labels in full below it
+    assert "| local-agg | local | timings from AIConfigurator 0.12.0 a100_sxm_40gb |" in text
+    assert "| local-disagg | local | mocker generic timings |" in text
+    stacks = text[text.index("## Stacks"):text.index("## SLOs")]
+    assert f"- `local-agg`: {TABLE_LABEL}" in stacks
+    assert f"- `local-disagg`: {GENERIC_LABEL}" in stacks
     # titles: each rehearsal stack with the short form of its own timings
     both = ("local-agg: timings from AIConfigurator 0.12.0 a100_sxm_40gb; local-disagg: "
             "mocker generic timings")
     assert f"## Concurrency sweep — REHEARSAL ({both})" in text
     assert f"## Hypotheses — REHEARSAL figures ({both})" in text
     assert f"**Headline answers — REHEARSAL ({both})**" in text
+    assert f"## Answers — REHEARSAL ({both})" in text
     assert "local mocker timings" not in text
     # plots: the same words (the stacks named, as their timings differ)
     assert rehearsal_tag(infos) == f"REHEARSAL on the local mocker ({both})\n"

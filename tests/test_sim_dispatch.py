@@ -83,3 +83,22 @@ def test_a_warm_pass_follows_its_cold_pass(offset):
     warm_rows = [r for r in plan.rows if r["session_id"] in keep]
     assert [r["timestamp"] for r in warm_rows] == [offset, offset]
     assert plan.origin["slot-0000-warm", 0] == plan.origin["slot-0000", 0]
+
+
+def test_a_replayed_traces_cap_holds_a_request_until_a_slot_frees():
+    """AIPerf's --concurrency caps a fixed schedule: with 1 slot, a row due while another runs
+    starts when it ends (plus the turnaround); a plan that obeys the cap is left alone."""
+    reqs = [d.Request(index=i, conversation=f"req-{i:06d}", turn=0, input_length=100,
+                      output_length=10, hash_ids=(i,), timestamp_ms=t)
+            for i, t in enumerate([0.0, 50.0, 500.0])]
+    plan = d.timed_plan(reqs)
+    replayed = [{"session_id": "t-000000", "turn_index": 0, "arrival_time_ms": 0.0,
+                 "terminal_time_ms": 200.0},
+                {"session_id": "t-000001", "turn_index": 0, "arrival_time_ms": 50.0,
+                 "terminal_time_ms": 250.0},
+                {"session_id": "t-000002", "turn_index": 0, "arrival_time_ms": 500.0,
+                 "terminal_time_ms": 700.0}]
+    moved = d.capped(plan, replayed, 1, gap_ms=6.0)
+    assert moved is not None
+    assert [r["timestamp"] for r in moved.rows] == [0.0, 206.0, 500.0]
+    assert d.capped(plan, replayed, 2, gap_ms=6.0) is None

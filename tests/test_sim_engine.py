@@ -49,8 +49,9 @@ def test_dynosim_chains_a_sessions_turns_on_their_predecessor_plus_its_delay():
 
 
 def test_a_disaggregated_request_ends_its_prefill_before_its_first_decode_token():
-    """What workloads/sim/exports.first_token_ms relies on: DynoSim's first token is the
-    decode worker's, after the prefill's end (source_held_ms)."""
+    """What workloads/sim/exports relies on: DynoSim's first token is the decode worker's (the
+    client's), after the prefill's end (source_held_ms, where the frontend's own trace stops
+    its TTFT)."""
     rows = [{"session_id": "s", "timestamp": 0.0, "input_length": 1024, "output_length": 8,
              "hash_ids": list(range(16))}]
     roles = {"prefill": {"argv": [*MOCKER, "--disaggregation-mode", "prefill"], "count": 1},

@@ -18,7 +18,7 @@ from stacks.predict.rows import PredictedRow, Prediction, database_words, predic
 from stacks.sizing.estimate import workload_steps_seconds
 from stacks.sizing.step_itl import (
     ASSUMED_SOURCE,
-    PredictedItl,
+    ForecastItl,
     StepItl,
     predicted_id,
     step_itls,
@@ -27,14 +27,17 @@ from stacks.sizing.step_itl import (
 )
 
 ON = dt.date(2026, 7, 1)
+# the suite runs with the simulation off (tests/conftest.py): these steps fall back to the
+# prediction and say so (tests/test_sim_forecast.py runs them simulated)
+OFF = "not simulated: simulation switched off (DYNAMO_BENCH_SIMULATE=off); "
 DB = {"aiconfigurator": "0.12.0", "aiconfigurator_core": "0.12.0", "backend": "vllm",
       "systems": ["a100_sxm_40gb"], "backend_versions": {"a100_sxm_40gb": "0.14.0"}}
 WORDS = "predicted (AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0)"
 SWEEP = [f"concurrency_sweep/c{c}" for c in (1, 2, 4, 8, 16, 32, 64)]
 
 
-def _sweep_at(ms: float) -> PredictedItl:
-    return PredictedItl(WORDS, {step: ms for step in SWEEP})
+def _sweep_at(ms: float) -> ForecastItl:
+    return ForecastItl(WORDS, {step: ms for step in SWEEP})
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +62,7 @@ def test_predicted_id(step, want):
 
 
 def test_step_itls_fall_back_per_step(agg):
-    pred = PredictedItl(WORDS, {**{s: 6.0 for s in SWEEP}, "concurrency_sweep/c16": 0.0,
+    pred = ForecastItl(WORDS, {**{s: 6.0 for s in SWEEP}, "concurrency_sweep/c16": 0.0,
                                 "multi_turn/conv8": 9.5})
     got = step_itls(agg, "full", pred)
     assert list(got) == list(workload_steps_seconds(agg, "full"))
@@ -74,7 +77,7 @@ def test_step_itls_fall_back_per_step(agg):
 
 def test_repeats_and_warm_passes_take_their_steps_prediction():
     s = load_stack("local-recipe-motif3")       # trace_replay with a warm pass
-    pred = PredictedItl(WORDS, {"trace_replay/c6": 7.0})
+    pred = ForecastItl(WORDS, {"trace_replay/c6": 7.0})
     got = step_itls(s, "full", pred, repeats=2)
     for step in ("trace_replay/c6/r1", "trace_replay/c6/r2", "trace_replay/c6-warm/r1",
                  "trace_replay/c6-warm/r2"):
@@ -85,7 +88,7 @@ def test_repeats_and_warm_passes_take_their_steps_prediction():
 def test_steps_seconds_is_the_estimate_at_each_steps_itl(agg):
     plain = workload_steps_seconds(agg, "full")
     assert steps_seconds(agg, "full", None) == plain
-    assert steps_seconds(agg, "full", PredictedItl(WORDS, {})) == plain
+    assert steps_seconds(agg, "full", ForecastItl(WORDS, {})) == plain
     lower, higher = steps_seconds(agg, "full", _sweep_at(5.0)), \
         steps_seconds(agg, "full", _sweep_at(40.0))
     for step in SWEEP:   # 120 s + 512 tokens x ITL (the grace) + 10 s AIPerf
@@ -95,7 +98,7 @@ def test_steps_seconds_is_the_estimate_at_each_steps_itl(agg):
         assert lower[step] < plain[step] < higher[step]
     others = [k for k in plain if k not in SWEEP]
     assert others and all(lower[k] == higher[k] == plain[k] for k in others)
-    mixed = steps_seconds(agg, "full", PredictedItl(WORDS, {"concurrency_sweep/c1": 5.0,
+    mixed = steps_seconds(agg, "full", ForecastItl(WORDS, {"concurrency_sweep/c1": 5.0,
                                                             "concurrency_sweep/c2": 40.0}))
     assert (mixed["concurrency_sweep/c1"], mixed["concurrency_sweep/c2"]) == \
         (lower["concurrency_sweep/c1"], higher["concurrency_sweep/c2"])
@@ -129,7 +132,7 @@ def test_the_schedule_and_the_forecast_price_steps_at_the_predicted_itl(agg):
 
 
 def test_summary_names_each_source(agg):
-    pred = PredictedItl(WORDS, {**{s: 4.0 + i for i, s in enumerate(SWEEP)}})
+    pred = ForecastItl(WORDS, {**{s: 4.0 + i for i, s in enumerate(SWEEP)}})
     lines = summary(step_itls(agg, "full", pred), "not predicted: why")
     assert lines[0] == f"ITL 4.0-10.0 ms {WORDS}: 7 step(s)"
     assert lines[1].startswith("ITL 25.0 ms assumed (cost.assumedItlMs): multi_turn/conv8, "
@@ -137,7 +140,7 @@ def test_summary_names_each_source(agg):
     assert lines[1].endswith("prefix_cache/share100 (not predicted: why)")
     assert summary(step_itls(agg, "full", None), "off") == \
         ["ITL 25.0 ms assumed (cost.assumedItlMs): every step (16) (off)"]
-    every = PredictedItl(WORDS, {k: 5.0 for k in workload_steps_seconds(agg, "full")})
+    every = ForecastItl(WORDS, {k: 5.0 for k in workload_steps_seconds(agg, "full")})
     assert summary(step_itls(agg, "full", every), "unused") == \
         [f"ITL 5.0 ms {WORDS}: every step (16)"]
 
@@ -156,7 +159,7 @@ def _prediction(stack: str, itl: float = 5.0) -> Prediction:
 def test_a_prediction_gives_its_itl_per_step_or_none():
     assert database_words(DB) == WORDS
     got = predicted_itl(_prediction("agg-a100"))
-    assert got == PredictedItl(WORDS, {s: 5.0 for s in SWEEP})
+    assert got == ForecastItl(WORDS, {s: 5.0 for s in SWEEP})
     assert predicted_itl(Prediction("x", not_predicted="no model")) is None
     nothing = _prediction("x")
     nothing.not_predicted = "the model is not in the database"
@@ -166,7 +169,7 @@ def test_a_prediction_gives_its_itl_per_step_or_none():
 
 def _plan(monkeypatch, predict, *args: str) -> tuple[int, str]:
     monkeypatch.setattr(predictor, "predict", predict)
-    res = CliRunner().invoke(app, ["plan", *args, "--as-of", ON.isoformat()])
+    res = CliRunner().invoke(app, ["plan", *args, "--as-of", ON.isoformat(), "--no-resolution"])
     return res.exit_code, " ".join(res.output.split())
 
 
@@ -186,7 +189,7 @@ def test_plan_prices_steps_at_the_prediction_by_default(monkeypatch, agg):
     assert f"campaign base-a100: wall {fast.wall_s / 3600:.2f} h, ${fast.cost_usd:,.2f}" in out
     assert (f"agg-a100: step durations at ITL 5.0 ms {WORDS}: 7 step(s) agg-a100: step "
             "durations at ITL 25.0 ms assumed (cost.assumedItlMs): multi_turn/conv8") in out
-    assert "prefix_cache/share100 (not in the prediction)" in out
+    assert f"prefix_cache/share100 ({OFF}not in the prediction)" in out
 
     code, off = _plan(monkeypatch, fake, "agg-a100", "--no-predict")
     assert code == 0 and asked == ["agg-a100"], off      # not asked again
@@ -205,7 +208,7 @@ def test_plan_falls_back_to_the_assumed_itl_and_says_why(monkeypatch):
     assert "predictions: the predictor is not installed" in out
     for name in ("agg-a100", "agg-a100-standalone"):
         assert (f"{name}: step durations at ITL 25.0 ms assumed (cost.assumedItlMs): every "
-                "step (16) (no predictor: see `predictions:` above)") in out
+                f"step (16) ({OFF}no predictor: see `predictions:` above)") in out
 
     def unknown(stack, scale, base=None):
         return Prediction(stack.name, not_predicted=f"{stack.model.id} is not in AIConfigurator "
@@ -214,7 +217,7 @@ def test_plan_falls_back_to_the_assumed_itl_and_says_why(monkeypatch):
     code, out = _plan(monkeypatch, unknown, "agg-b200-motif3")
     assert code == 0, out
     assert ("agg-b200-motif3: step durations at ITL 15.0 ms assumed (cost.assumedItlMs): every "
-            "step (5) (nothing predicted: Motif-Technologies/Motif-3-NVFP4 is not in "
+            f"step (5) ({OFF}nothing predicted: Motif-Technologies/Motif-3-NVFP4 is not in "
             "AIConfigurator 0.12.0's database)") in out
 
 
@@ -231,7 +234,7 @@ def test_plan_check_and_campaign_judge_the_budget_at_the_predicted_itl(monkeypat
     def ids(stack):
         return list(dict.fromkeys(map(predicted_id, workload_steps_seconds(stack, "full"))))
 
-    itls = {v.name: PredictedItl(WORDS, {i: 2.0 for i in ids(v)}) for v in variants}
+    itls = {v.name: ForecastItl(WORDS, {i: 2.0 for i in ids(v)}) for v in variants}
     assumed = base_campaign(base, variants, on=ON).cost_usd
     predicted = base_campaign(base, variants, on=ON, itls=itls).cost_usd
     assert predicted < assumed - 20
@@ -245,8 +248,9 @@ def test_plan_check_and_campaign_judge_the_budget_at_the_predicted_itl(monkeypat
     def fake(stack, scale, base=None):
         return Prediction(stack.name, database=dict(DB), rows=[_row(i, 2.0) for i in ids(stack)])
 
-    warned = (f"base-a100: within its budget at the predicted ITL, but ${assumed:,.2f} at "
-              "cost.assumedItlMs: should the GPUs decode slower than predicted")
+    warned = (f"base-a100: within its budget at the simulated or predicted figures, but "
+              f"${assumed:,.2f} at cost.assumedItlMs: should the GPUs decode slower than "
+              "simulated")
     code, out = _plan(monkeypatch, fake, base.name, "--stacks-dir", str(tmp_path))
     assert code == 0, out
     assert "campaign base-a100: wall" in out and f"${predicted:,.2f} billed" in out
@@ -259,8 +263,8 @@ def test_plan_check_and_campaign_judge_the_budget_at_the_predicted_itl(monkeypat
         out = " ".join(res.output.split())
         assert res.exit_code == want, out
         assert ("above the budget" in out) == bool(extra)
-    assert (f"${predicted:,.2f} with 7 of 7 variant(s) at their predicted ITL, "
-            f"${assumed:,.2f} all at cost.assumedItlMs") in " ".join(
+    assert (f"${predicted:,.2f} with 7 of 7 variant(s) at their simulated or predicted "
+            f"figures (0 simulated), ${assumed:,.2f} all at cost.assumedItlMs") in " ".join(
         CliRunner().invoke(app, ["check", base.name, "--stacks-dir", str(tmp_path)]).output.split())
     # the campaign's plan (its budget gate and load windows) stands on the same prediction
     monkeypatch.setattr("workloads.campaign.run.today", lambda: ON)

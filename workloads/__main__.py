@@ -173,9 +173,13 @@ def campaign(
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, run nothing."),
         predict_: bool = typer.Option(True, "--predict/--no-predict",
                                       help="Forecast (budget, load windows, scale-ahead) each "
-                                      "step at its predicted ITL (AIConfigurator, `make "
-                                      "predictor`) where there is one; --no-predict: every "
-                                      "step at cost.assumedItlMs."),
+                                      "step at its simulated figures (DynoSim, `make "
+                                      "engine`), else its predicted ITL (AIConfigurator, "
+                                      "`make predictor`); --no-predict: every step at "
+                                      "cost.assumedItlMs."),
+        simulate: bool = typer.Option(True, "--simulate/--no-simulate",
+                                      help="--no-simulate: the forecast at AIConfigurator's "
+                                      "predicted ITL alone."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar or "
                                          "progress lines.")) -> None:
     """Run a base's variants as one scheduled campaign.
@@ -188,10 +192,11 @@ def campaign(
     dynamo-bench:nodeGroupSizes (a managed node group's desired size, an Auto Mode NodePool's
     limits); a let-go node bills until the cluster no longer lists it. Every deployment goes
     through Pulumi's Automation API (local backend by default). Refused (exit 2) when a
-    stack fails pre-flight or the forecast (each step at its predicted ITL where there is
-    one, as `stacks plan` prices it) exceeds the base's cost.campaignBudgetUsd. The record is
-    runs/campaigns/<base>/<run-id>/campaign.json; the same --run-id resumes, never redoing a
-    finished variant. Exit codes: 0 complete, 1 a variant failed, 2 refused, 130 interrupted.
+    stack fails pre-flight or the forecast (each step at its simulated figures, else its
+    predicted ITL, as `stacks plan` prices it) exceeds the base's cost.campaignBudgetUsd. The
+    record is runs/campaigns/<base>/<run-id>/campaign.json; the same --run-id resumes, never
+    redoing a finished variant. Exit codes: 0 complete, 1 a variant failed, 2 refused, 130
+    interrupted.
     """
     from workloads.campaign.run import CampaignOptions, CampaignRefused, run_campaign
 
@@ -199,7 +204,7 @@ def campaign(
                            run_id=run_id, runs_dir=runs_dir, stacks_dir=stacks_dir,
                            backend_url=backend_url,
                            destroy_base=destroy_base, dry_run=dry_run, predict=predict_,
-                           show_progress=not no_progress)
+                           simulate=simulate, show_progress=not no_progress)
     try:
         result = run_campaign(opts, console)
     except (CampaignRefused, StackError, ValueError) as exc:
@@ -224,6 +229,49 @@ def bench(concurrencies: str = typer.Option("1,2,4,8,16,32,64", "--concurrencies
              "e.g. 1,2,4")
     require_stack_names([stack])
     bench_main(levels, stack, duration_s, out, console)
+
+
+@app.command()
+def calibrate(
+        paths: list[Path] = typer.Argument(..., help="Measured runs: run directories "
+                                           "(runs/<stack>/<run-id>) or campaign directories "
+                                           "(runs/campaigns/<base>/<run-id>: every variant's "
+                                           "run)."),
+        stacks_dir: Path = _STACKS_DIR,
+        out: Path = typer.Option(None, "--out", file_okay=False,
+                                 help="Where the calibrated tables and the record go (default: "
+                                 "<mocker tables folder>/calibrated, beside the tables they "
+                                 "scale).")) -> None:
+    """Fit prefill and decode scale factors for the simulation's timing tables to measured runs.
+
+    Each timing table (AIConfigurator's, per GPU system, TP and worker role: the ones `--target
+    sim` and `stacks explore` simulate on) gets the factors by which its prefill and decode
+    times must be multiplied for DynoSim's replay of every measured step (the same dataset,
+    seed, concurrency, ramp, warm-up, grace and duration, from the step record) to show what
+    the Dynamo frontend measured (its request trace: TTFT from the dispatch to the worker,
+    and per-request mean ITL, each step's lower quartile; never the client's figures). The fit
+    iterates the replay: decode from the ITL of every step; prefill from the TTFT of the
+    steps whose TTFT is mostly their own prefill, with a per-run intercept for the transport
+    time no table models. It prints each factor with its residual error and every step
+    against its replay, and writes the calibrated tables (each with its source table's
+    sha256, the factors and the runs) and calibration-<digest>.json. Simulated runs
+    (`--target sim`) are refused. Exit codes: 0 fitted, 2 bad input or nothing to fit.
+    """
+    from stacks.predict.table_scale import TableError
+    from workloads.sim.calibrate import calibrate as fit_runs
+    from workloads.sim.calibrate_fit import FitError
+    from workloads.sim.calibrate_view import render
+    from workloads.sim.measured import NotMeasured
+    from workloads.sim.replay import SimUnavailable
+
+    try:
+        cal = fit_runs(paths, stacks_dir=stacks_dir, folder=out)
+    except StackError as exc:
+        stack_error(exc)
+    except (NotMeasured, FitError, TableError, SimUnavailable) as exc:
+        console.print(f"calibrate: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    render(cal, Console(width=None if sys.stdout.isatty() else 200))
 
 
 def main() -> int:

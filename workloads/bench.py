@@ -36,9 +36,9 @@ from stacks.preflight.run import require_valid
 from workloads import aiperf_site, predictions, receipt_split
 from workloads.aiperf_args import AiperfInvocation, profile_args
 from workloads.grace import MIN_GRACE_S
-from workloads.model_folder import build_model_folder
+from workloads.model_folder import build_model_folder, default_hf_home
 from workloads.results import summary_metric
-from workloads.runner import REPO, RunOptions, default_hf_home, run
+from workloads.runner import REPO, RunOptions, run
 from workloads.step_exec import aiperf_executable
 from workloads.steps import plan
 from workloads.targets.local import LocalTarget

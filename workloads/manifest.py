@@ -49,14 +49,15 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
+def write_json_atomic(path: Path, data: dict, durable: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("w") as f:
         json.dump(data, f, indent=2, sort_keys=False, default=str)
         f.write("\n")
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -125,8 +126,13 @@ class Manifest:
         }
         return cls(path, data)
 
+    # False for a simulated run: its record is still written whole (a rename), but not synced
+    # to disk on each of the ~7 saves a step makes (a replayed step takes well under a second;
+    # a lost record is re-simulated, not re-measured)
+    durable: bool = True
+
     def save(self) -> None:
-        write_json_atomic(self.path, self.data)
+        write_json_atomic(self.path, self.data, self.durable)
 
     # --- attempts and phases ---------------------------------------------------------------
     def begin_attempt(self, **info) -> None:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from stacks.catalog.model_arch import ModelArchitecture
 
+REPO = Path(__file__).resolve().parents[1]
 VOCAB_SIZE = 8192
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
@@ -31,6 +33,12 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 TRAINING_SEED = 1130
+
+
+def default_hf_home() -> Path:
+    """Where model folders are built: $DYNAMO_BENCH_HF_HOME, else the checkout's .cache/hf."""
+    return Path(os.environ.get("DYNAMO_BENCH_HF_HOME", REPO / ".cache" / "hf"))
+
 
 # Words the training text is made of; with the byte-level alphabet any other text still encodes.
 _WORD_TEXT = """

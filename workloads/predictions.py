@@ -2,9 +2,11 @@
 choice between a prediction and the stack's guess where the runner needs a figure.
 
 `record` (the shell) asks stacks.predict for every step of the run's scale and keeps its
-as_record() under the manifest's `predictions`, so a report compares measured with predicted
-without the predictor's environment; when the predictor is missing or the database lacks the
-model, the record says why and nothing is predicted. `expected_itl` (pure) picks the ITL a
+as_record() under the manifest's `predictions` (each step's figures with their error bands,
+`ttft_band_ms` / `itl_band_ms` and the rows they stand on, and an `upper_bound` note where the
+database's rows are suspect: stacks/predict/rows.py), so a report compares measured with
+predicted without the predictor's environment; when the predictor is missing or the database
+lacks the model, the record says why and nothing is predicted. `expected_itl` (pure) picks the ITL a
 step's grace period is sized from: the step's predicted ITL where one exists, else the stack's
 `cost.assumedItlMs`, and says which.
 """

@@ -29,7 +29,7 @@ from stacks.preflight.run import effective_cluster, require_valid
 from stacks.sizing.estimate import instance_price
 from workloads import predictions, smoke, step_exec
 from workloads.manifest import COMPLETE, FAILED, INTERRUPTED, Manifest, versions
-from workloads.model_folder import build_model_folder
+from workloads.model_folder import build_model_folder, default_hf_home
 from workloads.progress import StepProgress
 from workloads.steps import Step, plan
 from workloads.targets import make_target
@@ -41,10 +41,6 @@ if TYPE_CHECKING:  # make_target imports each target where it is made
 REPO = Path(__file__).resolve().parents[1]
 # A simulated run's default id starts so: `reports` never takes one for the stack's measured run.
 SIM_PREFIX = "sim-"
-
-
-def default_hf_home() -> Path:
-    return Path(os.environ.get("DYNAMO_BENCH_HF_HOME", REPO / ".cache" / "hf"))
 
 
 @dataclass
@@ -128,6 +124,7 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     run_dir = Path(opts.runs_dir).resolve() / stack.name / run_id
     manifest = Manifest.open(run_dir / "manifest.json", stack=stack, run_id=run_id,
                              scale=opts.scale)
+    manifest.durable = not opts.simulate
     manifest.data.setdefault("repeats", repeats)
     # The instance prices the run is planned with: a report prices it from these when the
     # catalogue no longer knows a type (reports/stackinfo.py, reports/accounting/aws_cli.py).
@@ -135,10 +132,16 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     # What AIConfigurator expects of every step, kept at run start: a report compares measured
     # with predicted from the record alone (reports/predicted_vs_measured.py), and a step's
     # grace period is sized from its predicted ITL (workloads/predictions.py).
+    base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
+        if stack.cluster.attach_to is not None else None
     if "predictions" not in manifest.data:
-        base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
-            if stack.cluster.attach_to is not None else None
         manifest.data["predictions"] = predictions.record(stack, opts.scale, base)
+    # What DynoSim makes of the run's own steps, kept at run start beside the prediction (it
+    # changes nothing the run sends): a report puts each step's measured figures beside its
+    # simulated ones (reports/simulated_vs_measured.py). A simulated run is the simulation.
+    if "simulation" not in manifest.data and not opts.simulate:
+        manifest.data["simulation"] = _simulation(stack, steps, report, base, manifest, opts,
+                                                  console)
     if manifest.data["repeats"] != repeats:
         raise ValueError(f"run '{run_id}' was made with {manifest.data['repeats']} repeat(s): "
                          f"resume with --repeat {manifest.data['repeats']} or use a new --run-id")
@@ -169,8 +172,6 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
                     host_cores=os.cpu_count() or 1) if stack.target == "local" else None
             elif opts.simulate:
                 from workloads.sim.build import make
-                base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
-                    if stack.cluster.attach_to is not None else None
                 target, executor = make(stack, [m.kv_capacity_tokens for m in report.memory],
                                         opts.hf_home, base=base)
             elif stack.target == "local":
@@ -211,6 +212,24 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
             manifest.end_attempt(status, error)
     console.print(f"run {run_id}: [bold]{status}[/bold] ({run_dir / 'manifest.json'})")
     return RunResult(run_dir, status, _statuses(manifest, steps))
+
+
+def _simulation(stack: StackConfig, steps: list[Step], report, base: StackConfig | None,
+                manifest: Manifest, opts: RunOptions, console: Console) -> dict:
+    t0 = time.monotonic()
+    from workloads.sim.record import simulate_steps
+    record = simulate_steps(stack, steps, [m.kv_capacity_tokens for m in report.memory],
+                            base=base, predictions=manifest.data.get("predictions"),
+                            hf_home=opts.hf_home)
+    took = time.monotonic() - t0       # what the simulation adds to the run, imports included
+    if record.get("not_simulated"):
+        console.print(f"simulation: not simulated ({record['not_simulated']}; {took:.1f} s)",
+                      markup=False)
+    else:
+        kept = " (kept from an earlier run)" if record["cache"]["kept"] else ""
+        console.print(f"simulation: {len(record['steps'])} step(s) {record['label']} in "
+                      f"{took:.1f} s{kept}", markup=False)
+    return {**record, "run_seconds": round(took, 3)}
 
 
 def _serve_and_load(stack, target, executor, manifest: Manifest, pending: list[Step],

@@ -222,9 +222,10 @@ def run_step(step: Step, ctx: StepContext, manifest, on_tick: Callable[[float], 
         restart = ctx.target.restart_workers()
         manifest.update_step(step.id, cold_restart_s=round(time.monotonic() - t0, 3),
                              **({"cold_restart": restart} if restart else {}))
-        # New pods: attest them again before any load reaches them.
-        manifest.update_step(step.id, attestation=attest(ctx.target, manifest,
-                                                         f"after the cold restart of {step.id}"))
+        # New pods: attest them again before any load reaches them (a replay has none).
+        if ctx.target.kind != "sim":
+            manifest.update_step(step.id, attestation=attest(
+                ctx.target, manifest, f"after the cold restart of {step.id}"))
 
     endpoints = ctx.target.endpoints()   # after a restart: a cluster's pod IPs change
     rows, dataset = step_dataset(step)

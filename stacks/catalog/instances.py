@@ -22,6 +22,11 @@ class Gpu(BaseModel):
     # "48 GB" of an L40S is 46,068 MiB, and pre-flight must not promise memory that is not there.
     memory_mib: int
     fp8_tensor_cores: bool
+    # CUDA compute capability (major, minor): what vLLM's kernel selection asks the device
+    # (`current_platform.get_device_capability()`), so pre-flight judges a kernel choice at the
+    # stack's GPU, not at the CPU it runs on (NVIDIA's CUDA GPU list,
+    # developer.nvidia.com/cuda-gpus: A100 8.0, L40S 8.9, H100 9.0, B200 10.0).
+    compute_capability: tuple[int, int]
     fp4_tensor_cores: bool = False
 
     @property
@@ -89,11 +94,15 @@ class InstanceType(BaseModel):
         return self.price_source != _UNVERIFIED
 
 
-A100_40GB = Gpu(name="A100-SXM4-40GB", memory_mib=40960, fp8_tensor_cores=False)
-A100_80GB = Gpu(name="A100-SXM4-80GB", memory_mib=81920, fp8_tensor_cores=False)
-L40S = Gpu(name="L40S", memory_mib=46068, fp8_tensor_cores=True)
-H100 = Gpu(name="H100-SXM5-80GB", memory_mib=81559, fp8_tensor_cores=True)
-B200 = Gpu(name="B200", memory_mib=183359, fp8_tensor_cores=True, fp4_tensor_cores=True)
+A100_40GB = Gpu(name="A100-SXM4-40GB", memory_mib=40960, fp8_tensor_cores=False,
+                compute_capability=(8, 0))
+A100_80GB = Gpu(name="A100-SXM4-80GB", memory_mib=81920, fp8_tensor_cores=False,
+                compute_capability=(8, 0))
+L40S = Gpu(name="L40S", memory_mib=46068, fp8_tensor_cores=True, compute_capability=(8, 9))
+H100 = Gpu(name="H100-SXM5-80GB", memory_mib=81559, fp8_tensor_cores=True,
+           compute_capability=(9, 0))
+B200 = Gpu(name="B200", memory_mib=183359, fp8_tensor_cores=True, fp4_tensor_cores=True,
+           compute_capability=(10, 0))
 
 _BRIEF = "AWS price list published 2026-07-28 (design brief)"
 _UNVERIFIED = "unverified list price; set cost.priceOverrides or let the pricing API confirm it"

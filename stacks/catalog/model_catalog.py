@@ -240,13 +240,14 @@ SERVING_RULES: dict[str, ServingRules] = {
                                            "supported on this checkpoint",
                     "storage_gib_min": f"{_DYN}/solar-open2-250b: 1200Gi model-cache PVC"}),
     MOTIF_3: ServingRules(
-        recipe_images=("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.2",
-                       "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.1"),
+        recipe_images=("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0-motif-3-dev.1",),
         image_pinned=True, speculative_methods=(SpecMethod.MTP,), storage_gib_min=244,
         provenance={
-            "recipe_images": "VERIFIED seed article (dev.2) and ai-dynamo/dynamo recipes/motif-3 "
-                             "agg manifest (dev.1): Motif's vLLM fork with its CUDA kernels; "
-                             "never swap it for another vLLM",
+            "recipe_images": "VERIFIED ai-dynamo/dynamo recipes/motif-3 (agg and disagg "
+                             "manifests, docs: dev.1; perf/results/disagg-round-robin-b200-"
+                             "2026-10-08/README.md@3fada0a9: dev.1 at sha256:76e2612108f8...): "
+                             "Motif's vLLM compatibility code; never swap it for another vLLM. "
+                             "The seed article's dev.2 has no upstream trace",
             "storage_gib_min": "ESTIMATED 186.9 GB checkpoint x 1.4 download headroom (the "
                                "recipe's PVC size is UNKNOWN)"}),
 }

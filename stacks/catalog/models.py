@@ -23,6 +23,13 @@ MODELS: dict[str, ModelArchitecture] = {
     **B200_MODELS,
 }
 
+# One model's checkpoints by precision (Hugging Face ids), for a search over precisions
+# (stacks/explore): Qwen publishes the FP8 checkpoint beside the BF16 one, and the plan names
+# Qwen/Qwen3-30B-A3B-FP8 as its quantization trial.
+CHECKPOINTS: dict[str, dict[str, str]] = {
+    "Qwen/Qwen3-30B-A3B": {"bf16": "Qwen/Qwen3-30B-A3B", "fp8": "Qwen/Qwen3-30B-A3B-FP8"},
+}
+
 # Bytes per weight parameter by checkpoint precision. NVFP4 = 4-bit values + one FP8 scale per
 # 16 values (0.5 + 1/16 bytes).
 BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5625}

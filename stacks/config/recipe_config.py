@@ -25,6 +25,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from stacks.catalog.model_arch import AttentionBackend, MoeBackend, SpecMethod
 from stacks.config.errors import field_error
+from stacks.config.revision import Revision
 from stacks.config.schema_base import Schema
 
 # `dynamo._core.get_tool_parser_names()` / `get_reasoning_parser_names()` of ai-dynamo 1.6.1
@@ -61,7 +62,7 @@ class SpeculativeDecoding(Schema):
     method: SpecMethod
     num_tokens: Annotated[StrictInt, Field(ge=1, le=8)]
     draft_model: Annotated[str | None, Field(pattern=r"^[\w.-]+/[\w.-]+$")] = None
-    draft_revision: Annotated[str | None, Field(pattern=r"^[0-9a-f]{40}$")] = None
+    draft_revision: Revision | None = None
     # Which ConfigMap key the workers read: real acceptance, or the synthetic profile that
     # forces `syntheticAcceptanceLength` (throughput-only; not a quality-valid run).
     acceptance: Literal["real", "synthetic"] = "real"

@@ -23,6 +23,7 @@ from stacks.config.recipe_config import (
     RdmaRequest,
     SpeculativeDecoding,
 )
+from stacks.config.revision import Revision
 from stacks.config.schema_base import Schema
 from stacks.config.schema_cluster import (  # noqa: F401  (re-exported: stacks.config.schema is the one import)
     CapacityType,
@@ -51,7 +52,8 @@ class ModelConfig(Schema):
     # A100 has no FP8 tensor cores: vLLM can only run FP8 weights as weight-only (Marlin),
     # which is a different path from L40S/H100. Refused unless the stack accepts it knowingly.
     accept_fp8_weight_only_fallback: StrictBool = False
-    revision: str | None = None
+    # a 40-hex commit or a git ref name (stacks/config/revision.py)
+    revision: Revision | None = None
     architecture: ModelArchitecture | None = None
     # Workers and frontend load the model's own code (Motif 3).
     trust_remote_code: StrictBool = False
@@ -261,6 +263,12 @@ class ServingConfig(Schema):
     # `--kv-cache-block-size` (they must agree); unset: vLLM's choice.
     block_size: Annotated[StrictInt | None, Field(ge=1, le=4096)] = None
     rdma: RdmaRequest | None = None
+    # NIXL LIBFABRIC on an image without the EFA userspace (the recipe model builds): a Dynamo
+    # `-efa` runtime whose /opt/amazon/efa (libfabric, the efa provider, fi_info) and the
+    # libraries libfabric links an init container copies into the worker pods, where a second
+    # one checks it loads in the worker's own image before the engine starts
+    # (stacks/conventions/kv_path.py, components/efa_userspace.py).
+    efa_userspace_image: str | None = None
     # Minutes a worker may take to load and start before Kubernetes restarts it (startupProbe)
     # and the forecast's model-load time; unset: the operator's probes and the estimate.
     startup_budget_minutes: Annotated[StrictInt | None, Field(ge=5, le=120)] = None
@@ -275,6 +283,11 @@ class ServingConfig(Schema):
     @classmethod
     def _image_ref(cls, v: str) -> str:
         return image_reference(v)
+
+    @field_validator("efa_userspace_image")
+    @classmethod
+    def _donor_ref(cls, v: str | None) -> str | None:
+        return None if v is None else image_reference(v)
 
     @property
     def image_is_digest(self) -> bool:

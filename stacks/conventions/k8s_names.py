@@ -48,6 +48,9 @@ MODEL_CACHE_MOUNT = "/models"
 # the runner stops at once on it (workloads/targets/aws/k8s_graph.py).
 LIBFABRIC_CHECK_CONTAINER = "libfabric-check"
 LIBFABRIC_MISSING_EXIT = 78
+# The init container that copies a donor -efa runtime's EFA userspace into an EFA worker pod
+# whose image has none (components/efa_userspace.py); it exits LIBFABRIC_MISSING_EXIT too.
+EFA_USERSPACE_CONTAINER = "efa-userspace"
 HF_HOME = f"{MODEL_CACHE_MOUNT}/hf"
 LOADGEN_SERVICE_ACCOUNT = "dynamo-bench-loadgen"
 

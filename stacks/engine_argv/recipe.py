@@ -67,7 +67,12 @@ def worker_recipe_sections(stack: StackConfig) -> Sections:
     assert s is not None
     out: Sections = [("serving.blockSize", ["--block-size", str(s.block_size)])] \
         if s.block_size else []
-    out += [("serving.kernels", kernel_args(s)), ("serving.speculative", speculative_args(s))]
+    kernels = kernel_args(s)
+    # the attention backend is its own field (a refusal at the worker's GPU names it)
+    attention = kernels[:2] if kernels[:1] == ["--attention-backend"] else []
+    out += [("serving.kernels.attentionBackend", attention),
+            ("serving.kernels", kernels[len(attention):]),
+            ("serving.speculative", speculative_args(s))]
     p = s.parsers
     if p.chat_processor == "dynamo":
         out += _parser_sections(p, "--dyn-")

@@ -26,7 +26,7 @@ from stacks.conventions.worker_identity import same_workers
 from stacks.plan.schedule import SameWorkers, Schedule, Slot, gpu_groups, schedule_campaign
 from stacks.preflight.run import effective_cluster
 from stacks.sizing.estimate import HourlyCost, add_node_costs, cluster_hourly_cost
-from stacks.sizing.step_itl import PredictedItl
+from stacks.sizing.step_itl import ForecastItl
 
 
 def _gpus(groups: list[NodeGroup]) -> int:
@@ -125,10 +125,11 @@ def _one_node(group: NodeGroup) -> NodeGroup:
 
 def base_campaign(base: StackConfig, variants: list[StackConfig], scale: Scale = "full",
                   on: dt.date | None = None, same: SameWorkers | None = None,
-                  itls: Mapping[str, PredictedItl] | None = None) -> BaseCampaign:
+                  itls: Mapping[str, ForecastItl] | None = None) -> BaseCampaign:
     """Schedule and price `base`'s campaign. `same`: whether a variant can keep the previous
     one's workers (default: the typed-config rule of stacks/conventions/worker_identity.py);
-    `itls`: each variant's predicted ITL per step (stacks/sizing/step_itl.py), else assumed."""
+    `itls`: each variant's figures per step (simulated, else predicted:
+    stacks/sizing/step_itl.py), else assumed."""
     if same is None:
         def same(a: StackConfig, b: StackConfig) -> bool:
             return same_workers(a, b, effective_cluster(a, base), effective_cluster(b, base))

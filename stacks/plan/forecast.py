@@ -14,9 +14,10 @@ the same ratio measured after the fact (workloads/campaign/timeline.py).
 Start-up is the stack's `cost.setupHours` minus the assumed model load, which that budget
 includes (see `stacks.sizing.estimate.model_load_seconds`).
 
-A step's duration prices its decode at the step's predicted ITL where the caller passes
-AIConfigurator's prediction in (`itls`: stack name -> stacks.sizing.step_itl.PredictedItl; the
-CLI runs the predictor, this module does not), else at the stack's `cost.assumedItlMs`.
+A step's duration prices its decode at the step's simulated ITL (and a count-bounded step at
+its simulated window), else AIConfigurator's predicted ITL, where the caller passes them in
+(`itls`: stack name -> stacks.sizing.step_itl.ForecastItl; the CLI runs the simulation and the
+predictor, this module does not), else at the stack's `cost.assumedItlMs`.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from stacks.sizing.estimate import (
     model_load_seconds,
     restart_seconds,
 )
-from stacks.sizing.step_itl import PredictedItl, steps_seconds
+from stacks.sizing.step_itl import ForecastItl, steps_seconds
 
-# stack name -> its predicted ITL per step (None or a missing stack: every step assumed)
-StackItls = Mapping[str, PredictedItl]
+# stack name -> its figures per step (None or a missing stack: every step assumed)
+StackItls = Mapping[str, ForecastItl]
 
 
 def gpus_in(groups: list[NodeGroup]) -> int:

@@ -1,4 +1,5 @@
-"""What `python -m stacks plan` prints: a campaign's schedule, every dollar and the assumptions.
+"""What `python -m stacks plan` prints: a campaign's schedule, every dollar and the assumptions,
+and what each comparison of the plan can resolve (stacks/plan/resolution.py).
 
 Rendering only (rich tables from stacks/plan/forecast.py and stacks/plan/campaign_cost.py); nothing
 here computes a figure the forecast does not.
@@ -6,12 +7,15 @@ here computes a figure the forecast does not.
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.table import Table
 
 from stacks.config.schema import ComputeMode
 from stacks.plan.campaign_cost import BaseCampaign
 from stacks.plan.forecast import Campaign
+from stacks.plan.resolution import LABELS, SPREAD_FLOOR, Resolution
 from stacks.plan.schedule import Slot
 from stacks.preflight.auto_mode import EMPTY_NODE_GRACE_S
 from stacks.sizing.estimate import ENGINE_INIT_S, MODEL_LOAD_GIB_PER_S, WARM_ENGINE_INIT_S
@@ -123,10 +127,79 @@ def print_base(console: Console, c: BaseCampaign) -> None:
         "serving.startupBudgetMinutes); a repeat load of the same model, image and layout "
         f"reads the checkpoint + {WARM_ENGINE_INIT_S:.0f} s (compile and autotune caches "
         "warm); steps as `stacks check` estimates them, each step's decode at its ITL (the "
-        "lines below say which: predicted, or cost.assumedItlMs)", markup=False)
+        "lines below say which: simulated, predicted, or cost.assumedItlMs; a step bounded by "
+        "a request count at its simulated window where there is one)", markup=False)
     budget = c.base.cost.campaign_budget_usd
     verdict = ("no cost.campaignBudgetUsd on the base" if budget is None else
                f"budget ${budget:,.2f} (cost.campaignBudgetUsd): "
                + ("[red]OVER[/red]" if c.over_budget else "[green]within[/green]"))
     console.print(f"campaign {c.name}: wall {hours(c.wall_s)}, ${c.cost_usd:,.2f} billed; "
                   f"{_ratio(c)}; {verdict}")
+
+
+def _share(x: float, figure: str) -> str:
+    if math.isnan(x):
+        return "n/a"
+    return f"{x * 100:.1f} points" if figure == "reuse" else f"{x:.1%}"
+
+
+def _step(step: str) -> str:
+    return step.split("/", 1)[-1]
+
+
+def resolution_line(rows: list[Resolution]) -> tuple[str, str]:
+    """(what the planned sample resolves, what the target would cost) over one comparison's
+    steps of one figure."""
+    figure = rows[0].figure
+    judged = [r for r in rows if not math.isnan(r.mdd)]
+    if judged:
+        worst = max(judged, key=lambda r: r.mdd)
+        best = min(judged, key=lambda r: r.mdd)
+        resolves = (_share(worst.mdd, figure) + f" ({_step(worst.step)})" if worst is best else
+                    f"{_share(best.mdd, figure)} ({_step(best.step)}) to "
+                    f"{_share(worst.mdd, figure)} ({_step(worst.step)})")
+    else:
+        resolves = f"not judged: {rows[0].note}" if rows[0].note else "not judged"
+    short = [r for r in rows if not r.resolved]
+    if not short:
+        return resolves, "resolved at every step"
+    most = max((r.needed_repeats or 10**9) for r in short)
+    reps = "more than 20 repeats" if most == 10**9 else \
+        f"{most} repeat(s) a side (~{max(r.needed_requests or 0 for r in short):,} requests)"
+    hours_ = hours(sum(r.extra_s for r in short))
+    usd = sum(r.extra_usd for r in short)
+    return resolves, (f"{len(short)} of {len(rows)} step(s) short: up to {reps}, "
+                      f"+{hours_}, +${usd:,.2f}")
+
+
+def print_resolution(console: Console, name: str, rows: list[Resolution],
+                     target: float, note: str = "") -> None:
+    """Per question, stacks and figure: the smallest difference the planned sample resolves
+    (95 % / 80 % power) and what resolving the target would add."""
+    if note:
+        console.print(f"{name}: resolvable differences: {note}", markup=False)
+    if not rows:
+        return
+    t = Table(title=f"{name}: the smallest difference each comparison resolves (95 % "
+              f"confidence, 80 % power; SIMULATED by DynoSim) and what resolving "
+              f"{target:.0%} would cost", title_justify="left")
+    for col in ("question", "compared", "figure", "requests a side", "resolves",
+                f"to resolve {target:.0%}"):
+        t.add_column(col, justify="left")
+    groups: dict[tuple[str, str, str, str], list[Resolution]] = {}
+    for r in rows:
+        groups.setdefault((r.question, r.subject, r.reference, r.figure), []).append(r)
+    for (q, sub, ref, fig), rs in groups.items():
+        resolves, cost = resolution_line(rs)
+        n = sorted({r.requests for r in rs})
+        t.add_row(q, f"{sub} vs {ref}", LABELS[fig],
+                  f"{n[0]:,}" if len(n) == 1 else f"{n[0]:,}-{n[-1]:,}", resolves, cost)
+    console.print(t)
+    console.print("resolves: the smallest difference (a share of the reference's figure; a hit "
+                  "rate in points) its sample tells apart from noise (the report's method: "
+                  "exact bootstrap of the requests' medians, Welch's t over repeats for "
+                  "output tok/s); each side's spread is the simulation's, at least "
+                  + ", ".join(f"{LABELS[k]} {v:.1%}" for k, v in SPREAD_FLOOR.items())
+                  + " (the noise DynoSim lacks; docs/stacks.md). The report holds the "
+                  "family-wise error over all its comparisons (Holm), so its first verdicts "
+                  "need somewhat more.", markup=False)

@@ -50,7 +50,7 @@ from stacks.sizing.estimate import (
     model_load_seconds,
     repeat_load_seconds,
 )
-from stacks.sizing.step_itl import PredictedItl, steps_seconds
+from stacks.sizing.step_itl import ForecastItl, steps_seconds
 
 # Assumptions (printed by `stacks plan`): a GPU node asked for is Ready this long after (EC2
 # launch, EKS join, NVIDIA device plugin advertising its GPUs), and a node let go bills this
@@ -280,9 +280,10 @@ def _events(line: _Timeline, groups: list[NodeGroup]) -> list[ScaleEvent]:
 
 def schedule_campaign(base: StackConfig, variants: list[StackConfig], same: SameWorkers,
                       scale: Scale = "full", assumptions: Assumptions | None = None,
-                      itls: Mapping[str, PredictedItl] | None = None) -> Schedule:
+                      itls: Mapping[str, ForecastItl] | None = None) -> Schedule:
     """The campaign of `base` and `variants` (every variant attached to it); a variant's steps
-    last as long as its decode at its predicted ITL per step (`itls`), else the assumed one."""
+    last as long as its decode at its ITL per step (`itls`: simulated, else predicted), else
+    the assumed one."""
     a = assumptions or Assumptions()
     strays = [v.name for v in variants if v.cluster.attach_to != base.name or v.serving is None]
     if strays:

@@ -1,6 +1,6 @@
 """The predictions a forecast prices decode with (issue 27): every stack a campaign runs,
 predicted by AIConfigurator (predictor.predict), and each one's ITL per step
-(stacks/sizing/step_itl.PredictedItl). `stacks plan`, `stacks check`'s campaign budget and
+(stacks/sizing/step_itl.ForecastItl). `stacks plan`, `stacks check`'s campaign budget and
 `workloads campaign`'s plan read them, so all three price a step at the same ITL: the
 predicted one where the database has the stack, else the stack's `cost.assumedItlMs`.
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
 from stacks.predict.rows import Prediction, predicted_itl
-from stacks.sizing.step_itl import PredictedItl
+from stacks.sizing.step_itl import ForecastItl
 
 
 @dataclass
@@ -25,7 +25,7 @@ class ForecastPredictions:
     note: str | None = None     # why there are none (the predictor is missing or failed)
 
     @property
-    def itls(self) -> dict[str, PredictedItl]:
+    def itls(self) -> dict[str, ForecastItl]:
         """The predicted ITL per step of every stack the database predicts."""
         return {name: i for name, p in self.predictions.items()
                 if (i := predicted_itl(p)) is not None}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from stacks.config.schema import StackConfig
 from stacks.predict.predictor import PredictorUnavailable, cache_key, predict, run_uncached
-from stacks.predict.shapes import layout
+from stacks.predict.shapes import Tier, layout
 from stacks.predict.systems import systems_request
 
 HOW = ("prefill_ttft_ms[i] = EngineHandle.predict_prefill_latency(1, prefill_isl[i], 0) x "
@@ -26,7 +26,10 @@ HOW = ("prefill_ttft_ms[i] = EngineHandle.predict_prefill_latency(1, prefill_isl
        "decode_scale at bs = kv_i / ctx_j (>= 1), linear between whole batches "
        "(aiconfigurator_core 0.12.0 sdk/engine.py, the per-step engine cli_estimate composes); "
        "the scales are the estimate's own for the role (agg 1.0; disagg prefill 1.1, decode "
-       "1.08: aiconfigurator 0.12.0 cli/api.py); no vLLM dispatch term or queueing factor")
+       "1.08: aiconfigurator 0.12.0 cli/api.py); no vLLM dispatch term or queueing factor; "
+       "the experts sharded and the KV cache typed as the stack's workers run them, and, with "
+       "stretch_from, every step stretched to the GPU's own memory bandwidth "
+       "(stacks/predict/bandwidth.py) as the estimate's are")
 
 # The per-phase latency corrections AIConfigurator 0.12.0's disagg estimate multiplies into its
 # prefill and decode workers' steps (aiconfigurator/cli/api.py: DEFAULT_PREFILL_LATENCY_
@@ -56,14 +59,32 @@ def grid(max_kv: int = 800_000, max_ctx: int = 32_768) -> dict[str, list[float]]
     return {"prefill_isl": prefill, "kv": kv, "ctx": ctx}
 
 
-def table_query(model: str, role: str, system: str, tp: int, version: str | None
-                ) -> dict:
-    """The runner's query for one role's table: the grid, and the latency scales the
-    prediction this role is compared with applies to the same steps (ROLE_SCALES)."""
+def table_query(model: str, role: str, tier: Tier, version: str | None, kv: str) -> dict:
+    """The runner's query for one role's table: the grid, the latency scales the prediction
+    this role is compared with applies to the same steps (ROLE_SCALES), the workers' expert
+    sharding and KV cache dtype, and the bandwidth stretch of a GPU predicted on another
+    part's kernels."""
     prefill_scale, decode_scale = ROLE_SCALES[role]
-    return {"op": "mocker_table", "model": model, "system": system, "tp": tp,
-            "backend_version": version, "grid": grid(), "prefill_scale": prefill_scale,
-            "decode_scale": decode_scale}
+    moe_tp, moe_ep = tier.moe_sizes
+    return {"op": "mocker_table", "model": model, "system": tier.system.name, "tp": tier.tp,
+            "moe_tp": moe_tp, "moe_ep": moe_ep, "kvcache_quant_mode": kv,
+            "stretch_from": tier.system.bandwidth_from, "backend_version": version,
+            "grid": grid(), "prefill_scale": prefill_scale, "decode_scale": decode_scale}
+
+
+def band_record(database: dict, role: str, tier: Tier, disaggregated: bool) -> dict:
+    """What a SIMULATED figure on this role's table stands on, for its band
+    (stacks/predict/bands.py simulated_band): the query of the rows nearest to the table's
+    GPU, precision, model and mode (the shape is the figure's own), and which metric the
+    role's timings decide (agg: both; prefill: TTFT; decode: ITL)."""
+    m = database.get("model") or {}
+    metrics = {"worker": ["ttft", "itl"], "prefill": ["ttft"], "decode": ["itl"]}[role]
+    return {"query": {"precision": m.get("precision"), "system": tier.system.name,
+                      "architecture": m.get("architecture"), "moe": m.get("moe"),
+                      "mode": "disagg" if disaggregated else "agg", "tp": tier.tp},
+            "metrics": metrics, "rows": (database.get("bands") or {}).get("backend"),
+            "how": "stacks.predict.bands.simulated_band(record, metric, value, batch=, isl=, "
+                   "osl=): the figure's own shape picks the nearest rows"}
 
 
 @dataclass(frozen=True)
@@ -84,9 +105,10 @@ def build(stack: StackConfig, folder: Path, base: StackConfig | None = None
     roles = ("prefill", "decode") if lay.disaggregated else ("worker",)
     systems = systems_request(lay.systems)
     out = []
+    kv = pred.database["kv_cache"]
     for role, tier in zip(roles, lay.tiers, strict=True):
         version = pred.database["backend_versions"].get(tier.system.name)
-        query = table_query(stack.model.id, role, tier.system.name, tier.tp, version)
+        query = table_query(stack.model.id, role, tier, version, kv)
         key = cache_key(query, systems)[:16]
         path = folder / f"aic-{tier.system.name}-tp{tier.tp}-{key}.npz"
         if not path.exists():
@@ -104,7 +126,12 @@ def build(stack: StackConfig, folder: Path, base: StackConfig | None = None
                   "system": tier.system.name, "backend": pred.database["backend"],
                   "backend_version": version, "model": stack.model.id, "tp": tier.tp,
                   "prefill_scale": query["prefill_scale"],
-                  "decode_scale": query["decode_scale"], "how": HOW, "file": path.name}
+                  "decode_scale": query["decode_scale"], "moe_tp": query["moe_tp"],
+                  "moe_ep": query["moe_ep"], "kv_cache": kv,
+                  "stretch_from": query["stretch_from"], "how": HOW, "file": path.name,
+                  "band": band_record(pred.database, role, tier, lay.disaggregated),
+                  "upper_bound": next((r.upper_bound for r in pred.rows if r.upper_bound),
+                                      None)}
         path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
         out.append(MockerTable(role, path, record))
     return out

@@ -7,16 +7,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
-from stacks.predict.rows import Prediction, describe, row
-from stacks.predict.shapes import Layout, estimate_kwargs, layout, step_shapes
+from stacks.predict.bands import SNAPSHOT, BandQuery, EstimatedRow, NoBand, band, load
+from stacks.predict.rows import Prediction, banded, describe, row, stretched
+from stacks.predict.shapes import (
+    Layout,
+    StepShape,
+    Tier,
+    estimate_kwargs,
+    kv_cache_mode,
+    layout,
+    step_shapes,
+)
+from stacks.predict.silicon import precision_class
+from stacks.predict.suspect import suspects, upper_bound_note
 from stacks.predict.systems import BACKEND, departures, systems_request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +122,8 @@ def run_uncached(queries: list[dict[str, Any]],
 
 
 def predict(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -> Prediction:
-    """Every step of `stack`'s workloads at `scale`, predicted (or why not)."""
+    """Every step of `stack`'s workloads at `scale`, predicted (or why not), each with its
+    error bands, bandwidth stretch and upper-bound mark (stacks/predict/rows.py)."""
     out = Prediction(stack.name)
     if stack.serving is None:
         out.not_predicted = "a base serves nothing: predict its variants"
@@ -123,27 +137,100 @@ def predict(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -
     out.tier_systems = [t.system.name for t in lay.tiers]
     shapes, out.skipped = step_shapes(stack, scale)
     systems = systems_request(lay.systems)
-    info, *answers = run([{"op": "versions"}] + [
-        {"op": "estimate", "kwargs": estimate_kwargs(stack.model.id, lay, s)} for s in shapes],
-        systems)
-    if "error" in info:
-        raise PredictorUnavailable(f"the predictor failed: {info['error']}")
+    model = stack.model.id
+    info, checkpoints = run([{"op": "versions"}, {"op": "checkpoint", "models": [model]}],
+                            systems)
+    for a in (info, checkpoints):
+        if "error" in a:
+            raise PredictorUnavailable(f"the predictor failed: {a['error']}")
     out.database = {"aiconfigurator": info["aiconfigurator"],
                     "aiconfigurator_core": info["aiconfigurator_core"], "backend": BACKEND,
                     "systems": sorted({t.system.name for t in lay.tiers})}
-    if missing := _missing(stack.model.id, lay, info):
+    if missing := _missing(model, lay, info):
         out.not_predicted = missing
         return out
+    ckpt = checkpoints[model]
+    kv = kv_cache_mode(stack.serving.kv_cache_dtype, ckpt["kv_cache_quant_algo"])
+    checks = quant_checks(model, lay, kv, ckpt)
+    answers = run([{"op": "estimate", "kwargs": estimate_kwargs(model, lay, s, kv)}
+                   for s in shapes] + [q for _, q in checks], systems)
+    estimates, checked = answers[:len(shapes)], answers[len(shapes):]
+    upper = upper_bounds(checks, checked, ckpt)
+    meta, silicon = load_bands()
     versions: dict[str, str] = {}
-    for shape, answer in zip(shapes, answers, strict=True):
+    for shape, answer in zip(shapes, estimates, strict=True):
         if "error" in answer:
             out.skipped.append(f"{shape.id}: {answer['error']}")
             continue
         versions.update(backend_versions(lay, answer["backend_version"]))
-        out.rows.append(row(shape, lay, answer))
+        r = row(shape, lay, stretched(answer, shape.osl))
+        q_ttft, q_itl = band_queries(lay, shape, answer, ckpt)
+        # a figure on suspect rows is an upper bound: the model's error elsewhere says nothing
+        # of it
+        bands = [NoBand(m, "no band: an upper bound on suspect database rows")
+                 for m in ("ttft", "itl")] if upper else \
+            [band(silicon, q_ttft, "ttft"), band(silicon, q_itl, "itl")]
+        out.rows.append(replace(banded(r, *bands), upper_bound=upper))
     out.database["backend_versions"] = versions
-    out.departures = departures(stack, lay.systems, versions)
+    out.database["kv_cache"] = kv
+    out.database["model"] = {"architecture": ckpt["architecture"],
+                             "moe": ckpt["num_experts"] > 0,
+                             "precision": precision_class(ckpt["gemm"], ckpt["moe"],
+                                                          ckpt["num_experts"] > 0)}
+    out.database["bands"] = meta
+    out.departures = departures(stack, lay.systems, versions) + ([upper] if upper else [])
     return out
+
+
+def quant_checks(model: str, lay: Layout, kv: str, ckpt: dict[str, Any]
+                 ) -> list[tuple[str, dict[str, Any]]]:
+    """(system, query) of a `quant_check` per tier system of a quantized checkpoint."""
+    if precision_class(ckpt["gemm"], ckpt["moe"], ckpt["num_experts"] > 0) == "BF16":
+        return []
+    out: dict[str, dict[str, Any]] = {}
+    for t in lay.tiers:
+        moe_tp, moe_ep = t.moe_sizes
+        out.setdefault(t.system.name, {
+            "op": "quant_check", "model": model, "system": t.system.name,
+            "backend_version": None, "tp": t.tp, "moe_tp": moe_tp, "moe_ep": moe_ep,
+            "kvcache_quant_mode": kv, "batch": 1, "s": 1024})
+    return list(out.items())
+
+
+def upper_bounds(checks: list[tuple[str, dict[str, Any]]], answers: list[dict[str, Any]],
+                 ckpt: dict[str, Any]) -> str | None:
+    """The upper-bound note of the first tier system whose quantized kernels are suspect."""
+    for (system, q), a in zip(checks, answers, strict=True):
+        if "error" not in a and (found := suspects(a)):
+            precision = precision_class(ckpt["gemm"], ckpt["moe"], ckpt["num_experts"] > 0)
+            return upper_bound_note(system, precision, q["batch"], found)
+    return None
+
+
+def load_bands() -> tuple[dict[str, Any], list[EstimatedRow]]:
+    """The bands' table (stacks/predict/silicon_estimates.json), or none with the reason."""
+    try:
+        return load()
+    except FileNotFoundError:
+        return {"missing": f"{SNAPSHOT.name}: run `python -m stacks bands --refresh`"}, []
+
+
+def band_queries(lay: Layout, shape: StepShape, answer: dict[str, Any],
+                 ckpt: dict[str, Any]) -> tuple[BandQuery, BandQuery]:
+    """What the step's TTFT (its prefill tier) and ITL (its decode tier) are predictions of."""
+    moe = ckpt["num_experts"] > 0
+    quant = answer.get("quant") or {}
+    precision = precision_class(quant.get("gemm") or ckpt["gemm"],
+                                quant.get("moe") or ckpt["moe"], moe)
+    p, d = lay.tiers[0], lay.tiers[-1]
+    # a row's shape is its (decode) worker's batch and TP, as silicon.py reads a row's
+    batch = math.ceil(shape.concurrency / d.replicas)
+    mode = "disagg" if lay.disaggregated else "agg"
+
+    def query(t: Tier) -> BandQuery:
+        return BandQuery(precision, t.system.name, ckpt["architecture"], moe, mode, batch,
+                         d.tp, shape.isl, shape.osl)
+    return query(p), query(d)
 
 
 def backend_versions(lay: Layout, answered: str) -> dict[str, str]:

@@ -9,12 +9,17 @@ answer is PREDICTED (stacks/predict/rows.py says what the figures are):
    the best point (most tok/s per GPU).
 4. Where does disaggregation win? The sweep steps where a disagg variant meeting the SLO gives
    more tok/s per GPU than its equal-GPU agg variant meeting it.
+
+A comparison whose figures' error bands overlap (stacks/predict/bands.py overlap) says it is
+not resolved by the model; a variant whose latencies are upper bounds (suspect database rows)
+gets no SLO verdict.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stacks.predict.bands import NOT_RESOLVED, overlap
 from stacks.predict.rows import LABEL, SLOS, PredictedRow, Prediction
 
 SWEEP = "concurrency_sweep"
@@ -55,10 +60,15 @@ def agg_vs_disagg(preds: list[Prediction]) -> Answer:
         sa, sd = _sweep(a), _sweep(d)
         for c in sorted(set(sa) & set(sd)):
             ra, rd = sa[c], sd[c]
+            unresolved = [m for m, x, y in (("TTFT", rd.ttft_band_ms, ra.ttft_band_ms),
+                                            ("ITL", rd.itl_band_ms, ra.itl_band_ms))
+                          if overlap(x, y)]
             lines.append(f"{d.stack} vs {a.stack} ({a.gpus} GPUs) c{c}: TTFT "
                          f"{rd.ttft_ms:,.0f} vs {ra.ttft_ms:,.0f} ms, ITL {rd.itl_ms:.2f} vs "
                          f"{ra.itl_ms:.2f} ms, {rd.tok_s_per_gpu:,.1f} vs "
-                         f"{ra.tok_s_per_gpu:,.1f} tok/s/GPU")
+                         f"{ra.tok_s_per_gpu:,.1f} tok/s/GPU"
+                         + (f" ({' and '.join(unresolved)} {NOT_RESOLVED})" if unresolved
+                            else ""))
     return Answer("agg vs disagg on equal GPUs", lines or ["no agg and disagg variant with "
                                                            "the same GPU count predicted"])
 
@@ -90,10 +100,16 @@ def slo_reach(preds: list[Prediction]) -> Answer:
             continue
         for slo in SLOS:
             met = [f"c{c}" for c, r in sorted(_sweep(p).items()) if slo.met(r)]
+            unknown = [f"c{c}" for c, r in sorted(_sweep(p).items()) if slo.met(r) is None]
             best = p.best(slo)
-            lines.append(f"{p.stack} {slo.name}: meets it at {', '.join(met) or 'no step'}"
-                         + (f"; best {best.step.split('/')[-1]} "
-                            f"{best.tok_s_per_gpu:,.1f} tok/s/GPU" if best else ""))
+            verdicts = [f"meets it at {', '.join(met) or 'no step'}"] \
+                if met or len(unknown) < len(_sweep(p)) else []
+            if best:
+                verdicts.append(f"best {best.step.split('/')[-1]} "
+                                f"{best.tok_s_per_gpu:,.1f} tok/s/GPU")
+            if unknown:
+                verdicts.append(f"no verdict at {', '.join(unknown)} (upper bounds)")
+            lines.append(f"{p.stack} {slo.name}: {'; '.join(verdicts)}")
     return Answer("where each topology meets the SLO", lines)
 
 
@@ -102,10 +118,18 @@ def disagg_wins(preds: list[Prediction]) -> Answer:
     for a, d in _pairs(preds):
         sa, sd = _sweep(a), _sweep(d)
         for slo in SLOS:
-            wins = [f"c{c}" for c in sorted(set(sa) & set(sd)) if slo.met(sd[c])
+            both = [c for c in sorted(set(sa) & set(sd))
+                    if slo.met(sd[c]) is not None and slo.met(sa[c]) is not None]
+            wins = [c for c in both if slo.met(sd[c])
                     and (not slo.met(sa[c]) or sd[c].tok_s_per_gpu > sa[c].tok_s_per_gpu)]
+            # a win on throughput alone rests on the ITL that sets it: bands that overlap
+            # leave it unresolved
+            loose = [c for c in wins if slo.met(sa[c])
+                     and overlap(sd[c].itl_band_ms, sa[c].itl_band_ms)]
             lines.append(f"{d.stack} over {a.stack} ({slo.name}): "
-                         f"{', '.join(wins) or 'at no sweep step'}")
+                         f"{', '.join(f'c{c}' for c in wins) or 'at no sweep step'}"
+                         + (f" ({', '.join(f'c{c}' for c in loose)}: {NOT_RESOLVED})"
+                            if loose else ""))
     return Answer("where disaggregation wins", lines or ["no agg/disagg pair predicted"])
 
 

@@ -7,15 +7,23 @@ for the configuration scaled to the step's concurrency (its agg answer is one re
 replica's share; its disagg answer runs decode batch x decode replicas requests); tok/s per
 GPU divides by every GPU the stack's workers hold, busy or not; $ per 1M output tokens prices
 those GPUs (their share of the nodes' hourly price, the cluster's fixed costs left out).
+
+Each row carries what stands around its figures: the TTFT and ITL error bands from
+AIConfigurator's own measured rows (stacks/predict/bands.py; none where no row is near), the
+bandwidth stretch of a GPU predicted on another part's kernels (`stretched`,
+stacks/predict/bandwidth.py), and, where the database's rows for the GPU and precision are
+suspect (stacks/predict/suspect.py), that its latencies are upper bounds: no SLO verdict is
+drawn from such a row (PredictSlo.met answers None).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from stacks.predict.bands import Band, NoBand
 from stacks.predict.shapes import Layout, StepShape
-from stacks.sizing.step_itl import PredictedItl
+from stacks.sizing.step_itl import ForecastItl
 
 LABEL = "PREDICTED"
 
@@ -29,7 +37,11 @@ class PredictSlo:
     min_tok_s_per_user: float | None = None
     itl_ms: float | None = None
 
-    def met(self, row: PredictedRow) -> bool:
+    def met(self, row: PredictedRow) -> bool | None:
+        """Whether the row's figures meet the SLO; None (no verdict) when they are upper
+        bounds."""
+        if row.upper_bound:
+            return None
         return (row.ttft_ms < self.ttft_ms
                 and (self.min_tok_s_per_user is None
                      or row.tok_s_per_user >= self.min_tok_s_per_user)
@@ -59,6 +71,17 @@ class PredictedRow:
     # and queueing factor: aic_runner.ttft_terms), which a mocker on its table does not run;
     # None where the estimate adds neither (disagg)
     ttft_model_terms_ms: float | None = None
+    # the error bands around ttft_ms / itl_ms (ms, stacks/predict/bands.py Band.around), None
+    # where no measured row is near; *_band_source names the rows, or says why there is none
+    ttft_band_ms: tuple[float, float] | None = None
+    itl_band_ms: tuple[float, float] | None = None
+    ttft_band_source: str | None = None
+    itl_band_source: str | None = None
+    # why the latencies are upper bounds (the database's rows are suspect), else None
+    upper_bound: str | None = None
+    # the bandwidth stretch each phase's steps got ({"prefill": x, "decode": y}) and the
+    # estimate's figures before it (unstretched_ttft_ms, unstretched_itl_ms), else None
+    stretch: dict[str, float] | None = None
 
 
 @dataclass
@@ -99,12 +122,12 @@ def database_words(db: dict[str, Any]) -> str:
     return f"predicted (AIConfigurator {db.get('aiconfigurator', '?')} {systems})".strip()
 
 
-def predicted_itl(pred: Prediction) -> PredictedItl | None:
+def predicted_itl(pred: Prediction) -> ForecastItl | None:
     """A prediction's ITL per step for the forecast (stacks/sizing/step_itl.py), or None when
     nothing is predicted."""
     if pred.not_predicted or not pred.rows:
         return None
-    return PredictedItl(database_words(pred.database), {r.step: r.itl_ms for r in pred.rows})
+    return ForecastItl(database_words(pred.database), {r.step: r.itl_ms for r in pred.rows})
 
 
 def describe(lay: Layout) -> str:
@@ -112,6 +135,46 @@ def describe(lay: Layout) -> str:
     tiers = ", ".join(f"{n} {t.replicas} x TP{t.tp} on {t.system.name}"
                       for n, t in zip(names, lay.tiers, strict=True))
     return f"{'disagg' if lay.disaggregated else 'agg'}: {tiers} ({lay.gpus} GPUs)"
+
+
+def stretched(answer: dict[str, Any], osl: int) -> dict[str, Any]:
+    """The estimate with its steps stretched to the GPU's own memory bandwidth (the runner's
+    `stretch` terms, stacks/predict/bandwidth.py), or as it is without them. TTFT: the prefill
+    step's share (agg: TTFT / queue factor - dispatch term, the part the kernels take) times
+    the prefill factor; TPOT: agg averages mixed steps (prefill-dominated: the prefill factor)
+    and decode-only steps (the decode factor) over its own schedule, disagg is its decode step
+    times the decode factor; request latency follows, and output tok/s at the same
+    concurrency falls as the request latency rises."""
+    st = answer.get("stretch")
+    if not st:
+        return answer
+    f_pre = (st.get("prefill") or {}).get("factor", 1.0)
+    f_dec = (st.get("decode") or {}).get("factor", 1.0)
+    ttft, tpot = answer["ttft_ms"], answer["tpot_ms"]
+    dispatch, q = answer.get("ttft_dispatch_ms"), answer.get("ttft_queue_factor")
+    new_ttft = ((ttft / q - dispatch) * f_pre + dispatch) * q if dispatch is not None and q \
+        else ttft * f_pre
+    sched = st.get("schedule") or {}
+    mix = sched.get("num_mix_steps", 0.0) * sched.get("mix_step_latency_ms", 0.0)
+    gen = sched.get("num_genonly_steps", 0.0) * sched.get("genonly_step_latency_ms", 0.0)
+    new_tpot = tpot * ((mix * f_pre + gen * f_dec) / (mix + gen) if mix + gen > 0 else f_dec)
+    latency = answer["request_latency_ms"] + (new_ttft - ttft) + (new_tpot - tpot) * (osl - 1)
+    return {**answer, "ttft_ms": new_ttft, "tpot_ms": new_tpot, "request_latency_ms": latency,
+            "tokens_per_s": answer["tokens_per_s"] * answer["request_latency_ms"] / latency,
+            "tokens_per_s_per_user": 1000.0 / new_tpot,
+            "stretch_factors": {"prefill": round(f_pre, 4), "decode": round(f_dec, 4),
+                                "unstretched_ttft_ms": ttft, "unstretched_itl_ms": tpot}}
+
+
+def banded(r: PredictedRow, ttft: Band | NoBand, itl: Band | NoBand) -> PredictedRow:
+    """`r` with its TTFT and ITL bands (or the reasons it has none)."""
+    def parts(b: Band | NoBand, value: float) -> tuple[tuple[float, float] | None, str]:
+        if isinstance(b, NoBand):
+            return None, b.reason
+        lo, hi = b.around(value)
+        return (round(lo, 3), round(hi, 3)), b.describe()
+    (tb, ts), (ib, i_s) = parts(ttft, r.ttft_ms), parts(itl, r.itl_ms)
+    return replace(r, ttft_band_ms=tb, ttft_band_source=ts, itl_band_ms=ib, itl_band_source=i_s)
 
 
 def row(step: StepShape, lay: Layout, answer: dict[str, Any]) -> PredictedRow:
@@ -123,7 +186,8 @@ def row(step: StepShape, lay: Layout, answer: dict[str, Any]) -> PredictedRow:
                         request_latency_ms=answer["request_latency_ms"],
                         output_tok_s=out_tok_s, tok_s_per_gpu=out_tok_s / lay.gpus,
                         tok_s_per_user=answer["tokens_per_s_per_user"],
-                        usd_per_1m_output=usd, ttft_model_terms_ms=model_terms_ms(answer))
+                        usd_per_1m_output=usd, ttft_model_terms_ms=model_terms_ms(answer),
+                        stretch=answer.get("stretch_factors"))
 
 
 def model_terms_ms(answer: dict[str, Any]) -> float | None:

@@ -33,10 +33,21 @@ class StepShape:
 
 @dataclass(frozen=True)
 class Tier:
-    """One role's workers: their database system, TP and replica count."""
+    """One role's workers: their database system, TP, replica count and whether vLLM runs
+    their experts in parallel (`--enable-expert-parallel`)."""
     system: DbSystem
     tp: int
     replicas: int
+    expert_parallel: bool = False
+
+    @property
+    def moe_sizes(self) -> tuple[int, int]:
+        """(MoE TP, MoE EP) as vLLM shards the experts: with expert parallelism over TP ranks
+        each rank holds whole experts (EP = TP, MoE TP 1), else every expert is split TP ways
+        (vLLM 0.31.0 model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make:
+        use_ep needs tp x dp x pcp > 1 and enable_expert_parallel, then ep_size = tp_size and
+        tp_size = 1)."""
+        return (1, self.tp) if self.expert_parallel and self.tp > 1 else (self.tp, 1)
 
 
 @dataclass(frozen=True)
@@ -97,12 +108,14 @@ def _tier(groups: list[WorkerGroup], stack: StackConfig) -> Tier | str:
     systems = {system_for(by_group[w.node_group].instance_type) if w.node_group in by_group
                else None for w in groups}
     tps = {w.tensor_parallel_size for w in groups}
-    if len(systems) != 1 or len(tps) != 1:
-        return "worker groups of one role on different GPUs or TP sizes: not predicted"
+    eps = {w.expert_parallel for w in groups}
+    if len(systems) != 1 or len(tps) != 1 or len(eps) != 1:
+        return ("worker groups of one role on different GPUs, TP sizes or expert parallelism: "
+                "not predicted")
     system = systems.pop()
     if system is None:
         return "a GPU AIConfigurator has no database for: not predicted"
-    return Tier(system, tps.pop(), sum(w.replicas for w in groups))
+    return Tier(system, tps.pop(), sum(w.replicas for w in groups), eps.pop())
 
 
 def layout(stack: StackConfig, base: StackConfig | None = None) -> Layout | str:
@@ -130,21 +143,47 @@ def layout(stack: StackConfig, base: StackConfig | None = None) -> Layout | str:
     return Layout(len(tiers) == 2, tuple(tiers), sum(w.gpus for w in s.workers), usd)
 
 
-def estimate_kwargs(model: str, lay: Layout, step: StepShape) -> dict[str, Any]:
+def kv_cache_mode(kv_cache_dtype: str, declared: str | None) -> str:
+    """AIConfigurator's kvcache_quant_mode for the stack's `serving.kvCacheDtype`. vLLM 0.31.0's
+    `auto` is the checkpoint's declared KV cache quantization where it declares one, else the
+    model's dtype (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string; config/cache.py
+    CacheDType: "auto" will use model data type); AIConfigurator 0.12.0 left alone puts every
+    FP8 or NVFP4 checkpoint's KV cache in FP8 (aiconfigurator_core sdk/models/helpers.py
+    _infer_quant_modes_from_raw_config), so it is always told."""
+    if kv_cache_dtype == "fp8":
+        return "fp8"
+    return "fp8" if declared == "fp8" else "bfloat16"
+
+
+def _stretch(lay: Layout) -> dict[str, str | None] | None:
+    """Per phase, the system whose kernel measurements a tier's system reads at another
+    bandwidth (stacks/predict/bandwidth.py), or None when no tier does."""
+    p, d = (lay.tiers[0], lay.tiers[-1])
+    out = {"prefill": p.system.bandwidth_from, "decode": d.system.bandwidth_from}
+    return out if any(out.values()) else None
+
+
+def estimate_kwargs(model: str, lay: Layout, step: StepShape, kv_mode: str) -> dict[str, Any]:
     """cli_estimate's arguments for `step` on `lay`: one replica at its share of the step's
-    concurrency (agg), or the whole prefill/decode configuration (disagg)."""
+    concurrency (agg), or the whole prefill/decode configuration (disagg); the KV cache dtype
+    `kv_mode` (kv_cache_mode), the experts sharded as the workers shard them (Tier.moe_sizes),
+    and the bandwidth stretch where a tier's kernels were measured on another part."""
     common = {"model_path": model, "backend_name": BACKEND, "isl": step.isl,
-              "osl": step.osl, "prefix": step.prefix}
+              "osl": step.osl, "prefix": step.prefix, "kvcache_quant_mode": kv_mode}
+    if stretch := _stretch(lay):
+        common["stretch"] = stretch
     if not lay.disaggregated:
         (w,) = lay.tiers
+        moe_tp, moe_ep = w.moe_sizes
         return {**common, "system_name": w.system.name, "mode": "agg",
                 "batch_size": math.ceil(step.concurrency / w.replicas), "tp_size": w.tp,
-                "moe_tp_size": w.tp, "moe_ep_size": 1}
+                "moe_tp_size": moe_tp, "moe_ep_size": moe_ep}
     p, d = lay.tiers
+    (p_tp, p_ep), (d_tp, d_ep) = p.moe_sizes, d.moe_sizes
     return {**common, "system_name": p.system.name, "mode": "disagg",
             "decode_system_name": d.system.name if d.system != p.system else None,
-            "prefill_tp_size": p.tp, "prefill_moe_tp_size": p.tp, "prefill_moe_ep_size": 1,
+            "prefill_tp_size": p.tp, "prefill_moe_tp_size": p_tp, "prefill_moe_ep_size": p_ep,
             "prefill_batch_size": 1, "prefill_num_workers": p.replicas,
-            "decode_tp_size": d.tp, "decode_moe_tp_size": d.tp, "decode_moe_ep_size": 1,
+            "decode_tp_size": d.tp, "decode_moe_tp_size": d_tp, "decode_moe_ep_size": d_ep,
             "decode_batch_size": math.ceil(step.concurrency / d.replicas),
             "decode_num_workers": d.replicas}

@@ -5,14 +5,13 @@ The A100 40 GB part of a p4d.24xlarge has no database of its own: AIConfigurator
 `a100_sxm` (aiconfigurator_core/systems/a100_sxm.yaml: 80 GiB, 2.039 TB/s). It is predicted on
 `a100_sxm_40gb` (systems/a100_sxm_40gb.yaml here, passed with --systems-paths): the same file
 with 40 GiB and 1.555 TB/s, its data_dir the 80 GB part's kernel measurements. In the database's
-SILICON mode (the default) a step's latency is the sum of measured kernels; the systems file's
-bandwidth only prices an operation no measurement covers, so the 40 GB file changes memory (the
-KV capacity and out-of-memory check) and almost no latency (measured: Qwen3-30B-A3B TP4, ISL
-1024 / OSL 512, bs 16: TPOT 9.443 vs 9.429 ms, TTFT 102.36 vs 101.89 ms). What the lower
-bandwidth would really cost the decode step the database cannot say; its own measurements of
-the same compute at two bandwidths (h100_sxm 3.35 TB/s vs h200_sxm 4.8 TB/s, vLLM 0.24.0) differ
-by -4 % to +15 % at batch 1-16 for this model, against the 1.43x bandwidth ratio: a 40 GB A100's
-decode may be up to ~15-30 % slower than predicted, and the departure says so.
+SILICON mode (the default) a step's latency is the sum of measured kernels, and the file's
+bandwidth prices only an operation no measurement covers: alone, the 40 GB file changes memory
+(the KV capacity and out-of-memory check) and almost no latency (Qwen3-30B-A3B TP4, ISL 1024 /
+OSL 512, bs 16: TPOT 9.443 vs 9.429 ms; HYBRID and EMPIRICAL modes the same, measured:
+stacks/predict/bandwidth.py). So every estimate and mocker table on it is stretched to the
+40 GB part's bandwidth operation by operation (`bandwidth_from`; bandwidth.py says the rule and
+checks it on the database's own H100 vs H200 kernels), and the departure says so.
 """
 
 from __future__ import annotations
@@ -33,18 +32,23 @@ class DbSystem:
     # a systems file of ours (the YAML in SYSTEMS_DIR) over an installed system's data
     data_from: str | None = None
     departure: str | None = None
+    # the system whose kernels this one reads at another memory bandwidth: its steps are
+    # stretched to ours (stacks/predict/bandwidth.py)
+    bandwidth_from: str | None = None
 
 
 A100_40GB_DEPARTURE = (
     "A100-SXM4-40GB (p4d.24xlarge) predicted on a100_sxm_40gb: dynamo-bench's systems file "
-    "(40 GiB, 1.555 TB/s) over the a100_sxm (80 GB, 2.039 TB/s) kernel measurements; measured "
-    "kernels do not scale with the file's bandwidth, so decode on the 40 GB part may be up to "
-    "~15-30 % slower than predicted (stacks/predict/systems.py)")
+    "(40 GiB, 1.555 TB/s) over the a100_sxm (80 GB, 2.039 TB/s) kernel measurements, each "
+    "step's memory-bound operations stretched to 1.555 TB/s (the part of an operation's time "
+    "its bytes account for, x 2.039/1.555; launch and compute time kept): an estimate of ours, "
+    "checked on the database's own H100 vs H200 kernels to err slow by at most 0.10x "
+    "(stacks/predict/bandwidth.py)")
 
 # By the catalogue's GPU name (stacks.catalog.instances).
 SYSTEMS: dict[str, DbSystem] = {
     "A100-SXM4-40GB": DbSystem("a100_sxm_40gb", data_from="a100_sxm",
-                               departure=A100_40GB_DEPARTURE),
+                               departure=A100_40GB_DEPARTURE, bandwidth_from="a100_sxm"),
     "A100-SXM4-80GB": DbSystem("a100_sxm"),
     "L40S": DbSystem("l40s"),
     "H100-SXM5-80GB": DbSystem("h100_sxm"),

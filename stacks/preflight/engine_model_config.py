@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stacks.catalog.models import MODELS
+from stacks.config.revision import COMMIT
 
 # What config.json holds beyond the catalogue's geometry (stacks.catalog.models), copied from the
 # model's config.json on the Hub (the research copy: ../shared/reference/models/qwen3-30b-a3b.json);
@@ -53,10 +54,14 @@ def config_json(model_id: str) -> dict[str, Any] | None:
 def write_snapshot(hf_home: Path, repo: str, revision: str | None) -> bool:
     """One snapshot of `repo` at `revision` in hf_home/hub; True when it holds a config.json."""
     folder = hf_home / "hub" / f"models--{repo.replace('/', '--')}"
-    commit = revision or NO_REVISION
+    # a commit names its snapshot; a branch or tag (model.revision may be one) is a ref file
+    # holding the commit, as huggingface_hub's cache keeps them (refs/<name>)
+    commit = revision if revision and COMMIT.match(revision) else NO_REVISION
     snapshot = folder / "snapshots" / commit
     snapshot.mkdir(parents=True, exist_ok=True)
-    (folder / "refs").mkdir(exist_ok=True)
+    ref = folder / "refs" / (revision if revision and commit != revision else "main")
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    ref.write_text(commit)
     (folder / "refs" / "main").write_text(commit)
     config = config_json(repo)
     if config is not None:

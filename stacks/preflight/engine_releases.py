@@ -12,6 +12,12 @@ notes "Dynamo v1.4.1-solar-open2-250b-post.1": "Base Branch: release/1.4.1", "vL
 v0.26.0"; "Dynamo v1.4.1-a.x-k2-post.1": "Dynamo v1.4.1 runtime with vLLM 0.26.0"). Such a
 build adds flags and parser names of its own, so what its base release refuses stays
 unverified for that image (a note), never a refusal; what it accepts passes.
+
+A model build need not carry its base release's vLLM: K-EXAONE's build is Dynamo 1.4.1 with
+vLLM 0.28.0. `IMAGE_BUILDS` records what each build the stacks use carries, with the upstream
+page that says so, and such a build is parsed by the environment whose vLLM it carries (vLLM's
+parser and engine config are most of a worker's command line); a build that is not listed is
+parsed by the release its tag names.
 """
 
 from __future__ import annotations
@@ -74,10 +80,67 @@ def nearest(wanted: str) -> ParserRelease:
     return older[0] if older else RELEASES[-1]
 
 
+@dataclass(frozen=True)
+class ImageBuild:
+    """A model build of Dynamo's runtime: what it carries, and where upstream says so."""
+
+    tag: str              # the tag without a digest, e.g. 1.4.1-k-exaone-2.0-750b-post.1
+    dynamo: str
+    vllm: str
+    source: str
+
+
+_RELEASES_PAGE = "ai-dynamo/dynamo GitHub release notes (github.com/ai-dynamo/dynamo/releases)"
+IMAGE_BUILDS = (
+    ImageBuild("1.4.1-a.x-k2-post.1", "1.4.1", "0.26.0",
+               f"{_RELEASES_PAGE}, Dynamo v1.4.1-a.x-k2-post.1: \"Dynamo v1.4.1 runtime with "
+               "vLLM 0.26.0\" (with A.X-K2 patches 0001-0004)"),
+    ImageBuild("1.4.1-solar-open2-250b-post.1", "1.4.1", "0.26.0",
+               f"{_RELEASES_PAGE}, Dynamo v1.4.1-solar-open2-250b-post.1: \"Base Branch: "
+               "release/1.4.1\", \"vLLM: v0.26.0-ubuntu2404\""),
+    ImageBuild("1.4.1-k-exaone-2.0-750b-post.1", "1.4.1", "0.28.0",
+               f"{_RELEASES_PAGE}, Dynamo v1.4.1-k-exaone-2.0-750b-post.1: \"Base Branch: "
+               "release/1.4.1\", \"vLLM: v0.28.0-ubuntu2404\", \"Bumps the vLLM runtime from "
+               "0.26.0 to v0.28.0\"; \"Stock Dynamo 1.4.1 vLLM (0.26.0) cannot load this "
+               "checkpoint\""),
+    # No release notes: the recipe (ai-dynamo/dynamo recipes/motif-3, release/1.5.0 schema) and
+    # its benchmark README name the tag and digest; Dynamo 1.5.0's own pin is vLLM 0.28.0
+    # (ai-dynamo 1.5.0 METADATA; release notes v1.5.0: "vLLM v0.28.0"), and the image adds
+    # "Motif-specific vLLM compatibility code" (docs/fern/.../motif-3.mdx): the vLLM it carries
+    # is 0.28.0 plus that code, as far as upstream states.
+    ImageBuild("1.5.0-motif-3-dev.1", "1.5.0", "0.28.0",
+               "ai-dynamo/dynamo recipes/motif-3/perf/results/disagg-round-robin-b200-2026-10-08/"
+               "README.md@3fada0a9: `vllm-runtime:1.5.0-motif-3-dev.1` at `sha256:76e2612108f8"
+               "20640ff1d5a00542b41c909a0e6a473ed02b700c817b34f65878`; built on release/1.5.0 "
+               "(vLLM 0.28.0) with Motif's vLLM compatibility code"),
+)
+
+
+def image_build(image: str) -> ImageBuild | None:
+    """The listed model build an image is (its tag, digest or not), else None."""
+    tag = image_tag(image)
+    return next((b for b in IMAGE_BUILDS if b.tag == tag), None)
+
+
 def parser_release(image: str, dynamo_version: str) -> ParserRelease:
-    """The parsers for an image: its tag's release, or the stack's dynamoVersion when the tag
-    names none, at the nearest release that has a parser environment."""
+    """The parsers for an image: a listed build's by the vLLM it carries (the same Dynamo
+    release first), else its tag's release, or the stack's dynamoVersion when the tag names
+    none, at the nearest release that has a parser environment."""
+    build = image_build(image)
+    if build is not None:
+        same = [r for r in RELEASES if r.vllm == build.vllm]
+        return next((r for r in same if r.dynamo == build.dynamo), None) or \
+            (same[0] if same else nearest(build.dynamo))
     return nearest(tag_release(image) or dynamo_version)
+
+
+def carried(image: str, release: ParserRelease) -> str:
+    """What the parse of `image` by `release` stands on, for a note: "" when the environment is
+    the image's own pair, else the build's own versions (its source: IMAGE_BUILDS)."""
+    build = image_build(image)
+    if build is None or (build.dynamo, build.vllm) == (release.dynamo, release.vllm):
+        return ""
+    return f"the image carries dynamo {build.dynamo} / vllm {build.vllm}"
 
 
 def judged_as_release(image: str, dynamo_version: str, release: ParserRelease) -> bool:

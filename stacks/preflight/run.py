@@ -1,7 +1,9 @@
 """Pre-flight checks: everything that can be known wrong before a resource or a request exists.
 
 `run_preflight(stack, base, on=..., facts=...)` is pure and is the ONE function both
-`python -m stacks check` and the Pulumi program (__main__.py) run: it returns every problem
+`python -m stacks check` and the Pulumi program (__main__.py) run, each followed by
+`consult_engine(reports)` (the engine's own parsers, stacks.preflight.engine_parse; the campaign
+calls both too): it returns every problem
 found (each naming the field and the fix), the per-worker memory table, the cost estimate and
 notes (the EKS version's support status). `check_stack(name)` loads a stack file (and its base,
 for an attached variant) and runs it. The checks themselves live by subject:
@@ -9,7 +11,8 @@ stacks.preflight.deploy_checks (what Pulumi knows), stacks.preflight.aws_checks,
 stacks.preflight.serving_checks, stacks.preflight.worker_checks and stacks.preflight.pods (GPU
 memory, node packing), stacks.preflight.engine_flags, stacks.preflight.k8s_checks,
 stacks.preflight.workload_checks, stacks.preflight.recipe_checks,
-stacks.preflight.checkpoint_checks, stacks.preflight.auto_mode (what EKS Auto Mode cannot do).
+stacks.preflight.checkpoint_checks, stacks.preflight.auto_mode (what EKS Auto Mode cannot do),
+stacks.preflight.kernel_checks (MoE kernels and block-FP8 shards at the target GPU).
 """
 
 from __future__ import annotations
@@ -36,14 +39,16 @@ from stacks.config.loader import (
     stack_file,
 )
 from stacks.config.schema import ClusterConfig, ComputeMode, StackConfig
+from stacks.preflight import engine_parse
 from stacks.preflight.auto_mode import auto_mode_notes, check_auto_mode
 from stacks.preflight.aws_checks import check_aws
 from stacks.preflight.capacity_checks import on_demand_capacity_notes
 from stacks.preflight.checkpoint_checks import check_model_cache
 from stacks.preflight.deploy_checks import DeployFacts, deploy_problems
-from stacks.preflight.efa_image import libfabric_image_notes
+from stacks.preflight.efa_image import check_kv_path
 from stacks.preflight.engine_flags import check_engine_flags
 from stacks.preflight.k8s_checks import check_names
+from stacks.preflight.kernel_checks import check_kernels
 from stacks.preflight.node_driver import check_node_driver
 from stacks.preflight.offload_notes import disagg_native_offload_notes
 from stacks.preflight.recipe_checks import check_cluster_rdma, check_recipe
@@ -65,6 +70,9 @@ class PreflightReport:
     on: dt.date | None = None
     # Facts worth knowing that are not problems (the EKS version's support status).
     notes: list[str] = field(default_factory=list)
+    # The cluster the stack runs on (a variant's base plus its own groups); None when it
+    # could not be resolved.
+    cluster: ClusterConfig | None = None
 
     @property
     def ok(self) -> bool:
@@ -172,6 +180,7 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
     if base is not None and not _check_attachment(stack, base, out):
         return report
     cluster = effective_cluster(stack, base)
+    report.cluster = cluster
     owner = base or stack
     _check_cluster(stack, cluster, base, out)
     if stack.target == "aws":
@@ -188,10 +197,11 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
         check_engine_flags(stack, out)
         if stack.target == "aws":  # the local engine creates no Kubernetes objects
             check_names(stack, out)
+            check_kernels(stack, cluster, out)  # the local engine runs no vLLM kernel
         check_workloads(stack, out)
         check_trace_replay(stack, out)
         report.notes += lockstep_notes(stack)
-        report.notes += libfabric_image_notes(stack)
+        report.notes += check_kv_path(stack, out)
         report.notes += disagg_native_offload_notes(stack)
         check_recipe(stack, base, cluster, out)
     check_node_driver(stack, base, out)
@@ -212,6 +222,50 @@ def run_preflight(stack: StackConfig, base: StackConfig | None = None, *,
                            f"the ceiling ${stack.cost.budget_usd:,.0f}",
                            "raise the budget or plan fewer/shorter workloads"))
     return report
+
+
+@dataclass(frozen=True)
+class EngineVerdict:
+    """What consulting the engine's parsers left beside the reports' problems and notes."""
+
+    note: str | None = None      # the one "not consulted" note (None when they were)
+    fatal: bool = False          # a parser environment is missing under CI: an error
+
+
+def consult_engine(reports: list[PreflightReport]) -> EngineVerdict:
+    """The engine's own parsers for every report's command lines (stacks.preflight.engine_parse:
+    one process per Dynamo release, cached), their refusals and notes added to each report.
+    `stacks check`, the Pulumi program and the campaign all call this, so each refuses what the
+    image's parsers refuse. Missing parser environments give ONE note for all the reports; under
+    CI (CI=true or DYNAMO_BENCH_CI) `fatal` says it is an error."""
+    parsed = engine_parse.consult([r.stack for r in reports],
+                                  clusters={r.stack.name: r.cluster for r in reports
+                                            if r.cluster is not None})
+    for r in reports:
+        r.problems += parsed.problems.get(r.stack.name, [])
+        r.notes += parsed.notes.get(r.stack.name, [])
+    if not parsed.skipped:
+        return EngineVerdict()
+    return EngineVerdict(engine_parse.not_consulted_note(parsed.skipped, parsed.missing),
+                         fatal=parsed.skipped == "missing" and engine_parse.in_ci())
+
+
+_SAID: set[str] = set()
+
+
+def first_time(note: str) -> bool:
+    """True the first time this process says `note`: a campaign runs every variant's program
+    in one process (offline renders, then `pulumi up`), and one warning is enough."""
+    new = note not in _SAID
+    _SAID.add(note)
+    return new
+
+
+def engine_problem(verdict: EngineVerdict) -> Problem:
+    """The fatal verdict as a problem (the Pulumi program refuses with it)."""
+    return Problem(f"{PROJECT}:serving", f"{verdict.note} (under CI the parsers must be "
+                   "consulted)", "run `make parsers` on this machine, or unset CI and "
+                   "DYNAMO_BENCH_CI to deploy without them")
 
 
 def load_base(stack: StackConfig, stacks_dir: Path = STACKS_DIR) -> StackConfig | None:

@@ -7,7 +7,8 @@ failed check refuses the run: no load is sent and the message shows the evidence
 attestation is kept in the manifest (`attestations`) and report.md shows one line per run.
 
 Evidence (a dict): `models` (ids /v1/models lists); `pods` {pod: {component, role, node,
-gpu_probe, nixl_backends, engine, libfabric_check (EFA workers)}} on a cluster; `before` /
+gpu_probe, nixl_backends, engine; EFA workers also libfabric_check, efa_userspace (a donor's
+copy) and libfabric_loaded (what their processes mapped)}} on a cluster; `before` /
 `after` metric totals around the probe requests (attest_parse.metric_totals);
 `repeat_cached_tokens` (usage.prompt_tokens_details.cached_tokens of each send of one prompt);
 `offload_requests` (the overflow requests sent).
@@ -206,8 +207,42 @@ def check_nixl_backend(x: Expected, ev: dict) -> Check:
                          f"{x.nixl_backend}", seen)
     if image_checks:
         seen["libfabric_check"] = image_checks
+    donors = {n: p["efa_userspace"] for n, p in pods.items() if "efa_userspace" in p}
+    if donors:
+        seen["efa_userspace"] = donors
+    wrong = _libfabric_loaded(x, pods, seen)
+    if wrong:
+        return Check("nixl_backend", FAIL, wrong, seen)
+    where = f", libfabric from {x.libfabric_home}" if x.libfabric_home else ""
     return Check("nixl_backend", PASS, f"{x.nixl_backend} instantiated on {len(pods)} "
-                 "prefill/decode worker(s)", seen)
+                 f"prefill/decode worker(s){where}", seen)
+
+
+def _libfabric_loaded(x: Expected, pods: dict[str, dict], seen: dict[str, Any]) -> str | None:
+    """On the LIBFABRIC paths every prefill/decode worker's processes must map libfabric from
+    the stack's EFA userspace (the image's /opt/amazon/efa or the donor's copy,
+    stacks/conventions/kv_path.py), which the loaded-libfabric probe reads from /proc; what
+    they mapped (libfabric, libefa) and the EFA devices they hold open are recorded."""
+    home = x.libfabric_home
+    if home is None:
+        return None
+    loaded: dict[str, Any] = {}
+    seen["libfabric_loaded"] = loaded
+    for name, pod in pods.items():
+        probe = pod.get("libfabric_loaded")
+        if not probe or probe.get("error"):
+            return (f"{name}: no record of the libfabric its processes mapped "
+                    f"({(probe or {}).get('error') or 'the probe did not run'})")
+        paths = sorted(probe.get("libfabric") or {})
+        loaded[name] = {"libfabric": paths, "libefa": sorted(probe.get("libefa") or {}),
+                        "uverbs_fds": sum((probe.get("uverbs_fds") or {}).values())}
+        if not paths:
+            return f"{name}: no process maps libfabric, yet NIXL logged LIBFABRIC"
+        elsewhere = [p for p in paths if not p.startswith(home.rstrip("/") + "/")]
+        if elsewhere:
+            return (f"{name} maps libfabric from {elsewhere}, not from the stack's EFA "
+                    f"userspace {home}")
+    return None
 
 
 def check_kv_transfer(x: Expected, ev: dict) -> Check:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from stacks.catalog import metrics as m
 from stacks.config.schema import Role, RouterMode, StackConfig, Topology, TransferBackend
+from stacks.conventions.kv_path import libfabric_home
 
 _SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -99,7 +100,8 @@ def engine_config(log: str) -> dict[str, str] | None:
 
 
 def gpu_probe(stdout: bytes | str) -> dict:
-    """The JSON the in-pod GPU probe prints (workloads/targets/aws/attest_scripts.py)."""
+    """The JSON an in-pod probe prints (workloads/targets/aws/attest_scripts.py: the GPU probe,
+    the loaded-libfabric probe)."""
     text = stdout.decode(errors="replace") if isinstance(stdout, bytes) else stdout
     try:
         out = json.loads(text)
@@ -127,6 +129,9 @@ class Expected:
     prefix_workers: int               # workers a prompt can land on (agg or prefill)
     gpus: dict[str, int] = field(default_factory=dict)   # "<role>-<nodeGroup>" -> GPUs/pod
     min_driver: int = 0
+    # LIBFABRIC: the directory the workers must map libfabric from, the image's own EFA
+    # userspace or a donor's copy (stacks/conventions/kv_path.py `libfabric_home`)
+    libfabric_home: str | None = None
 
 
 def _pipeline_size(extra_args: list[str]) -> int:
@@ -156,7 +161,8 @@ def expected(stack: StackConfig, target: str, min_driver: int = 0) -> Expected:
         prefix_workers=sum(w.replicas for w in s.workers if w.role in prefix_roles),
         gpus={f"{w.role.value}-{w.node_group}": w.gpus_per_pod * _pipeline_size(w.extra_args)
               for w in s.workers},
-        min_driver=min_driver)
+        min_driver=min_driver,
+        libfabric_home=libfabric_home(s) if backend == "LIBFABRIC" else None)
 
 
 def expected_gpus(expect: Expected, component: str) -> int | None:

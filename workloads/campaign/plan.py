@@ -19,7 +19,7 @@ from stacks.config.workload_config import Scale
 from stacks.plan.campaign_cost import BaseCampaign
 from stacks.plan.schedule import chains
 from stacks.sizing.estimate import LOCAL_RESTART_S
-from stacks.sizing.step_itl import PredictedItl, steps_seconds
+from stacks.sizing.step_itl import ForecastItl, steps_seconds
 from workloads.steps import plan as steps_plan
 
 
@@ -74,10 +74,11 @@ def local_nodes(stack: StackConfig) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def local_plan(stacks: list[StackConfig], same: Callable[[StackConfig, StackConfig], bool],
-               scale: Scale, itls: Mapping[str, PredictedItl] | None = None) -> dict:
+               scale: Scale, itls: Mapping[str, ForecastItl] | None = None) -> dict:
     """Local stacks one after another (they share the host's cores), identical mockers kept;
-    a step lasts its decode at the predicted ITL (`itls`: the mockers run on the prediction's
-    timing tables), else at cost.assumedItlMs."""
+    a step lasts its decode at its simulated ITL, or its simulated window where a request count
+    bounds it, else at the predicted ITL (`itls`: the mockers run on the prediction's timing
+    tables, as the simulation does), else at cost.assumedItlMs."""
     slots, t = [], 0.0
     billed: dict[str, float] = {}
     loaded: dict[str, float] = {}

@@ -31,9 +31,8 @@ from stacks.config.schema import StackConfig
 from stacks.config.workload_config import WORKLOAD_NAMES, Scale
 from stacks.plan.campaign_cost import base_campaign, budget_problems
 from stacks.plan.schedule import gpu_groups
-from stacks.predict.forecast_itls import forecast_predictions
-from stacks.preflight.run import require_valid
-from stacks.sizing.step_itl import PredictedItl
+from stacks.preflight.run import consult_engine, engine_problem, first_time, require_valid
+from stacks.sizing.step_itl import ForecastItl
 from workloads.campaign.automation import PulumiError, PulumiStacks
 from workloads.campaign.cpu_room import cpu_room_problems
 from workloads.campaign.engine import Campaign
@@ -41,7 +40,8 @@ from workloads.campaign.identity import local_same_workers, rendered_same_worker
 from workloads.campaign.plan import aws_plan, local_plan
 from workloads.campaign.state import CampaignState
 from workloads.campaign.timeline import measure
-from workloads.runner import REPO, default_hf_home
+from workloads.model_folder import default_hf_home
+from workloads.runner import REPO
 from workloads.targets.aws.k8s_client import Clock
 
 if TYPE_CHECKING:  # imported where used, at run time: each platform's libraries load lazily
@@ -66,9 +66,11 @@ class CampaignOptions:
     # variant only); a variant not named keeps all its enabled workloads
     only: list[str] = field(default_factory=list)
     dry_run: bool = False
-    # the forecast (budget, load windows, scale-ahead) at each step's predicted ITL where
-    # AIConfigurator predicts it (stacks/predict/forecast_itls.py), else cost.assumedItlMs
+    # the forecast (budget, load windows, scale-ahead) at each step's simulated figures where
+    # DynoSim runs the variant, else its predicted ITL where AIConfigurator predicts it
+    # (workloads/sim/forecast.py), else cost.assumedItlMs; `simulate` False: predicted only
     predict: bool = True
+    simulate: bool = True
     destroy_base: bool = False
     backend_url: str | None = None          # Pulumi's state backend (default: a local one)
     scale: Scale = "quick"
@@ -126,7 +128,11 @@ def _with_only(plan: dict, only: dict[str, list[str] | None]) -> dict:
     return plan
 
 
-def _validated(names: list[str], stacks_dir: Path) -> dict:
+def _validated(names: list[str], stacks_dir: Path, *, engine: bool = True) -> dict:
+    """Pre-flight of every stack, then (`engine`) the engine's own parsers for all of them at
+    once, as `stacks check` and each variant's `pulumi up` ask them
+    (stacks.preflight.run.consult_engine): a command line the image refuses stops the campaign
+    before anything is deployed."""
     reports, problems = {}, []
     for n in names:
         try:
@@ -135,6 +141,16 @@ def _validated(names: list[str], stacks_dir: Path) -> dict:
             problems.append(str(exc))
     if problems:
         raise CampaignRefused("\n".join(problems))
+    if not engine:
+        return reports
+    verdict = consult_engine(list(reports.values()))
+    problems = [str(StackError(n, r.problems)) for n, r in reports.items() if r.problems]
+    if verdict.fatal:
+        problems.append(str(engine_problem(verdict)))
+    if problems:
+        raise CampaignRefused("\n".join(problems))
+    if verdict.note and first_time(verdict.note):
+        print(f"note: {verdict.note}", file=sys.stderr)
     return reports
 
 
@@ -160,15 +176,21 @@ def plan_local(opts: CampaignOptions) -> tuple[dict, dict]:
 
 
 def _itls(pairs: list[tuple[StackConfig, StackConfig | None]], opts: CampaignOptions
-          ) -> dict[str, PredictedItl]:
-    """Each variant's predicted ITL per step (none with --no-predict or no predictor)."""
+          ) -> dict[str, ForecastItl]:
+    """Each variant's figures per step: simulated, else predicted (none with --no-predict,
+    or with neither the engine nor the predictor); what is missing is said on stderr."""
     if not opts.predict:
         return {}
-    fp = forecast_predictions(pairs, opts.scale)
-    if fp.note:
-        print(f"predictions: {fp.note}; every step priced at cost.assumedItlMs",
-              file=sys.stderr)
-    return fp.itls
+    from workloads.sim.forecast import forecast
+    fc = forecast(pairs, opts.scale, simulate=opts.simulate)
+    if fc.predictor_note:
+        print(f"predictions: {fc.predictor_note}", file=sys.stderr)
+    for s, _ in pairs:
+        if opts.simulate and (why := fc.not_simulated(s.name)):
+            print(f"{s.name}: not simulated ({why}); its steps at "
+                  + ("the predicted ITL" if s.name in fc.itls else "cost.assumedItlMs"),
+                  file=sys.stderr)
+    return fc.itls
 
 
 def _is_local(name: str, stacks_dir: Path) -> bool:
@@ -180,7 +202,7 @@ def _is_local(name: str, stacks_dir: Path) -> bool:
 
 
 def plan_aws(opts: CampaignOptions) -> tuple[dict, dict]:
-    base = _validated([opts.base], opts.stacks_dir)[opts.base].stack
+    base = _validated([opts.base], opts.stacks_dir, engine=False)[opts.base].stack
     if not base.is_base or base.is_attached or base.target != "aws":
         raise CampaignRefused(f"{opts.base} is not a base stack (an aws stack with a cluster "
                               "and no serving): name a base, or `local`")

@@ -240,3 +240,29 @@ def attribute(plan: Plan, replayed: list[dict]) -> list[dict]:
             r = {**r, "session_id": lone[key].pop(0), "turn_index": 0}
         out.append(r)
     return out
+
+
+def capped(plan: Plan, replayed: list[dict], concurrency: int, gap_ms: float) -> Plan | None:
+    """A timed plan whose requests wait for a free slot: AIPerf sends a replayed trace's row at
+    its timestamp unless `concurrency` requests are in flight, then when one ends (its
+    --concurrency caps a fixed schedule). From a replay of `plan`, every request that started
+    with all slots taken is moved to when one frees (plus the client's turnaround), taking the
+    replay's durations for the requests moved; None when none did (the plan obeys the cap).
+    Called again on each new plan's replay until it returns None: the last replay is exact."""
+    ends: list[float] = []           # end times of the requests sent so far
+    moved: dict[str, float] = {}
+    for r in sorted(replayed, key=lambda r: r["arrival_time_ms"]):
+        start = r["arrival_time_ms"]
+        busy = sorted(e for e in ends if e > start + 1e-6)
+        if len(busy) >= concurrency:
+            start = busy[len(busy) - concurrency] + gap_ms
+            moved[r["session_id"]] = start
+        ends.append(start + r["terminal_time_ms"] - r["arrival_time_ms"])
+    if not moved:
+        return None
+    out = Plan([], dict(plan.origin), plan.replay_concurrency)
+    for row in plan.rows:
+        if row["session_id"] in moved:
+            row = {**row, "timestamp": round(moved[row["session_id"]], 3)}
+        out.rows.append(row)
+    return out

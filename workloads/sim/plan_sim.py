@@ -9,23 +9,36 @@ equals the one `workloads run --target sim` records for the same step. The figur
 report's definitions (reports/measures.py): percentiles over completed requests, ITL the
 per-request mean gap, output tok/s over the step's window (first start to last end),
 tok/s per user 1000 / ITL.
+
+Beside the figures, each step says how precisely its sample pins them, for the smallest
+difference a plan's comparison can resolve (stacks/plan/resolution.py) and the report's
+simulated-vs-measured verdicts (reports/comparisons.py): the standard errors of its TTFT and
+ITL p50, the client's and the frontend's (the sd of their exact bootstrap over the completed
+requests, stacks/sizing/sampling.py, the report's method), the spread of its requests' output
+tokens over their latency, the standard error of its reuse (workloads/routing_evidence.py
+hit_rate_se, each request in its conversation's turn, as the report measures the hit rate's)
+and each seeded run's reuse beside the spread's other figures.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
+from stacks.sizing.sampling import quantile_se
 from stacks.sizing.step_itl import ASSUMED_SOURCE
 from workloads import step_exec, step_warmup
 from workloads.datasets import jsonl_bytes
+from workloads.routing_evidence import hit_rate_se
 from workloads.sim.dispatch import SendPattern
-from workloads.sim.exports import ttft_itl
-from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
+from workloads.sim.exports import frontend_ttft_itl, ttft_itl
+from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.sim.target import KV_ROUTER_RUNS, SimTarget, spread
@@ -49,6 +62,21 @@ class StepFigures:
     reuse: float                  # prompt tokens the engine found cached / prompt tokens
     window_s: float               # first start to last end (virtual time)
     spread: dict[str, Any] = field(default_factory=dict)
+    # over completed requests: with the window and the concurrency, how long a slot stood idle
+    # between requests (reports/simulated_vs_measured.py compares it with the live client's)
+    request_latency_mean_ms: float | None = None
+    # TTFT and ITL p50 as the frontend's own request trace records them (exports.
+    # frontend_ttft_itl): what a live run's trace is compared on
+    frontend_ttft_p50_ms: float | None = None
+    frontend_itl_p50_ms: float | None = None
+    # how precisely the sample pins the figures (module docstring; None: no sample)
+    ttft_p50_se_ms: float | None = None
+    itl_p50_se_ms: float | None = None
+    frontend_ttft_p50_se_ms: float | None = None
+    frontend_itl_p50_se_ms: float | None = None
+    token_rate_cv: float | None = None     # sd / mean of output tokens / latency per request
+    reuse_se: float | None = None
+    run_reuse: list[float] = field(default_factory=list)   # per seeded run (spread's order)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -66,11 +94,44 @@ def _quantile(xs: list[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def _se(values: list[float]) -> float | None:
+    return quantile_se(values, 0.5) if values else None
+
+
+def _cv(values: list[float]) -> float | None:
+    mean = statistics.fmean(values) if len(values) >= 2 else 0.0
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+def _reuse_se(sim: StepSimulation, done: list[dict]) -> float | None:
+    """The reuse's standard error as the report measures the hit rate's: each request's
+    cached - reuse x prompt tokens, grouped by its turn in its conversation."""
+    def turn(r: dict) -> int:
+        origin = sim.plan.origin.get((r["session_id"], r.get("turn_index", 0)))
+        return origin.turn if origin is not None else 0
+    se = hit_rate_se([{"input_tokens": float(r["input_length"]),
+                       "cached_tokens": float(r.get("reused_input_tokens") or 0),
+                       "turn": turn(r)} for r in done])
+    return None if math.isnan(se) else se
+
+
+def _run_reuse(sim: StepSimulation) -> list[float]:
+    """Each seeded run's reuse (the KV router's ties broken at random differ run to run)."""
+    out = []
+    for run in sim.runs:
+        reqs = [r for r in run if not sim.keep or r["session_id"] in sim.keep]
+        prompt = sum(r["input_length"] for r in reqs)
+        out.append(sum(r.get("reused_input_tokens") or 0 for r in reqs) / prompt
+                   if prompt else 0.0)
+    return out
+
+
 def figures(step: Step, sim: StepSimulation) -> StepFigures:
     reqs = sim.requests
     cut = sim.cut_ms
     done = [r for r in reqs if cut is None or r["last_token_ms"] <= cut]
     timings = [ttft_itl(r) for r in done]
+    frontend = [frontend_ttft_itl(r) for r in done]
     ttft = [t for t, _ in timings]
     itl = [i for _, i in timings if i]
     start = min((r["arrival_time_ms"] for r in reqs), default=0.0)
@@ -79,17 +140,26 @@ def figures(step: Step, sim: StepSimulation) -> StepFigures:
     window = (end - start) / 1000
     tokens = sum(r["output_length"] for r in done)
     prompt = sum(r["input_length"] for r in done)
+    latencies = [r["last_token_ms"] - r["arrival_time_ms"] for r in done]
     return StepFigures(
         step=step.id, workload=step.workload, concurrency=step.concurrency,
         requests=len(done), cancelled=len(reqs) - len(done),
         ttft_p50_ms=_quantile(ttft, 0.5), ttft_p99_ms=_quantile(ttft, 0.99),
         itl_p50_ms=_quantile(itl, 0.5), itl_p99_ms=_quantile(itl, 0.99),
-        request_latency_p50_ms=_quantile([r["last_token_ms"] - r["arrival_time_ms"]
-                                          for r in done], 0.5),
+        request_latency_p50_ms=_quantile(latencies, 0.5),
         output_tok_s=tokens / window if window > 0 else None,
         tok_s_per_user_p50=_quantile([1000.0 / x for x in itl], 0.5),
         reuse=sum(r.get("reused_input_tokens") or 0 for r in done) / prompt if prompt else 0.0,
-        window_s=window, spread=spread(sim))
+        window_s=window, spread=spread(sim),
+        request_latency_mean_ms=sum(latencies) / len(latencies) if latencies else None,
+        frontend_ttft_p50_ms=_quantile([t for t, _ in frontend], 0.5),
+        frontend_itl_p50_ms=_quantile([i for _, i in frontend if i], 0.5),
+        ttft_p50_se_ms=_se(ttft), itl_p50_se_ms=_se(itl),
+        frontend_ttft_p50_se_ms=_se([t for t, _ in frontend]),
+        frontend_itl_p50_se_ms=_se([i for _, i in frontend if i]),
+        token_rate_cv=_cv([r["output_length"] / (lat / 1000)
+                           for r, lat in zip(done, latencies, strict=True) if lat > 0]),
+        reuse_se=_reuse_se(sim, done), run_reuse=_run_reuse(sim))
 
 
 def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepContext:
@@ -103,7 +173,7 @@ def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepConte
 
 
 def prepared(step: Step, ctx: step_exec.StepContext, block: int,
-             template: ChatTemplate) -> tuple[list, SendPattern]:
+             template: ChatTemplate) -> tuple[Profiled, SendPattern]:
     """A step's requests as the engine sees them and how AIPerf sends them, as the runner and
     the simulation target prepare the step."""
     rows, _ = step_exec.step_dataset(step)
@@ -111,26 +181,30 @@ def prepared(step: Step, ctx: step_exec.StepContext, block: int,
     ramp = step_exec.step_ramp(step, grace, ctx)
     warmup = step_warmup.warmup_requests(step.workload, step.concurrency, len(rows))
     scope = f"{hashlib.sha256(jsonl_bytes(rows)).hexdigest()}:{step.seed}"
-    requests = step_requests(rows, step.params.get("block_size", 512), scope, template,
-                             BlockHasher(block))
+    requests = Profiled(StepLayout(rows, step.params.get("block_size", 512), scope, template,
+                                   BlockHasher(block)), warmup)
     pattern = SendPattern(step.concurrency, warmup,
                           ramp["concurrency_ramp_s"] if ramp else None, step.duration_s,
                           grace["grace_period_s"] if step.duration_s is not None else 0.0,
                           step_exec.fixed_schedule(step))
-    return [r for r in requests if r.index >= warmup], pattern
+    return requests, pattern
 
 
 def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate,
                    steps: list[Step], predictions: dict | None = None,
-                   replayer: Replayer | None = None) -> list[StepFigures]:
-    """Every step of `steps` replayed (one replay process for all of them)."""
+                   replayer: Replayer | None = None, runs: int | None = None
+                   ) -> list[StepFigures]:
+    """Every step of `steps` replayed (one replay process for all of them); `runs` of each
+    step's last replay (default: KV_ROUTER_RUNS under the KV router, whose random ties make
+    runs differ, else 1; the first run's figures are the step's either way)."""
     ctx = context(stack, predictions)
     own = replayer is None
     replayer = replayer or Replayer()
-    runs = KV_ROUTER_RUNS if target.setup.router_mode == "kv_router" else 1
+    if runs is None:
+        runs = KV_ROUTER_RUNS if target.setup.router_mode == "kv_router" else 1
     try:
         out = []
-        for step in steps:
+        for step in steps:   # a duration-bounded step lays out only what it sends (step_sim)
             requests, pattern = prepared(step, ctx, target.setup.block_size, template)
             sim = simulate(requests, pattern, target.setup, replayer, runs=runs,
                            warm=bool(step.params.get("warm_after")))
@@ -144,7 +218,8 @@ def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate
 def simulate_plan(stack: StackConfig, scale: Scale, target: SimTarget, template: ChatTemplate,
                   only: list[str] | None = None, repeats: int = 1,
                   predictions: dict | None = None,
-                  replayer: Replayer | None = None) -> list[StepFigures]:
+                  replayer: Replayer | None = None, runs: int | None = None
+                  ) -> list[StepFigures]:
     """Every step of the stack's plan at `scale` (one repeat unless asked)."""
     steps = plan(stack, scale, only, repeats)
-    return simulate_steps(stack, target, template, steps, predictions, replayer)
+    return simulate_steps(stack, target, template, steps, predictions, replayer, runs)

@@ -68,18 +68,21 @@ def content_segments(row: dict, block_size: int, scope: str, row_key: tuple) -> 
 
 def conversation_prompts(rows: list[dict], block_size: int, scope: str,
                          template: ChatTemplate) -> list[list[Segment]]:
-    """The prompt of every turn of one conversation (its rows in order): turn k is the history
-    (every earlier user message and answer) plus its own message and the generation prompt."""
-    history: list[Segment] = []
+    """What each turn of one conversation (its rows in order) adds to the token stream: turn
+    k's prompt is the history (every earlier user message and answer) plus its own message and
+    the generation prompt, so it is turn k-1's prompt followed by the answer to it, a close,
+    and turn k's own message and generation prompt. The first item is turn 0's whole prompt."""
     out = []
     for turn, row in enumerate(rows):
         user = [(("user_open",), template.user_open),
                 *content_segments(row, block_size, scope, (row.get("session_id"), turn)),
-                (("close",), template.close)]
-        out.append([*history, *user, (("assistant_open",), template.assistant_open)])
-        answer = (("answer", scope, row.get("session_id"), turn), row["output_length"])
-        history += [*user, (("assistant_open",), template.assistant_open), answer,
-                    (("close",), template.close)]
+                (("close",), template.close), (("assistant_open",), template.assistant_open)]
+        if turn:
+            before = rows[turn - 1]
+            answer = (("answer", scope, before.get("session_id"), turn - 1),
+                      before["output_length"])
+            user = [answer, (("close",), template.close), *user]
+        out.append(user)
     return out
 
 
@@ -100,24 +103,9 @@ class BlockHasher:
 
     def hashes(self, segments: list[Segment]) -> tuple[int, list[int]]:
         """(prompt tokens, one hash per block of `block` tokens, the last block partial)."""
-        out: list[int] = []
-        parent = -1
-        pieces: list[tuple] = []
-        filled = 0
-        for key, n in segments:
-            start = 0
-            while start < n:
-                take = min(n - start, self.block - filled)
-                pieces.append((key, start, start + take))
-                start += take
-                filled += take
-                if filled == self.block:
-                    parent = self._id(parent, pieces)
-                    out.append(parent)
-                    pieces, filled = [], 0
-        if pieces:
-            out.append(self._id(parent, pieces))
-        return sum(n for _, n in segments), out
+        stream = HashStream(self)
+        stream.feed(segments)
+        return stream.prompt()
 
     def _id(self, parent: int, pieces: list[tuple]) -> int:
         key = (parent, tuple(pieces))
@@ -128,32 +116,117 @@ class BlockHasher:
         return found
 
 
+@dataclass
+class HashStream:
+    """A prompt's block hashes as its tokens arrive: a conversation's turn k extends turn
+    k-1's prompt, so its hashes continue turn k-1's (linear in the conversation's tokens,
+    where hashing each turn's prompt anew would be quadratic)."""
+    hasher: BlockHasher
+    out: list[int] = field(default_factory=list)
+    parent: int = -1
+    pieces: list[tuple] = field(default_factory=list)
+    filled: int = 0
+    tokens: int = 0
+
+    def feed(self, segments: list[Segment]) -> None:
+        block = self.hasher.block
+        for key, n in segments:
+            self.tokens += n
+            start = 0
+            while start < n:
+                take = min(n - start, block - self.filled)
+                self.pieces.append((key, start, start + take))
+                start += take
+                self.filled += take
+                if self.filled == block:
+                    self.parent = self.hasher._id(self.parent, self.pieces)
+                    self.out.append(self.parent)
+                    self.pieces, self.filled = [], 0
+
+    def prompt(self) -> tuple[int, list[int]]:
+        """The tokens so far and their hashes, the last partial block included."""
+        tail = [self.hasher._id(self.parent, self.pieces)] if self.pieces else []
+        return self.tokens, [*self.out, *tail]
+
+
 def step_requests(rows: list[dict], block_size: int, scope: str, template: ChatTemplate,
                   hasher: BlockHasher) -> list:
-    """Every row of a step as the request the engine sees: conversation and turn as AIPerf
-    names them (a row's session_id; rows of one session are its turns in order), the prompt's
-    tokens and block hashes, the output length and a later turn's think time."""
-    from workloads.sim.dispatch import Request
+    """Every row of a step as the request the engine sees (StepLayout, all conversations)."""
+    return StepLayout(rows, block_size, scope, template, hasher).take(None)
 
-    sessions: dict[str, list[tuple[int, dict]]] = {}
-    for i, row in enumerate(rows):
-        sessions.setdefault(str(row.get("session_id") or f"session_{i:06d}"), []).append((i, row))
-    uses: dict[int, int] = {}
-    for row in rows:
-        for h in row.get("hash_ids") or []:
-            uses[h] = uses.get(h, 0) + 1
-    out = []
-    for conv, turns in sessions.items():
-        prompts = conversation_prompts([r for _, r in turns], block_size, scope, template)
-        alone = len(turns) == 1 and all(uses[h] == 1 for h in turns[0][1].get("hash_ids") or [])
-        for turn, ((i, row), segments) in enumerate(zip(turns, prompts, strict=True)):
+
+@dataclass
+class StepLayout:
+    """A step's rows as the requests the engine sees, conversation by conversation on demand
+    (a duration-bounded step's dataset holds far more rows than its duration sends)."""
+    rows: list[dict]
+    block_size: int
+    scope: str
+    template: ChatTemplate
+    hasher: BlockHasher
+    built: list = field(default_factory=list)      # requests of the first `done` sessions
+    done: int = 0
+
+    def __post_init__(self) -> None:
+        sessions: dict[str, list[tuple[int, dict]]] = {}
+        for i, row in enumerate(self.rows):
+            sessions.setdefault(str(row.get("session_id") or f"session_{i:06d}"),
+                                []).append((i, row))
+        self.sessions = list(sessions.items())
+        self.order = {conv: k for k, (conv, _) in enumerate(self.sessions)}
+        self.uses: dict[int, int] = {}
+        for row in self.rows:
+            for h in row.get("hash_ids") or []:
+                self.uses[h] = self.uses.get(h, 0) + 1
+
+    @property
+    def conversations(self) -> int:
+        return len(self.sessions)
+
+    def take(self, conversations: int | None) -> list:
+        """The requests of the first `conversations` conversations (None: all), row order."""
+        limit = len(self.sessions) if conversations is None else min(conversations,
+                                                                       len(self.sessions))
+        while self.done < limit:
+            self.built += self._requests(*self.sessions[self.done])
+            self.done += 1
+        out = [r for r in self.built if self.order[r.conversation] < limit]
+        return sorted(out, key=lambda r: r.index)
+
+    def _requests(self, conv: str, turns: list[tuple[int, dict]]) -> list:
+        from workloads.sim.dispatch import Request
+
+        rows = [r for _, r in turns]
+        added = conversation_prompts(rows, self.block_size, self.scope, self.template)
+        alone = len(turns) == 1 and all(self.uses[h] == 1 for h in rows[0].get("hash_ids") or [])
+        stream = HashStream(self.hasher)
+        out = []
+        for turn, ((i, row), segments) in enumerate(zip(turns, added, strict=True)):
             if alone:   # shares no block with any row: no need to compare its tokens
                 tokens = sum(n for _, n in segments)
-                hashes = hasher.fresh(tokens)
+                hashes = self.hasher.fresh(tokens)
             else:
-                tokens, hashes = hasher.hashes(segments)
+                stream.feed(segments)
+                tokens, hashes = stream.prompt()
             out.append(Request(index=i, conversation=conv, turn=turn, input_length=tokens,
                                output_length=row["output_length"], hash_ids=tuple(hashes),
                                think_ms=float(row.get("delay") or 0.0),
                                timestamp_ms=row.get("timestamp")))
-    return sorted(out, key=lambda r: r.index)
+        return out
+
+
+@dataclass
+class Profiled:
+    """The requests a step profiles: its layout after the warm-up rows (a sweep step's first
+    rows, one conversation each: workloads/step_warmup.py), the first k conversations on
+    demand (workloads/sim/step_sim.py simulate)."""
+    layout: StepLayout
+    warmup: int = 0
+
+    def __call__(self, conversations: int | None) -> list:
+        taken = self.layout.take(None if conversations is None else conversations + self.warmup)
+        return [r for r in taken if r.index >= self.warmup]
+
+    @property
+    def conversations(self) -> int:
+        return self.layout.conversations - self.warmup

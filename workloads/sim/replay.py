@@ -5,6 +5,7 @@ anything; the traces and the workers' command lines come from the pure modules o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tempfile
@@ -17,7 +18,22 @@ CHILD = Path(__file__).resolve().parent / "replay_child.py"
 
 
 class SimUnavailable(RuntimeError):
-    """The engine's environment is missing or the replay failed: the message says the fix."""
+    """The engine's environment is missing or the replay failed: the message says the fix.
+    `lasting`: the same inputs fail the same way again (the child refused its command line, or
+    DynoSim refused the job), unlike a missing environment or a killed process."""
+
+    def __init__(self, message: str, lasting: bool = False) -> None:
+        super().__init__(message)
+        self.lasting = lasting
+
+
+def require_engine() -> Path:
+    """The engine environment's Python, or SimUnavailable saying how to make it."""
+    python = engine_python()
+    if not python.exists():
+        raise SimUnavailable(f"the engine environment ({python}) is missing: run "
+                             "`make engine`")
+    return python
 
 
 class Replayer:
@@ -29,10 +45,7 @@ class Replayer:
         self.versions: dict[str, str] = {}
 
     def _start(self) -> subprocess.Popen[str]:
-        python = engine_python()
-        if not python.exists():
-            raise SimUnavailable(f"the engine environment ({python}) is missing: run "
-                                 "`make engine`")
+        python = require_engine()
         # kept open for the child's life (closed by close()), read when it dies
         self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
         return subprocess.Popen([str(python), str(CHILD)], stdin=subprocess.PIPE,
@@ -50,22 +63,31 @@ class Replayer:
         except BrokenPipeError:
             line = ""
         if not line.strip():
-            raise SimUnavailable(f"DynoSim's replay process ended (exit {self._proc.poll()}): "
-                                 f"{self._tail()}")
+            # its last words reach stderr as it exits: read them after
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=10)
+            code = self._proc.poll()
+            # exit 2: the child's argument parser refused a worker's command line
+            raise SimUnavailable(f"DynoSim's replay process ended (exit {code}): "
+                                 f"{self._tail()}", lasting=code == 2)
         out = json.loads(line)
         self.versions = out["versions"]
         for job, answer in zip(jobs, out["answers"], strict=True):
             if "error" in answer:
                 raise SimUnavailable(f"DynoSim refused a replay of {len(job['trace'])} "
-                                     f"requests: {answer['error']}")
+                                     f"requests: {answer['error']}", lasting=True)
         answers: list[dict[str, Any]] = out["answers"]
         return answers
 
     def _tail(self) -> str:
+        """The child's error on one line: its last `error:` line (an argument parser's), else
+        its last lines."""
         if self._stderr is None:
             return ""
         self._stderr.seek(0)
-        return self._stderr.read()[-800:].strip()
+        lines = [x.strip() for x in self._stderr.read().splitlines() if x.strip()]
+        errors = [x for x in lines if "error:" in x.lower()]
+        return (errors[-1] if errors else " | ".join(lines[-3:]))[-800:]
 
     def close(self) -> None:
         if self._proc is not None:

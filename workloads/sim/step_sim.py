@@ -16,6 +16,7 @@ first run's requests are the step's records, every run's figures its spread.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,30 +75,105 @@ def _slots(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
     return d.chains(_runs(answer, first)[0], first, pattern.concurrency), 1
 
 
-def simulate(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
+# A replayed trace's cap: at most this many replays to move requests that met every slot taken
+# (each replay moves the first such request; a trace step holds tens of requests).
+CAP_REPLAYS = 200
+
+
+def _timed(requests: list[d.Request], pattern: d.SendPattern, setup: SimSetup,
+           replay: Replay, turnaround_ms: float) -> tuple[d.Plan, int]:
+    """A replayed trace's plan: every request at its timestamp, held back while `concurrency`
+    requests are in flight (dispatch.capped), and the replays it took."""
+    plan = d.timed_plan(requests)
+    for n in range(1, CAP_REPLAYS + 1):
+        (answer,) = replay([job(plan, setup)])
+        moved = d.capped(plan, _runs(answer, plan)[0], pattern.concurrency, turnaround_ms)
+        if moved is None:
+            return plan, n
+        plan = moved
+    raise ValueError(f"the trace step still exceeds its cap of {pattern.concurrency} requests "
+                     f"in flight after {CAP_REPLAYS} replays")
+
+
+Requests = Callable[[int | None], list[d.Request]]
+
+
+def _first_guess(requests: Requests, total: int, pattern: d.SendPattern, setup: SimSetup,
+                 replay: Replay, turnaround_ms: float, burst_ms: float) -> int:
+    """How many of a duration-bounded step's conversations its duration may send: its dataset
+    is sized for the fastest engine imaginable (workloads/steps.py rows_for_duration), far
+    more than a real one gets through. Two conversations a slot are replayed; their pace,
+    taken with half again, gives the count (simulate doubles it if a slot still runs out)."""
+    assert pattern.duration_s is not None
+    c = pattern.concurrency
+    k = min(total, 2 * c)
+    if k >= total:
+        return total
+    probe = requests(k)
+    plan = d.session_plan(probe, d.round_robin(probe, c), pattern, turnaround_ms, burst_ms)
+    (answer,) = replay([job(plan, setup)])
+    per_slot_ms = max(r["terminal_time_ms"] for r in _runs(answer, plan)[0]) / 2
+    return min(total, c * (math.ceil(1.5 * pattern.duration_s * 1000 / max(per_slot_ms, 1.0))
+                           + 2))
+
+
+def ran_out(plan: d.Plan, replayed: list[dict]) -> bool:
+    """Did a slot finish everything it was given before the replay stopped (so a longer step
+    would have sent it more)?"""
+    planned: dict[str, int] = {}
+    for row in plan.rows:
+        planned[row["session_id"]] = planned.get(row["session_id"], 0) + 1
+    done: dict[str, int] = {}
+    for r in replayed:
+        done[r["session_id"]] = done.get(r["session_id"], 0) + 1
+    return any(done.get(s) == n for s, n in planned.items())
+
+
+def simulate(requests: list[d.Request] | Requests, pattern: d.SendPattern, setup: SimSetup,
              replay: Replay, runs: int = 1, warm: bool = False,
-             turnaround_ms: float = TURNAROUND_MS,
-             burst_ms: float = BURST_SPACING_MS) -> StepSimulation:
-    if pattern.fixed_schedule:
-        plan = d.timed_plan(requests)
+             turnaround_ms: float = TURNAROUND_MS, burst_ms: float = BURST_SPACING_MS,
+             conversations: int | None = None) -> StepSimulation:
+    """`requests`: the step's requests, or a function giving those of its first k
+    conversations (`conversations` of them in all), so a duration-bounded step lays out only
+    what its duration sends."""
+    replays = 0
+    provide = requests if callable(requests) else (lambda k, every=requests: every)
+    total = conversations or getattr(requests, "conversations", None) or len(
+        d.conversations(provide(None)))
+    duration = pattern.duration_s
+    if duration is not None and not pattern.fixed_schedule and not warm:
+        k = _first_guess(provide, total, pattern, setup, replay, turnaround_ms, burst_ms)
+        replays += 1 if k < total else 0
+        while True:   # the step's sending, replayed to its end, with enough conversations
+            chosen = provide(k)
+            slots, first = _slots(chosen, pattern, setup, replay)
+            plan = d.session_plan(chosen, slots, pattern, turnaround_ms, burst_ms)
+            (answer,) = replay([job(plan, setup, until_ms=duration * 1000)])
+            replays += first + 1
+            sent = _runs(answer, plan)[0]
+            if k >= total or not ran_out(plan, sent):
+                break
+            k = min(total, 2 * k)
+        plan = d.sent_before(plan, sent, duration * 1000)
         (answer,) = replay([job(plan, setup, runs)])
-        return StepSimulation(plan, _runs(answer, plan), None, 1, block_size=setup.block_size)
-    slots, replays = _slots(requests, pattern, setup, replay)
-    plan = d.session_plan(requests, slots, pattern, turnaround_ms, burst_ms)
-    cut_ms = None
-    if warm:
+        return StepSimulation(plan, _runs(answer, plan),
+                              (duration + pattern.grace_s) * 1000, replays + 1,
+                              block_size=setup.block_size)
+    requests = provide(None)
+    if pattern.fixed_schedule:
+        plan, timed = _timed(requests, pattern, setup, replay, turnaround_ms)
+        replays += timed
+    else:
+        slots, first = _slots(requests, pattern, setup, replay)
+        replays += first
+        plan = d.session_plan(requests, slots, pattern, turnaround_ms, burst_ms)
+    if warm:   # the same requests again, once the cold pass has ended
         (answer,) = replay([job(plan, setup)])
         ended = max(r["terminal_time_ms"] for r in _runs(answer, plan)[0])
-        plan, keep = d.after(plan, d.session_plan(requests, slots, pattern, turnaround_ms,
-                                                  burst_ms), ended + turnaround_ms)
+        plan, keep = d.after(plan, plan, ended + turnaround_ms)
         (answer,) = replay([job(plan, setup, runs)])
         return StepSimulation(plan, _runs(answer, plan), None, replays + 2, keep,
                               setup.block_size)
-    if pattern.duration_s is not None:
-        (answer,) = replay([job(plan, setup, until_ms=pattern.duration_s * 1000)])
-        plan = d.sent_before(plan, _runs(answer, plan)[0], pattern.duration_s * 1000)
-        cut_ms = (pattern.duration_s + pattern.grace_s) * 1000
-        replays += 1
     (answer,) = replay([job(plan, setup, runs)])
-    return StepSimulation(plan, _runs(answer, plan), cut_ms, replays + 1,
+    return StepSimulation(plan, _runs(answer, plan), None, replays + 1,
                           block_size=setup.block_size)

@@ -28,7 +28,7 @@ from workloads.attest.checks import CHECKS, Attestation, Check
 from workloads.sim import exports
 from workloads.sim.dispatch import SendPattern
 from workloads.sim.engine_setup import SimSetup
-from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, step_requests
+from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.targets import mocker_timings
@@ -107,6 +107,24 @@ class SimTarget:
                 "timings": timings_record(self.timings, self.version)}
 
 
+def replay_inputs(inv: AiperfInvocation, template: ChatTemplate,
+                  block_size: int) -> tuple[Profiled, SendPattern]:
+    """What DynoSim replays for one AIPerf invocation: the profiled requests of its dataset file
+    as the engine sees them (KV blocks of `block_size` tokens, hashed from the same tokens the
+    seed gives AIPerf's prompts) and how AIPerf sends them (concurrency, warm-up, ramp,
+    duration, grace, schedule). The simulation target replays a step from it; calibration
+    replays a measured step from the invocation its record describes (calibrate.py)."""
+    data = Path(inv.input_file).read_bytes()
+    rows = [json.loads(line) for line in data.splitlines() if line.strip()]
+    scope = f"{hashlib.sha256(data).hexdigest()}:{inv.seed}"
+    requests = Profiled(StepLayout(rows, inv.block_size, scope, template,
+                                   BlockHasher(block_size)), inv.warmup_requests)
+    pattern = SendPattern(inv.concurrency, inv.warmup_requests, inv.concurrency_ramp_s,
+                          inv.duration_s, inv.grace_period_s if inv.duration_s else 0.0,
+                          inv.fixed_schedule)
+    return requests, pattern
+
+
 @dataclass
 class SimExecutor:
     """Replays each step where AIPerf would send it (workloads.step_exec.StepExecutor)."""
@@ -119,16 +137,8 @@ class SimExecutor:
         from workloads.step_exec import Execution
         t0 = time.monotonic()
         on_tick(0.0)
-        data = Path(inv.input_file).read_bytes()
-        rows = [json.loads(line) for line in data.splitlines() if line.strip()]
-        scope = f"{hashlib.sha256(data).hexdigest()}:{inv.seed}"
         setup = self.target.setup
-        requests = step_requests(rows, inv.block_size, scope, self.template,
-                                 BlockHasher(setup.block_size))
-        requests = [r for r in requests if r.index >= inv.warmup_requests]
-        pattern = SendPattern(inv.concurrency, inv.warmup_requests, inv.concurrency_ramp_s,
-                              inv.duration_s, inv.grace_period_s if inv.duration_s else 0.0,
-                              inv.fixed_schedule)
+        requests, pattern = replay_inputs(inv, self.template, setup.block_size)
         runs = KV_ROUTER_RUNS if setup.router_mode == "kv_router" else 1
         replayer = self.target.replayer
         sim = simulate(requests, pattern, setup, replayer, runs=runs,

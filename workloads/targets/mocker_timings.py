@@ -57,9 +57,23 @@ def label(record: dict) -> str:
         return GENERIC_LABEL if who == "mocker" else f"SIMULATED ({who}, generic timings)"
     parts = [f"{t['role']}: " if len(tables) > 1 else "" for t in tables]
     body = "; ".join(f"{p}timings from AIConfigurator {t['aiconfigurator']} {t['system']}/"
-                     f"{t['backend']} {t['backend_version']}, table sha256 {t['sha256'][:12]}"
+                     f"{t['backend']} {t['backend_version']}{calibrated_words(t)}, table "
+                     f"sha256 {t['sha256'][:12]}"
+                     + (", latencies upper bounds: suspect database rows"
+                        if t.get("upper_bound") else "")
                      for p, t in zip(parts, tables, strict=True))
     return f"SIMULATED ({who}, {body})"
+
+
+def calibrated_words(table: dict) -> str:
+    """A calibrated table's words: its factors and how many measured runs they came from
+    (stacks/predict/table_scale.py writes the record)."""
+    cal = table.get("calibration")
+    if not cal:
+        return ""
+    runs = len(cal.get("fitted_from") or [])
+    return (f" x calibrated (prefill x{cal['prefill_factor']:.3f}, decode "
+            f"x{cal['decode_factor']:.3f}, fitted to {runs} measured run{'s' * (runs != 1)})")
 
 
 @dataclass(frozen=True)
@@ -99,10 +113,14 @@ def words(record: dict | None) -> TimingWords:
     tools = ", ".join(sorted({f"AIConfigurator {t.get('aiconfigurator', '?')}"
                               for t in tables}))
     systems = ", ".join(sorted({str(t.get("system", "?")) for t in tables}))
+    calibrated = any(t.get("calibration") for t in tables)
+    scaled_by = (", scaled by prefill and decode factors fitted to measured runs (the label "
+                 "says which)" if calibrated else "")
     return TimingWords(text, f"{who}on step timings from {tools}'s database for "
-                       f"{systems}: simulated from a model of that GPU, a prediction of its "
-                       "performance, not a measurement of it",
-                       f"{prefix}timings from {tools} {systems}")
+                       f"{systems}{scaled_by}: simulated from a model of that GPU, a "
+                       "prediction of its performance, not a measurement of it",
+                       f"{prefix}timings from {tools} {systems}"
+                       f"{', calibrated' if calibrated else ''}")
 
 
 def generic(reason: str) -> MockerTimings:
@@ -117,6 +135,33 @@ def from_tables(tables: list) -> MockerTimings:
     rows = [{"role": t.role, **t.record} for t in tables]
     record = {"source": "aiconfigurator", "tables": rows}
     return MockerTimings({t.role: t.path for t in tables}, {**record, "label": label(record)})
+
+
+def scaled(timings: MockerTimings, factors: dict[str, tuple[float, float]], folder: Path,
+           fitted_from: list[str]) -> MockerTimings:
+    """`timings` with each role's table scaled by its (prefill, decode) factors (a role not in
+    `factors` keeps its table); the record names the source tables, the factors and the runs
+    they were fitted from. Generic timings have no table to scale: refused."""
+    from stacks.predict.mocker_table import MockerTable
+    from stacks.predict.table_scale import TableError, scale_table
+
+    if not timings.tables:
+        raise TableError("these timings are the mocker's generic ones: there is no table to "
+                         "scale (calibration scales AIConfigurator's tables: `make predictor`)")
+    rows = {t["role"]: {k: v for k, v in t.items() if k != "role"}
+            for t in timings.record.get("tables", [])}
+    out = []
+    for role, path in timings.tables.items():
+        if role in factors:
+            prefill, decode = factors[role]
+            out.append(scale_table(path, prefill, decode, folder, fitted_from,
+                                   rows.get(role), role))
+        else:
+            out.append(MockerTable(role, path, rows.get(role, {})))
+    done = from_tables(out)
+    record = {**done.record, "source": "aiconfigurator, calibrated" if factors
+              else done.record["source"]}
+    return MockerTimings(done.tables, record)
 
 
 def resolve(stack: StackConfig, folder: Path | None = None,

@@ -5,10 +5,11 @@ server proxies Services, not pod ports)."""
 
 from __future__ import annotations
 
+from stacks.conventions.k8s_names import EFA_USERSPACE_CONTAINER, LIBFABRIC_CHECK_CONTAINER
 from workloads.attest import first_data
 from workloads.attest.parse import engine_config, gpu_probe, nixl_backends
 from workloads.targets.aws import k8s_cluster, k8s_graph, k8s_scripts
-from workloads.targets.aws.attest_scripts import GPU_PROBE, METRICS_GET
+from workloads.targets.aws.attest_scripts import GPU_PROBE, LOADED_FABRIC, METRICS_GET
 from workloads.targets.aws.k8s_client import Clock, Kube, KubeError
 
 LOG_BYTES = 32 << 20
@@ -28,10 +29,17 @@ def _exec(kube: Kube, namespace: str, pod: str, script: str, *args: str) -> tupl
     return res.stdout, ""
 
 
+def _efa_worker(pod: dict) -> bool:
+    """A worker the graph gave the libfabric check (components/efa_userspace.py)."""
+    inits = pod.get("spec", {}).get("initContainers") or []
+    return any(c.get("name") == LIBFABRIC_CHECK_CONTAINER for c in inits)
+
+
 def pod_evidence(kube: Kube, namespace: str, dgd: dict, pods: list[dict],
                  clock: Clock) -> dict[str, dict]:
-    """{pod: {component, role, node, gpu_probe, nixl_backends, engine}} for the graph's workers
-    (frontends: component and role only)."""
+    """{pod: {component, role, node, gpu_probe, nixl_backends, engine; EFA workers also
+    libfabric_check, efa_userspace, libfabric_loaded}} for the graph's workers (frontends:
+    component and role only)."""
     kinds = k8s_graph.components(dgd)
     out = {}
     for pod in pods:
@@ -47,6 +55,12 @@ def pod_evidence(kube: Kube, namespace: str, dgd: dict, pods: list[dict],
             seen = k8s_graph.libfabric_check_seen(pod)
             if seen is not None:  # EFA workers: what their image's libfabric check saw
                 rec["libfabric_check"] = seen
+            donor = k8s_graph.libfabric_check_seen(pod, EFA_USERSPACE_CONTAINER)
+            if donor is not None:  # and what a donor's EFA userspace copy provided
+                rec["efa_userspace"] = donor
+            if _efa_worker(pod):  # which libfabric the engine's processes really mapped
+                stdout, error = _exec(kube, namespace, name, LOADED_FABRIC)
+                rec["libfabric_loaded"] = {"error": error} if error else gpu_probe(stdout)
         out[name] = rec
     return out
 

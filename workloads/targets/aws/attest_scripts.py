@@ -12,6 +12,13 @@ library only; the tests run each for real with the local interpreter.
   device_list_mounts, pinned_by, gpus: [{index, uuid, driver}], nvidia_smi_exit, stderr}.
 - METRICS_GET `<port>`: the pod's own /metrics on 127.0.0.1 (the API server proxies Services,
   not pod ports; exec reaches every pod).
+- LOADED_FABRIC `[proc root]`: what the EFA worker's processes really loaded for NIXL
+  LIBFABRIC. vLLM's NIXL agents live in its TP worker processes, not only in PID 1, so every
+  process of the container's PID namespace is read: the libfabric, libefa and libibverbs files
+  each maps (/proc/<pid>/maps; the path the loader resolved, e.g. a donor's copy or the -efa
+  image's /opt/amazon/efa/lib) and how many EFA devices it holds open (/proc/<pid>/fd links to
+  /dev/infiniband/uverbs*: the efa provider opens one per domain). Prints JSON {libfabric,
+  libefa, libibverbs: {path: [pids]}, uverbs_fds: {pid: n}}.
 """
 
 from __future__ import annotations
@@ -66,4 +73,40 @@ METRICS_GET = r'''
 import sys, urllib.request
 with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=20) as r:
     sys.stdout.write(r.read().decode(errors="replace"))
+'''
+
+LOADED_FABRIC = r'''
+import json, os, re, sys
+root = sys.argv[1] if len(sys.argv) > 1 else "/proc"
+names = {"libfabric": re.compile(r"^libfabric[.-]"), "libefa": re.compile(r"^libefa\.so"),
+         "libibverbs": re.compile(r"^libibverbs\.so")}
+mapped = {k: {} for k in names}
+uverbs = {}
+for pid in sorted((p for p in os.listdir(root) if p.isdigit()), key=int):
+    try:
+        with open(os.path.join(root, pid, "maps")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        continue
+    for line in lines:
+        parts = line.split(None, 5)
+        path = parts[5].strip() if len(parts) == 6 else ""
+        for key, rx in names.items():
+            if rx.match(path.rsplit("/", 1)[-1]):
+                mapped[key].setdefault(path, set()).add(int(pid))
+    fd_dir = os.path.join(root, pid, "fd")
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        fds = []
+    held = 0
+    for fd in fds:
+        try:
+            held += os.readlink(os.path.join(fd_dir, fd)).startswith("/dev/infiniband/uverbs")
+        except OSError:
+            pass
+    if held:
+        uverbs[pid] = held
+out = {key: {path: sorted(pids) for path, pids in m.items()} for key, m in mapped.items()}
+print(json.dumps({**out, "uverbs_fds": uverbs}))
 '''

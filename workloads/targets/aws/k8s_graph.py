@@ -108,10 +108,22 @@ def refused_init(pod: dict) -> str | None:
     return None
 
 
-def libfabric_check_seen(pod: dict) -> dict | None:
-    """What the pod's libfabric check saw (its JSON termination message), or None."""
+def _init_pull_failure(pod: dict) -> str | None:
+    """An init container whose image the registry does not have (a donor -efa tag that was
+    never published): the pod waits in Init forever, so the caller stops at once."""
     for st in pod.get("status", {}).get("initContainerStatuses") or []:
-        if st.get("name") != LIBFABRIC_CHECK_CONTAINER:
+        waiting = (st.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_FAILURES and _MISSING_IMAGE.search(
+                waiting.get("message") or ""):
+            return f"init container {st.get('name')}: {waiting['reason']}: {waiting['message']}"
+    return None
+
+
+def libfabric_check_seen(pod: dict, container: str = LIBFABRIC_CHECK_CONTAINER) -> dict | None:
+    """What an init container of the pod reported (its JSON termination message: the libfabric
+    check's, or with `container` EFA_USERSPACE_CONTAINER the donor copy's), or None."""
+    for st in pod.get("status", {}).get("initContainerStatuses") or []:
+        if st.get("name") != container:
             continue
         term = (st.get("state") or {}).get("terminated") or \
             (st.get("lastState") or {}).get("terminated") or {}
@@ -143,7 +155,7 @@ def pod_state(pod: dict) -> PodState:
     problem, fatal = None, False
     waiting = (main.get("state") or {}).get("waiting") or {}
     reason = waiting.get("reason")
-    refusal = refused_init(pod)
+    refusal = refused_init(pod) or _init_pull_failure(pod)
     if status.get("phase") == "Failed":
         problem, fatal = f"pod failed: {status.get('reason') or status.get('message')}", True
     elif refusal:
