@@ -382,7 +382,26 @@ def answer(q: dict[str, Any], systems_paths: str | None) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def use_libyaml() -> None:
+    """AIConfigurator reads its databases' YAML (system specs, collection metadata) again on
+    every estimate, with PyYAML's pure-Python loader: get_supported_databases alone made 3,200
+    yaml.safe_load calls for 6 estimates, 31 s of the runner's 37 (cProfile, aiconfigurator-core
+    0.12.0, sdk/perf_database.py). LibYAML's loader (PyYAML's CSafeLoader: the same safe
+    constructor and resolver, so the same data) parses them several times faster. The answers
+    are byte for byte those of the pure-Python loader (tests/test_predict.py holds the runner to
+    `aiconfigurator cli estimate`'s own figures). Without LibYAML nothing changes."""
+    import yaml
+    if not getattr(yaml, "__with_libyaml__", False):
+        return
+
+    def safe_load(stream: Any) -> Any:
+        return yaml.load(stream, Loader=yaml.CSafeLoader)  # noqa: S506 - a safe loader
+
+    yaml.safe_load = safe_load
+
+
 def main() -> int:
+    use_libyaml()
     request = json.loads(sys.stdin.read())
     with tempfile.TemporaryDirectory(prefix="dynamo-bench-aic-") as tmp:
         systems_paths = make_systems_dir(request.get("systems", []), Path(tmp))
