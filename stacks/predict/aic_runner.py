@@ -400,8 +400,32 @@ def use_libyaml() -> None:
     yaml.safe_load = safe_load
 
 
+def keep_supported_databases() -> None:
+    """cli_estimate asks get_supported_databases (every system file and version folder read
+    again) three times per estimate; within one runner process the files do not change, so its
+    answer is kept per systems path and a copy handed out (it is a dict of lists; its callers,
+    get_latest_database_version among them, only read it). Measured with LibYAML: 37 calls,
+    8.2 s of a 13-query batch's 15.6 s under cProfile."""
+    import copy
+
+    from aiconfigurator_core.sdk import perf_database
+
+    found = perf_database.get_supported_databases
+    kept: dict[tuple[str, ...] | None, Any] = {}
+
+    def supported(systems_paths: str | list[str] | None = None) -> Any:
+        key = None if systems_paths is None else tuple(
+            [systems_paths] if isinstance(systems_paths, str) else systems_paths)
+        if key not in kept:
+            kept[key] = found(systems_paths)
+        return copy.deepcopy(kept[key])
+
+    perf_database.get_supported_databases = supported
+
+
 def main() -> int:
     use_libyaml()
+    keep_supported_databases()
     request = json.loads(sys.stdin.read())
     with tempfile.TemporaryDirectory(prefix="dynamo-bench-aic-") as tmp:
         systems_paths = make_systems_dir(request.get("systems", []), Path(tmp))
