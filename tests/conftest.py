@@ -89,11 +89,13 @@ FILE_SECONDS = {
 }
 
 
-def run_order(item) -> tuple[bool, int]:
+def run_order(item, waiting: frozenset[str] = frozenset()) -> tuple[bool, bool, int]:
     """Load lanes first, then files by their measured seconds, longest first (a stable sort:
-    collection order otherwise)."""
-    file = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
-    return item.get_closest_marker("load") is None, -FILE_SECONDS.get(file, 0)
+    collection order otherwise); the files in `waiting` (those with a `parsers` test: `make
+    test` builds the parser environments while the tests run) last, whole."""
+    path = item.nodeid.split("::")[0]
+    return (item.get_closest_marker("load") is None, path in waiting,
+            -FILE_SECONDS.get(path.rsplit("/", 1)[-1], 0))
 
 
 def xdist_group_of(item) -> str:
@@ -105,7 +107,9 @@ def xdist_group_of(item) -> str:
 
 @pytest.hookimpl(tryfirst=True)    # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    items.sort(key=run_order)
+    waiting = frozenset(i.nodeid.split("::")[0] for i in items
+                        if i.get_closest_marker("parsers") is not None)
+    items.sort(key=lambda item: run_order(item, waiting))
     if not config.pluginmanager.hasplugin("xdist"):     # -p no:xdist: no groups to read
         return
     for item in items:

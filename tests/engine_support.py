@@ -24,10 +24,35 @@ IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 needs_engine = pytest.mark.engine
 
 
+# `make test` builds the parser environments while the tests run (Makefile, `test`) and names
+# the file the build writes its exit status to when it ends.
+PARSERS_BUILD_VAR = "DYNAMO_BENCH_PARSERS_BUILD"
+
+
+# From nothing the build took 6.4 min at a load of 5-14 (docs/architecture.md); a build still
+# running after this long is stuck.
+PARSERS_BUILD_TIMEOUT_S = 1800.0
+
+
+def parsers_build_failed(poll_s: float = 2.0) -> str | None:
+    """While `make test` still builds the parser environments, wait for the build to end; why
+    it failed, or None (also when no build runs beside the tests)."""
+    status = os.environ.get(PARSERS_BUILD_VAR)
+    if not status:
+        return None
+    path = Path(status)
+    code = wait_for(lambda: path.exists() and path.read_text().strip(), PARSERS_BUILD_TIMEOUT_S,
+                    f"`make parsers` to write its exit status to {path}", interval_s=poll_s)
+    return None if code == "0" else (f"`make parsers`, run by `make test` beside the tests, "
+                                     f"failed (exit {code}): its output is above")
+
+
 def missing_parsers() -> str | None:
     """Why the `parsers` tests (pre-flight's engine parse step) cannot run here, or None."""
     from stacks.preflight.engine_releases import RELEASES
 
+    if failed := parsers_build_failed():
+        return failed
     gone = [r.venv() / "bin" / "python" for r in RELEASES
             if not (r.venv() / "bin" / "python").exists()]
     if gone:
