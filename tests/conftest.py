@@ -69,23 +69,34 @@ def pytest_runtest_setup(item) -> None:
 # their marker (`pytest.mark.load(1)`): a lane's tests run one after another on one worker, so
 # no three engines run at once (they are CPU-heavy: AIPerf builds every step's prompts), and
 # the third worker runs the rest meanwhile. The lanes are balanced by measured time: 1 = the
-# routing pair and the runner's two fault runs, 2 = the runner's run of every workload and the
-# rehearsal. Every other file stays whole on one worker, its module fixtures made once (as
-# --dist loadfile would). The Makefile passes --no-loadscope-reorder, or xdist would queue the
-# groups by test count and start the lanes (few, long tests) late.
+# routing pair, the runner's two fault runs and the simulated run (334 s in the run below),
+# 2 = the runner's run of every workload, the rehearsal and the calibration's rehearsal (401 s;
+# with the calibration in lane 1: 454 s against 281). Every other file stays whole on one
+# worker, its module fixtures made once (as --dist loadfile would). The Makefile passes
+# --no-loadscope-reorder, or xdist would queue the groups by test count and start the lanes
+# (few, long tests) late.
 # After the lanes, the longest files go first (longest-processing-time-first), so the run does
-# not end with one worker alone on a long file: each file's seconds in `make test` (warm AIPerf
-# cache, 2026-12-02, files of 10 s or more; every other file keeps its place after them).
+# not end with one worker alone on a long file: each file's seconds in the suite's run of
+# 2026-12-06 (-n 3, cold AIPerf and predictor caches, a load average of 6-14 from other work
+# beside it; files of 20 s or more, every other file keeps its place after them).
 # Only the order depends on these figures.
 FILE_SECONDS = {
-    "test_campaign_fake.py": 49, "test_aws_audit.py": 43, "test_reports_cost_scope.py": 24,
-    "test_trace_replay.py": 24, "test_aws_audit_rules.py": 22, "test_aws_target_run.py": 22,
-    "test_reports_tables.py": 21, "test_reports_cli.py": 21, "test_aws_cost_cli.py": 20,
-    "test_attest_engine.py": 19, "test_reports_fault.py": 19, "test_reports_plots.py": 17,
-    "test_promql_prometheus.py": 16, "test_cli_errors.py": 13, "test_aws_target_specs.py": 13,
-    "test_stack_file.py": 13, "test_local_engine.py": 12, "test_campaign_identity.py": 11,
-    "test_attest_fake.py": 11, "test_infra_k8s_objects.py": 11, "test_reports_browser.py": 10,
-    "test_infra_stability.py": 10,
+    "test_campaign_fake.py": 360, "test_engine_parse.py": 279, "test_engine_parse_pod.py": 184,
+    "test_explore_engine.py": 178, "test_stack_file.py": 176, "test_predict.py": 168,
+    "test_plan_resolution.py": 80, "test_preflight_refusals.py": 72,
+    "test_reports_cost_scope.py": 72, "test_infra_k8s_objects.py": 70,
+    "test_predict_corrections.py": 61, "test_reports_client_provenance.py": 56,
+    "test_infra_stability.py": 56, "test_sim_plan_rows.py": 48, "test_campaign_identity.py": 48,
+    "test_aws_audit.py": 47, "test_engine_parse_program.py": 47, "test_trace_replay.py": 42,
+    "test_reports_browser.py": 42, "test_attest_engine.py": 42, "test_explore_search.py": 39,
+    "test_sim_vllm_defaults.py": 39, "test_aiperf_site.py": 38, "test_mutation_tags.py": 37,
+    "test_recipes_graph.py": 35, "test_local_engine.py": 33, "test_preflight.py": 31,
+    "test_docs_commands.py": 30, "test_attest_fake.py": 30, "test_reports_timing_words.py": 26,
+    "test_reports_plots.py": 25, "test_aws_audit_rules.py": 25, "test_aws_target_run.py": 23,
+    "test_sim_record.py": 22, "test_infra_recipes.py": 22, "test_aws_target_fake.py": 22,
+    "test_simulated_vs_measured.py": 22, "test_reports_tables.py": 21,
+    "test_promql_prometheus.py": 21, "test_k8s_specs.py": 21, "test_bands.py": 20,
+    "test_reports_cli.py": 20, "test_reports_fault.py": 20,
 }
 
 

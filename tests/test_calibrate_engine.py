@@ -24,7 +24,7 @@ from workloads.sim.calibrate_fit import Key
 from workloads.targets.local import LocalTarget
 from workloads.targets.mocker_timings import resolve, scaled
 
-pytestmark = [pytest.mark.engine, pytest.mark.predictor, pytest.mark.load(1), needs_engine]
+pytestmark = [pytest.mark.engine, pytest.mark.predictor, pytest.mark.load(2), needs_engine]
 
 PREFILL, DECODE = 0.8, 1.25
 WORKLOADS = {
