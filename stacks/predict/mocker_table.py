@@ -17,8 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stacks.config.schema import StackConfig
-from stacks.predict.predictor import PredictorUnavailable, cache_key, predict, run_uncached
-from stacks.predict.shapes import Tier, layout
+from stacks.predict.predictor import (
+    PredictorUnavailable,
+    cache_key,
+    database_facts,
+    run_uncached,
+)
+from stacks.predict.shapes import Tier
 from stacks.predict.systems import systems_request
 
 HOW = ("prefill_ttft_ms[i] = EngineHandle.predict_prefill_latency(1, prefill_isl[i], 0) x "
@@ -97,41 +102,46 @@ class MockerTable:
 def build(stack: StackConfig, folder: Path, base: StackConfig | None = None
           ) -> list[MockerTable]:
     """One table per worker role of `stack` (agg: worker; disagg: prefill, decode), or none
-    when the database cannot predict the stack (the mocker then keeps its generic timings)."""
-    pred = predict(stack, "quick", base)
-    lay = layout(stack, base)
-    if pred.not_predicted or isinstance(lay, str):
+    when the database cannot predict the stack (the mocker then keeps its generic timings).
+    The tables not kept yet are made by one runner start."""
+    facts = database_facts(stack, base)
+    lay = facts.layout
+    if facts.not_predicted or lay is None:
         return []
     roles = ("prefill", "decode") if lay.disaggregated else ("worker",)
     systems = systems_request(lay.systems)
-    out = []
-    kv = pred.database["kv_cache"]
+    db, kv = facts.database, facts.database["kv_cache"]
+    planned = []
     for role, tier in zip(roles, lay.tiers, strict=True):
-        version = pred.database["backend_versions"].get(tier.system.name)
+        version = db["backend_versions"][tier.system.name]
         query = table_query(stack.model.id, role, tier, version, kv)
         key = cache_key(query, systems)[:16]
         path = folder / f"aic-{tier.system.name}-tp{tier.tp}-{key}.npz"
-        if not path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            (answer,) = run_uncached([{**query, "out": str(path)}], systems)
+        planned.append((role, tier, query, path))
+    todo = {str(path): query for _, _, query, path in planned if not path.exists()}
+    if todo:
+        folder.mkdir(parents=True, exist_ok=True)
+        answers = run_uncached([{**q, "out": out} for out, q in todo.items()], systems)
+        for answer in answers:
             if "error" in answer:
-                raise PredictorUnavailable(f"the mocker table for {stack.name} {role}: "
+                raise PredictorUnavailable(f"a mocker table for {stack.name}: "
                                            f"{answer['error']}")
-        record = {"source": f"SIMULATED from AIConfigurator {pred.database['aiconfigurator']} "
-                            f"({tier.system.name}, {pred.database['backend']} {version}, "
-                            f"TP{tier.tp})",
+    out = []
+    for role, tier, query, path in planned:
+        version = query["backend_version"]
+        record = {"source": f"SIMULATED from AIConfigurator {db['aiconfigurator']} "
+                            f"({tier.system.name}, {db['backend']} {version}, TP{tier.tp})",
                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                  "aiconfigurator": pred.database["aiconfigurator"],
-                  "aiconfigurator_core": pred.database["aiconfigurator_core"],
-                  "system": tier.system.name, "backend": pred.database["backend"],
+                  "aiconfigurator": db["aiconfigurator"],
+                  "aiconfigurator_core": db["aiconfigurator_core"],
+                  "system": tier.system.name, "backend": db["backend"],
                   "backend_version": version, "model": stack.model.id, "tp": tier.tp,
                   "prefill_scale": query["prefill_scale"],
                   "decode_scale": query["decode_scale"], "moe_tp": query["moe_tp"],
                   "moe_ep": query["moe_ep"], "kv_cache": kv,
                   "stretch_from": query["stretch_from"], "how": HOW, "file": path.name,
-                  "band": band_record(pred.database, role, tier, lay.disaggregated),
-                  "upper_bound": next((r.upper_bound for r in pred.rows if r.upper_bound),
-                                      None)}
+                  "band": band_record(db, role, tier, lay.disaggregated),
+                  "upper_bound": facts.upper}
         path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
         out.append(MockerTable(role, path, record))
     return out
