@@ -139,7 +139,7 @@ def test_a_prediction_names_its_database_and_departures_and_is_cached(monkeypatc
                    "1.555 TB/s", "KV transfer", "prefix reuse"):
         assert needle in text, needle
     assert "speculative" not in text and "KV-aware" not in text
-    runs = len(calls)       # one runner per core (predictor._run_parallel)
+    runs = len(calls)       # one runner per core (predictor.run_spread)
     again = predictor.predict(*_reorder(_stack("disagg-l40s-decode"), "full"))
     assert again.rows == p.rows and runs and len(calls) == runs   # the second: from the cache
 

@@ -79,7 +79,7 @@ def run(queries: list[dict[str, Any]], systems: list[dict[str, str]]) -> list[di
             found[k] = json.loads((cache / f"{k}.json").read_text())
     todo = {k: q for k, q in zip(keys, queries, strict=True) if k not in found}
     if todo:
-        fresh = _run_parallel(list(todo.values()), systems)
+        fresh = run_spread(list(todo.values()), systems)
         for k, answer in zip(todo, fresh, strict=True):
             found[k] = answer
             if cache is not None and "error" not in answer:
@@ -88,8 +88,8 @@ def run(queries: list[dict[str, Any]], systems: list[dict[str, str]]) -> list[di
     return [found[k] for k in keys]
 
 
-def _run_parallel(queries: list[dict[str, Any]],
-                  systems: list[dict[str, str]]) -> list[dict[str, Any]]:
+def run_spread(queries: list[dict[str, Any]],
+               systems: list[dict[str, str]]) -> list[dict[str, Any]]:
     """run_uncached over the host's cores: each estimate takes about a second of one core
     (measured: cli_estimate 0.9-1.6 s for Qwen3-30B-A3B on a100_sxm), and a base's campaign
     asks dozens, so the queries are dealt round-robin to one runner per core; answers come

@@ -27,7 +27,8 @@ from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
-from stacks.predict.mocker_table import MockerTable, build
+from stacks.predict.mocker_table import MockerTable, build, make_missing
+from stacks.predict.mocker_table import plan as plan_tables
 from stacks.predict.predictor import PredictorUnavailable, cache_key, predictor_python
 from workloads.model_folder import build_model_folder
 from workloads.sim.build import chat_template, sim_setup
@@ -95,25 +96,50 @@ class BaseSimulator:
             self._version = dynamo_version(engine_python())
         return self._version
 
+    def _key(self, stack: StackConfig) -> str:
+        assert stack.serving is not None
+        return json.dumps([stack.model.id, [(w.role.value, w.node_group, w.tensor_parallel_size)
+                                            for w in stack.serving.workers]])
+
+    @staticmethod
+    def _stand_in(stack: StackConfig) -> StackConfig:
+        """One replica per role, the sweep's first quick step only: what decides the tables."""
+        assert stack.serving is not None
+        workers = [w.model_copy(update={"replicas": 1}) for w in stack.serving.workers]
+        return stack.model_copy(update={
+            "serving": stack.serving.model_copy(update={"workers": workers}),
+            "workloads": stack.workloads.model_copy(update={
+                **{n: getattr(stack.workloads, n).model_copy(update={"enabled": False})
+                   for n in stack.workloads.enabled() if n != "concurrency_sweep"},
+                "concurrency_sweep": stack.workloads.concurrency_sweep.model_copy(
+                    update={"quick": {"concurrencies": [1]}})})})
+
+    def make_tables(self, stacks: list[StackConfig]) -> None:
+        """Makes every table these stacks need and none is kept yet, spread over one runner
+        per core (stacks/predict/mocker_table.py `make_missing`): a hundred candidates share a
+        few dozen tables, and a runner's start costs more than a table."""
+        planned, seen = [], set()
+        for stack in stacks:
+            key = self._key(stack)
+            if key in seen or key in self._tables or self._unavailable(key, stack).exists():
+                continue
+            seen.add(key)
+            try:
+                planned += plan_tables(self._stand_in(stack), self.tables_dir, self.base).tables
+            except PredictorUnavailable:
+                continue            # tables() says why, per stack
+        make_missing(planned)       # a table that fails is asked again by its stack's build,
+                                    # which says which and why
+
     def tables(self, stack: StackConfig) -> list[MockerTable] | str:
         """The stack's timing tables (built once per model and roles' groups and TPs), or why
         there are none."""
-        assert stack.serving is not None
-        workers = [w.model_copy(update={"replicas": 1}) for w in stack.serving.workers]
-        key = json.dumps([stack.model.id, [(w.role.value, w.node_group, w.tensor_parallel_size)
-                                           for w in workers]])
+        key = self._key(stack)
         if key not in self._tables and (known := self._unavailable(key, stack)).exists():
             self._tables[key] = json.loads(known.read_text())["reason"]
         if key not in self._tables:
-            stand_in = stack.model_copy(update={
-                "serving": stack.serving.model_copy(update={"workers": workers}),
-                "workloads": stack.workloads.model_copy(update={
-                    **{n: getattr(stack.workloads, n).model_copy(update={"enabled": False})
-                       for n in stack.workloads.enabled() if n != "concurrency_sweep"},
-                    "concurrency_sweep": stack.workloads.concurrency_sweep.model_copy(
-                        update={"quick": {"concurrencies": [1]}})})})
             try:
-                built = build(stand_in, self.tables_dir, self.base)
+                built = build(self._stand_in(stack), self.tables_dir, self.base)
                 self._tables[key] = built or "AIConfigurator's database cannot predict it"
             except PredictorUnavailable as exc:
                 if predictor_python() is None:
