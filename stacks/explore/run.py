@@ -32,6 +32,8 @@ class Exploration:
     stats: Stats
     labels: list[str] = field(default_factory=list)   # the timing sources simulated on
     seconds: float = 0.0
+    # --calibrate: the factors the tables were scaled by, one line per table key, and the runs
+    calibration: list[str] = field(default_factory=list)
 
     @property
     def refused(self) -> list[Refusal]:

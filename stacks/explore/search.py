@@ -45,6 +45,7 @@ class Prepared(Protocol):
     engine: str                      # the simulator, with its version
     timings: tuple[str, ...]         # its timing tables' sources (database, system, backend)
     tables: dict[str, Path]          # role -> the timing table (npz) its workers run on
+    records: dict[str, dict]         # role -> that table's record (its band: bands.py)
 
 
 class Simulator(Protocol):

@@ -32,13 +32,14 @@ from stacks.predict.mocker_table import plan as plan_tables
 from stacks.predict.predictor import PredictorUnavailable, cache_key, predictor_python
 from workloads.model_folder import build_model_folder
 from workloads.sim.build import chat_template, sim_setup
+from workloads.sim.calibrate import CALIBRATED, Calibration
 from workloads.sim.engine_setup import Unsimulated
 from workloads.sim.plan_sim import simulate_plan
 from workloads.sim.prompt_layout import ChatTemplate
 from workloads.sim.replay import Replayer
 from workloads.sim.target import SimTarget, label
 from workloads.targets.local import TargetError, dynamo_version, engine_python
-from workloads.targets.mocker_timings import from_tables
+from workloads.targets.mocker_timings import from_tables, scaled
 
 WORKLOADS = Path(__file__).resolve().parents[1]
 # What turns a stack's step into replays, besides the engine: hashed into every fingerprint.
@@ -61,6 +62,7 @@ class Prepared:
     engine: str
     timings: tuple[str, ...]
     tables: dict[str, Path]
+    records: dict[str, dict]
     target: SimTarget
     template: ChatTemplate
 
@@ -76,6 +78,9 @@ class BaseSimulator:
     _models: dict[str, tuple[Path, ChatTemplate]] = field(default_factory=dict)
     _version: str | None = None
     _code: str = field(default_factory=code_hash)
+    # `stacks explore --calibrate`: factors fitted to measured runs (workloads/sim/calibrate.py),
+    # applied to every table whose (GPU, TP, role, model) they cover
+    calibration: Calibration | None = None
 
     @classmethod
     def for_base(cls, base: StackConfig, scale: Scale) -> BaseSimulator:
@@ -140,7 +145,8 @@ class BaseSimulator:
         if key not in self._tables:
             try:
                 built = build(self._stand_in(stack), self.tables_dir, self.base)
-                self._tables[key] = built or "AIConfigurator's database cannot predict it"
+                self._tables[key] = (self._calibrated(built) if built else
+                                     "AIConfigurator's database cannot predict it")
             except PredictorUnavailable as exc:
                 if predictor_python() is None:
                     raise       # no table can be built at all: the caller says the fix
@@ -149,6 +155,20 @@ class BaseSimulator:
                 known.parent.mkdir(parents=True, exist_ok=True)
                 known.write_text(json.dumps({"reason": self._tables[key]}))
         return self._tables[key]
+
+    def _calibrated(self, tables: list[MockerTable]) -> list[MockerTable]:
+        """The tables scaled by the calibration's factors where it has them (the record of a
+        scaled table names its source, the factors and the runs: table_scale.py)."""
+        if self.calibration is None:
+            return tables
+        timings = from_tables(tables)
+        factors = self.calibration.scales(timings)
+        if not factors:
+            return tables
+        done = scaled(timings, factors, self.tables_dir / CALIBRATED, self.calibration.runs)
+        return [MockerTable(t["role"], done.tables[t["role"]],
+                            {k: v for k, v in t.items() if k != "role"})
+                for t in done.record["tables"]]
 
     def _unavailable(self, key: str, stack: StackConfig) -> Path:
         """Where a table the database cannot make is remembered (a failed query is not kept
@@ -182,7 +202,7 @@ class BaseSimulator:
             f"{t.record['backend']} {t.record['backend_version']}" for t in tables))
         return Prepared(fingerprint, label(timings.record, self.version()),
                         f"DynoSim (dynamo.replay, ai-dynamo {self.version()})", systems, paths,
-                        target, template)
+                        {t.role: {"role": t.role, **t.record} for t in tables}, target, template)
 
     def run(self, prepared: Any, stack: StackConfig, workload: str) -> list[dict[str, Any]]:
         """The workload's steps; a sweep step (a bracketing probe) is replayed once even under
