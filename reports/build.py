@@ -9,6 +9,7 @@ import pandas as pd
 
 from reports import (
     compare,
+    explore_section,
     html,
     intervals,
     markdown,
@@ -175,7 +176,9 @@ def default_name(runs: list[RunFrames], with_compare: bool) -> str:
 
 def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = None,
                  slos: tuple[Slo, ...] = DEFAULT_SLOS, with_compare: bool = False,
-                 use_cache: bool = True, user_speed: str | None = None) -> Report:
+                 use_cache: bool = True, user_speed: str | None = None,
+                 explore: Path | None = None) -> Report:
+    explored = explore_section.read(explore) if explore is not None else None
     runs = [load_run(d, use_cache=use_cache) for d in run_dirs]
     steps, requests, infos, records = combine(runs)
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
@@ -208,7 +211,12 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     hyps = all_hypotheses(t, steps, infos)
     records_used = [r.record for r in runs]
     f = summary.facts(t, steps, records_used, infos, slos[0])
+    extra = ""
+    if explore is not None and explored is not None:
+        explore_section.copy_into(explore, out_dir)
+        extra = explore_section.section(*explored)
     (out_dir / "report.md").write_text(markdown.render(
-        name, summary.render(f), t, figs, hyps, records_used, infos, slos, glance=f.glance))
+        name, summary.render(f), t, figs, hyps, records_used, infos, slos, glance=f.glance,
+        extra=extra))
     html.write_html(out_dir)   # index.html: the same report, self-contained, for a browser
     return Report(name, out_dir, t, figs, steps, requests)

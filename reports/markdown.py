@@ -304,7 +304,7 @@ def _stacks(infos: dict[str, StackInfo]) -> str:
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
            plots: dict[str, Path | None], hypotheses: list[Hypothesis],
            records: list[RunRecord], infos: dict[str, StackInfo],
-           slos: tuple[Slo, ...], glance: list[str] | None = None) -> str:
+           slos: tuple[Slo, ...], glance: list[str] | None = None, extra: str = "") -> str:
     # the answers' title names each stack's timings only when they differ
     label = rehearsal_timings(infos, named=len({i.timing.short for i in infos.values()
                                                 if i.rehearsal}) > 1)
@@ -345,6 +345,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
     for h in hypotheses:
         out.append(f"\n### {h.title}\n{h.question}\n\n")
         out += [f"- {f}\n" for f in h.findings]
+    out.append(extra)     # a section built outside the run records (the explore's)
     out += ["\n## Run records used\n", _records(records, infos)]
     return "".join(out)
 
