@@ -109,12 +109,23 @@ check: venv
 DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3
+# Then, SIMULATED in virtual time (DynoSim, on AIConfigurator's tables for the GPUs the base
+# rents): what base-a100's node groups can hold (`stacks explore`), and the plan's A100 and L40S
+# variants at full scale (`--target sim`), in the same report as the rehearsal.
+DEMO_SIM_STACKS := agg-a100 agg-a100-kv agg-l40s-fp8 disagg-a100 disagg-a100-kv \
+  disagg-a100-kv-offload disagg-l40s-decode
+DEMO_EXPLORE := reports/out/demo-explore-base-a100
 
 demo: venv engine predictor
 	$(BIN)/python -m stacks check --all --no-simulate
 	$(BIN)/python -m workloads campaign local $(DEMO_STACKS) --scale quick --run-id $(DEMO_RUN) \
 	  --only local-agg-kv:multi_turn --only local-agg-kv:prefix_cache
-	$(BIN)/python -m reports compare $(foreach s,$(DEMO_STACKS),runs/$(s)/$(DEMO_RUN)) --name demo
+	$(BIN)/python -m stacks explore base-a100 --out $(DEMO_EXPLORE)
+	for s in $(DEMO_SIM_STACKS); do \
+	  $(BIN)/python -m workloads run $$s --target sim --scale full --run-id sim-$(DEMO_RUN) \
+	    --no-progress || exit 1; done
+	$(BIN)/python -m reports compare $(foreach s,$(DEMO_STACKS),runs/$(s)/$(DEMO_RUN)) \
+	  $(foreach s,$(DEMO_SIM_STACKS),runs/$(s)/sim-$(DEMO_RUN)) --name demo --explore $(DEMO_EXPLORE)
 	$(BIN)/python -m reports campaign runs/campaigns/local/$(DEMO_RUN) --name demo
 	@echo "report: reports/out/demo/report.md, campaign: reports/out/demo/campaign.md"
 
