@@ -10,7 +10,7 @@ PARSERS_STAMP := $(PARSERS_VENV)/.installed
 PREDICT_VENV := .venv-predict
 PREDICT_STAMP := $(PREDICT_VENV)/.installed
 
-.PHONY: venv engine parsers predictor helm demo test lint typecheck reference check bench bench-reports mutate clean
+.PHONY: bench-sim venv engine parsers predictor helm demo test lint typecheck reference check bench bench-reports mutate clean
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt
@@ -159,6 +159,11 @@ reference: venv
 # on the local engine (a measurement, not a test).
 bench: venv engine
 	$(BIN)/python -m workloads bench
+
+# How fast the simulation answers (workloads/sim/bench.py): a full-scale simulated run warm, and
+# stacks explore base-a100 with every cache empty and warm, as a table (a benchmark, not a test).
+bench-sim: venv engine predictor
+	$(BIN)/python -m workloads.sim.bench
 
 # Report build time on a synthesised 100,000-request run (a benchmark, not a test).
 bench-reports: venv
