@@ -212,3 +212,26 @@ def test_each_measured_step_against_the_simulation_its_run_kept():
     t = cmp.all_comparisons({}, steps, reqs, infos, {("agg", "r"): old})
     assert (t["verdict"] == v.NOT_JUDGED).all()
     assert "no standard error" in t["method"].iloc[0]
+
+
+def test_agg_vs_disagg_pairs_only_like_with_like():
+    """A simulated stack is never set against a rehearsed or measured one as "agg vs disagg"
+    (that is simulated_vs_measured's question), nor stacks on other GPUs or routers."""
+    from dataclasses import replace
+
+    from reports.compare import topology_pairs
+    from reports.stackinfo import StackInfo
+    from stacks.sizing.estimate import HourlyCost
+
+    def info(name, topology, **kw):
+        return StackInfo(**{"name": name, "target": "aws", "topology": topology,
+                            "router": "round-robin", "gpus": 8, "gpu_types": "p4d.24xlarge",
+                            "workers": "", "hourly": HourlyCost(), "cost_basis": "", **kw})
+    agg, dis = info("agg", "aggregated"), info("dis", "disaggregated")
+    others = {"dis-sim": replace(dis, name="dis-sim", simulated=True),
+              "dis-local": replace(dis, name="dis-local", target="local"),
+              "dis-l40s": replace(dis, name="dis-l40s", gpu_types="g6e.12xlarge, p4d.24xlarge"),
+              "dis-kv": replace(dis, name="dis-kv", router="kv")}
+    assert topology_pairs({"agg": agg, "dis": dis, **others}) == [("agg", "dis")]
+    sim = {"agg-sim": replace(agg, name="agg-sim", simulated=True), **others}
+    assert topology_pairs(sim) == [("agg-sim", "dis-sim")]
