@@ -37,7 +37,7 @@ import pandas as pd
 
 from reports import simulated_vs_measured as svm
 from reports.ablation import LEFT_OUT
-from reports.compare import topology_pairs
+from reports.compare import source_kind, topology_pairs
 from reports.intervals import QUANTILE_FIGURES, completed_by_step
 from reports.runs import STEP_KEY, parse_step_id
 from reports.sla import best_points
@@ -166,7 +166,11 @@ def decode_tier(steps: pd.DataFrame, cost: pd.DataFrame, by_step: ByStep,
                             how="left")
     out = []
     for m, s in product(mixed, same):
-        if infos[m].model != infos[s].model:
+        a, b = infos[m], infos[s]
+        # like with like: one model, one kind of source, the same prefill GPU and router, so
+        # the decode tier is the only difference
+        if a.model != b.model or source_kind(a) != source_kind(b) or \
+                _tier(a, "prefill") != _tier(b, "prefill") or a.router != b.router:
             continue
         out += _pairwise(Q_DECODE_TIER, s, m, _by(sweep, s, "concurrency"),
                          _by(sweep, m, "concurrency"), TIER_FIGURES,

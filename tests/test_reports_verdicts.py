@@ -126,6 +126,7 @@ class _Info:
     def __init__(self, topology, tiers, model="m", recipe=""):
         self.topology, self.tiers, self.model, self.recipe = topology, tiers, model, recipe
         self.rehearsal, self.simulated, self.target = False, False, "aws"
+        self.router = "round-robin"
 
 
 def test_a_decode_tier_on_another_gpu_is_compared_with_the_same_gpu_disagg_stack():
@@ -235,3 +236,29 @@ def test_agg_vs_disagg_pairs_only_like_with_like():
     assert topology_pairs({"agg": agg, "dis": dis, **others}) == [("agg", "dis")]
     sim = {"agg-sim": replace(agg, name="agg-sim", simulated=True), **others}
     assert topology_pairs(sim) == [("agg-sim", "dis-sim")]
+
+
+def test_a_decode_tier_is_compared_only_with_its_own_kind_prefill_gpu_and_router(monkeypatch):
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from reports.comparisons import decode_tier
+    from reports.stackinfo import StackInfo
+    from stacks.sizing.estimate import HourlyCost
+
+    base = StackInfo(name="s", target="aws", topology="disaggregated", router="round-robin",
+                     gpus=8, gpu_types="p4d.24xlarge", workers="", hourly=HourlyCost(),
+                     cost_basis="", model="m", tiers=(("prefill", "p4d"), ("decode", "p4d")))
+    mixed = replace(base, name="mixed", tiers=(("prefill", "p4d"), ("decode", "g6e")))
+    infos = {"mixed": mixed, "same": base,
+             "sim": replace(base, name="sim", simulated=True),
+             "kv": replace(base, name="kv", router="kv"),
+             "other-prefill": replace(base, name="other-prefill",
+                                      tiers=(("prefill", "g6e"), ("decode", "g6e")))}
+    seen: list[tuple[str, str]] = []
+    monkeypatch.setattr(cmp, "_pairwise", lambda q, ref, sub, *a: seen.append((sub, ref)) or [])
+    steps, reqs = _frames({n: {"concurrency_sweep/c8": ("concurrency_sweep", 8, None, 50.0,
+                                                         1000.0)} for n in infos})
+    decode_tier(steps, pd.DataFrame(), cmp.completed_by_step(reqs), infos)
+    assert seen == [("mixed", "same")]
