@@ -96,3 +96,64 @@ def test_probes_already_made_seed_the_bracket_and_a_non_monotonic_pair_is_report
     found = operating_point(slo, g, odd, _steps(5), 1)
     assert found.violations[0] == "meets at c20 but misses at c10"
     assert all(v.startswith("meets at c20 but misses at c") for v in found.violations)
+
+
+class _Uneven(FakeSimulator):
+    """The stand-in with every step of some candidates delayed: `slow` picks which (by the
+    candidate's name), so one lane of stacks/explore/lanes.py finishes well before the other,
+    and another `slow` turns that order round."""
+
+    def __init__(self, folder, slow) -> None:
+        super().__init__(folder)
+        self.slow = slow
+
+    def run(self, prepared, stack, workload):
+        import time
+        if self.slow(stack.name):
+            time.sleep(0.01)
+        return super().run(prepared, stack, workload)
+
+
+def _everything(ex):
+    return [(o.subject.candidate.name, o.workload, o.slo, o.status, o.meets, o.usd,
+             o.row.concurrency if o.row else None, o.note) for o in ex.outcomes]
+
+
+def test_two_lanes_find_the_same_whatever_order_they_finish_in(base, tmp_path):
+    """Two candidates searched at once start from one state and are merged in the visiting
+    order: every outcome (what was pruned and why, every operating point) and the statistics
+    are the same whichever lane finishes first."""
+    import zlib
+
+    from stacks.explore import lanes
+    assert lanes.LANES == 2
+    runs = [explore(base, _Uneven(tmp_path, lambda n, odd=odd: zlib.crc32(n.encode()) % 2 == odd),
+                    list(SLOS), k=1, only=["concurrency_sweep"]) for odd in (0, 1)]
+    assert _everything(runs[0]) == _everything(runs[1])
+    assert (runs[0].stats.probes, runs[0].stats.checks) == \
+        (runs[1].stats.probes, runs[1].stats.checks)
+
+
+def test_a_lanes_findings_are_merged_whole_and_in_order():
+    from types import SimpleNamespace
+
+    from stacks.explore import lanes
+    from stacks.explore.search import Ledger, Stats
+    ex = SimpleNamespace(_found={("s", "agg"): [0.9]}, _families={("s", "f1"): 10.0},
+                         stats=Stats(probes=1, checks=["old"], a2_ratio={"s": 1.1}),
+                         note=None)
+    said: list[str] = []
+    ex.note = said.append
+    ledger = Ledger(2, False, {"s": {"x": 1.0}})
+    done = lanes.Lane(SimpleNamespace(
+        _found={("s", "agg"): [0.9, 0.8], ("t", "dis"): [0.7]},
+        _families={("s", "f1"): 99.0, ("s", "f2"): 20.0},
+        stats=Stats(probes=3, cache_hits=2, checks=["old", "new"], a2_ratio={"s": 1.3})),
+        Ledger(2, False, {"s": {"x": 1.0, "y": 0.5}, "t": {"z": 2.0}}), ["found y"])
+    lanes.merge(ex, ledger, done)   # type: ignore[arg-type]
+    assert ledger.best == {"s": {"x": 1.0, "y": 0.5}, "t": {"z": 2.0}}
+    assert ex._found == {("s", "agg"): [0.9, 0.8], ("t", "dis"): [0.7]}
+    assert ex._families == {("s", "f1"): 10.0, ("s", "f2"): 20.0}   # the first found stays
+    assert (ex.stats.probes, ex.stats.cache_hits, ex.stats.checks, ex.stats.a2_ratio) == \
+        (4, 2, ["old", "new"], {"s": 1.3})
+    assert said == ["found y"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,9 @@ class BaseSimulator:
     # `stacks explore --calibrate`: factors fitted to measured runs (workloads/sim/calibrate.py),
     # applied to every table whose (GPU, TP, role, model) they cover
     calibration: Calibration | None = None
+    _lanes: list[Replayer] = field(default_factory=list)
+    _free: list[Replayer] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def for_base(cls, base: StackConfig, scale: Scale) -> BaseSimulator:
@@ -209,9 +213,31 @@ class BaseSimulator:
         the KV router (its figures are the first run's either way; the other runs only show
         the spread of the router's random ties)."""
         runs = 1 if workload == "concurrency_sweep" else None
-        figs = simulate_plan(stack, self.scale, prepared.target, prepared.template,
-                             only=[workload], replayer=self.replayer, runs=runs)
+        replayer = self._take()
+        try:
+            figs = simulate_plan(stack, self.scale, prepared.target, prepared.template,
+                                 only=[workload], replayer=replayer, runs=runs)
+        finally:
+            self._give(replayer)
         return [f.as_dict() for f in figs]
+
+    def _take(self) -> Replayer:
+        """A replay process no other thread is using: the explore's own first, one more per
+        lane searching at once (stacks/explore/lanes.py), each kept for the whole explore."""
+        with self._lock:
+            if self._free is None:
+                self._free = [self.replayer]
+            if not self._free:
+                self._lanes.append(Replayer())
+                return self._lanes[-1]
+            return self._free.pop()
+
+    def _give(self, replayer: Replayer) -> None:
+        with self._lock:
+            assert self._free is not None
+            self._free.append(replayer)
 
     def close(self) -> None:
         self.replayer.close()
+        for r in self._lanes:
+            r.close()
