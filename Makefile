@@ -110,8 +110,10 @@ DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3
 # Then, SIMULATED in virtual time (DynoSim, on AIConfigurator's tables for the GPUs the base
-# rents): what base-a100's node groups can hold (`stacks explore`), and the plan's A100 and L40S
-# variants at full scale (`--target sim`), in the same report as the rehearsal.
+# rents): what base-a100's node groups can hold (`stacks explore`, at the demo's quick scale: at
+# full scale it simulates ~290 steps of 120 s, ~800 s of CPU with empty caches; docs/explore.md),
+# and the plan's A100 and L40S variants at full scale (`--target sim`, two at a time: one core
+# each), in the same report as the rehearsal.
 DEMO_SIM_STACKS := agg-a100 agg-a100-kv agg-l40s-fp8 disagg-a100 disagg-a100-kv \
   disagg-a100-kv-offload disagg-l40s-decode
 DEMO_EXPLORE := reports/out/demo-explore-base-a100
@@ -120,10 +122,9 @@ demo: venv engine predictor
 	$(BIN)/python -m stacks check --all --no-simulate
 	$(BIN)/python -m workloads campaign local $(DEMO_STACKS) --scale quick --run-id $(DEMO_RUN) \
 	  --only local-agg-kv:multi_turn --only local-agg-kv:prefix_cache
-	$(BIN)/python -m stacks explore base-a100 --out $(DEMO_EXPLORE)
-	for s in $(DEMO_SIM_STACKS); do \
-	  $(BIN)/python -m workloads run $$s --target sim --scale full --run-id sim-$(DEMO_RUN) \
-	    --no-progress || exit 1; done
+	$(BIN)/python -m stacks explore base-a100 --scale quick --out $(DEMO_EXPLORE)
+	printf '%s\n' $(DEMO_SIM_STACKS) | xargs -P 2 -I{} $(BIN)/python -m workloads run {} \
+	  --target sim --scale full --run-id sim-$(DEMO_RUN) --no-progress
 	$(BIN)/python -m reports compare $(foreach s,$(DEMO_STACKS),runs/$(s)/$(DEMO_RUN)) \
 	  $(foreach s,$(DEMO_SIM_STACKS),runs/$(s)/sim-$(DEMO_RUN)) --name demo --explore $(DEMO_EXPLORE)
 	$(BIN)/python -m reports campaign runs/campaigns/local/$(DEMO_RUN) --name demo
