@@ -1,8 +1,8 @@
 """Every comparison the report draws carries its difference, 95 % interval and a verdict judged
-with the report's other comparisons (reports/comparisons.py, reports/verdicts.py), on the
-committed fixture runs (real runs of the local engine) and on frames built by hand for the
-comparisons those runs do not hold (a decode tier on another GPU, cold vs warm, recipes,
-simulated vs measured)."""
+with the report's other comparisons (reports/comparisons/comparisons.py,
+reports/comparisons/verdicts.py), on the committed fixture runs (real runs of the local engine) and
+on frames built by hand for the comparisons those runs do not hold (a decode tier on another GPU,
+cold vs warm, recipes, simulated vs measured)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from reports_fixtures import copy_runs, profiling_records, run_dir, sweep_dirs
 
-from reports import comparisons as cmp
-from reports import verdicts as v
 from reports.build import build_report
-from reports.intervals import folded_quantile
+from reports.comparisons import comparisons as cmp
+from reports.comparisons import verdicts as v
+from reports.tables.intervals import folded_quantile
 from stacks.sizing import sampling
 
 
