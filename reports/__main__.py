@@ -12,10 +12,10 @@ import typer
 from rich.console import Console
 
 from reports.build import build_report
-from reports.explore_section import ExploreMissing
-from reports.goodput import DEFAULT_SLOS, parse_slo
-from reports.runs import RunError, resolve_run_dirs
-from reports.sla import USER_SPEEDS
+from reports.records.runs import RunError, resolve_run_dirs
+from reports.render.explore_section import ExploreMissing
+from reports.tables.goodput import DEFAULT_SLOS, parse_slo
+from reports.tables.sla import USER_SPEEDS
 from stacks.cli import fail, run_cli, writable_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -106,7 +106,7 @@ def campaign_cmd(campaign_dir: Path = typer.Argument(..., help="runs/campaigns/<
     """A campaign's forecast against what it measured: billed vs loaded GPU-hours per node
     group, and per variant its order, kept workers (with their evidence), prompt epochs, wall
     and load window (campaign.md, campaign_groups.csv, campaign_slots.csv)."""
-    from reports.campaign import load, write
+    from reports.render.campaign import load, write
 
     try:
         data = load(campaign_dir)

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from reports.goodput import DEFAULT_SLOS
+from reports.tables.goodput import DEFAULT_SLOS
 from stacks.config.loader import load_stack
 from stacks.predict import predictor
 from stacks.predict.rows import SLOS, row

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reports import explore_section as es
+from reports.render import explore_section as es
 
 LABEL = "SIMULATED (DynoSim, ai-dynamo 1.6.1, AIConfigurator 0.12.0 a100_sxm_40gb/vllm 0.14.0)"
 

@@ -1,8 +1,8 @@
 """Every comparison the report draws carries its difference, 95 % interval and a verdict judged
-with the report's other comparisons (reports/comparisons.py, reports/verdicts.py), on the
-committed fixture runs (real runs of the local engine) and on frames built by hand for the
-comparisons those runs do not hold (a decode tier on another GPU, cold vs warm, recipes,
-simulated vs measured)."""
+with the report's other comparisons (reports/comparisons/comparisons.py,
+reports/comparisons/verdicts.py), on the committed fixture runs (real runs of the local engine) and
+on frames built by hand for the comparisons those runs do not hold (a decode tier on another GPU,
+cold vs warm, recipes, simulated vs measured)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from reports_fixtures import copy_runs, profiling_records, run_dir, sweep_dirs
 
-from reports import comparisons as cmp
-from reports import verdicts as v
 from reports.build import build_report
-from reports.intervals import folded_quantile
+from reports.comparisons import comparisons as cmp
+from reports.comparisons import verdicts as v
+from reports.tables.intervals import folded_quantile
 from stacks.sizing import sampling
 
 
@@ -220,8 +220,8 @@ def test_agg_vs_disagg_pairs_only_like_with_like():
     (that is simulated_vs_measured's question), nor stacks on other GPUs or routers."""
     from dataclasses import replace
 
-    from reports.compare import topology_pairs
-    from reports.stackinfo import StackInfo
+    from reports.comparisons.compare import topology_pairs
+    from reports.records.stackinfo import StackInfo
     from stacks.sizing.estimate import HourlyCost
 
     def info(name, topology, **kw):
@@ -243,8 +243,8 @@ def test_a_decode_tier_is_compared_only_with_its_own_kind_prefill_gpu_and_router
 
     import pandas as pd
 
-    from reports.comparisons import decode_tier
-    from reports.stackinfo import StackInfo
+    from reports.comparisons.comparisons import decode_tier
+    from reports.records.stackinfo import StackInfo
     from stacks.sizing.estimate import HourlyCost
 
     base = StackInfo(name="s", target="aws", topology="disaggregated", router="round-robin",

@@ -13,12 +13,29 @@ the K-th best it was shown; a stale K-th is higher, so it prunes less, never wro
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from stacks.explore.search import Explorer, Ledger, Outcome, Subject
+
+class Ledger(Protocol):
+    """search.Ledger as the lanes use it (search.py imports this module, not the reverse)."""
+    k: int
+    exhaustive: bool
+    best: dict[str, dict[str, float]]
+
+    def add(self, slo: str, usd: float, setup: str) -> None: ...
+
+
+class Explorer(Protocol):
+    """search.Explorer as the lanes use it: its state, and the search of one candidate."""
+    _found: dict[tuple[str, str], list[float]]
+    _families: dict[tuple[str, tuple], float]
+    stats: Any
+    note: Callable[[str], None]
+
+    def _sweep_one(self, s: Any, lbs: dict[str, float | None], ledger: Any) -> list[Any]: ...
 
 # Fixed, not the host's core count: how many candidates start from one state decides what is
 # pruned, and so which candidates a report shows simulated; it must not depend on the machine.
@@ -35,12 +52,13 @@ class Lane:
 def lane(ex: Explorer, ledger: Ledger) -> Lane:
     """A copy of the search's state for one candidate: shared caches (the steps simulated, the
     bounds), its own ledger, operating points found and statistics."""
-    from stacks.explore.search import Ledger, Stats
     mine = copy.copy(ex)
     mine._found = copy.deepcopy(ex._found)
     mine._families = dict(ex._families)
-    mine.stats = Stats()
-    out = Lane(mine, Ledger(ledger.k, ledger.exhaustive, copy.deepcopy(ledger.best)))
+    mine.stats = type(ex.stats)()
+    own = copy.copy(ledger)
+    own.best = copy.deepcopy(ledger.best)
+    out = Lane(mine, own)
     mine.note = out.notes.append
     return out
 
@@ -64,15 +82,15 @@ def merge(ex: Explorer, ledger: Ledger, done: Lane) -> None:
         ex.note(line)
 
 
-def sweep_together(ex: Explorer, batch: list[Subject], lbs: dict[int, dict[str, float | None]],
-                   ledger: Ledger) -> list[Outcome]:
+def sweep_together(ex: Explorer, batch: list[Any], lbs: dict[int, dict[str, float | None]],
+                   ledger: Ledger) -> list[Any]:
     """The operating points of `batch` (at most LANES candidates), searched at once."""
     lanes = [lane(ex, ledger) for _ in batch]
     with ThreadPoolExecutor(max_workers=len(batch)) as pool:
         futures = [pool.submit(ln.explorer._sweep_one, s, lbs[id(s)], ln.ledger)
                    for ln, s in zip(lanes, batch, strict=True)]
         found = [f.result() for f in futures]
-    out: list[Outcome] = []
+    out: list[Any] = []
     for ln, outcomes in zip(lanes, found, strict=True):
         merge(ex, ledger, ln)
         out += outcomes

@@ -15,10 +15,10 @@ from typing import cast
 
 import pandas as pd
 
-from reports.measures import COUNT_COLUMNS
-from reports.published import published_figure
-from reports.sla import best_points
-from reports.stackinfo import StackInfo
+from reports.records.measures import COUNT_COLUMNS
+from reports.records.stackinfo import StackInfo
+from reports.tables.published import published_figure
+from reports.tables.sla import best_points
 
 # Each side's requests by outcome class, as in every table.
 COUNTS = {c: c for c in COUNT_COLUMNS}
@@ -70,7 +70,8 @@ def _side_by_side(table: pd.DataFrame, key: str, cols: dict[str, str],
 
 def concurrency_side_by_side(sweep: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.DataFrame:
     """concurrency, aggregated/disaggregated TTFT and ITL p50 and TPS (aggregate output
-    tok/s); the differences' intervals and verdicts join in reports.build (reports.verdicts)."""
+    tok/s); the differences' intervals and verdicts join in reports.build
+    (reports.comparisons.verdicts)."""
     out = _side_by_side(sweep, "concurrency",
                         {"ttft_p50_ms": "ttft_p50_ms", "itl_p50_ms": "itl_p50_ms",
                          "output_tok_s": "tps", "repeats": "repeats", **COUNTS},

@@ -43,7 +43,7 @@ def top_rows(table: pd.DataFrame, slo: str, k: int = TOP) -> pd.DataFrame:
 
 def section(table: pd.DataFrame, label: str, base: str, where: str = "explore") -> str:
     """The report's explore section (markdown)."""
-    from reports.markdown import md_table
+    from reports.render.markdown import md_table
 
     out = [f"\n## Explore {base}: the configurations its node groups hold — {label}\n\n",
            f"Every candidate pre-flight accepts, simulated on the plan's workloads; the "
