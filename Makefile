@@ -10,7 +10,7 @@ PARSERS_STAMP := $(PARSERS_VENV)/.installed
 PREDICT_VENV := .venv-predict
 PREDICT_STAMP := $(PREDICT_VENV)/.installed
 
-.PHONY: venv engine parsers predictor helm test-envs demo-envs demo test lint typecheck reference check bench bench-reports mutate clean
+.PHONY: bench-sim venv engine parsers predictor helm test-envs demo-envs demo test lint typecheck reference check bench bench-reports mutate clean
 
 # --- how the environments are installed ------------------------------------------------------
 # uv (pinned in requirements-uv.txt; pip installs it once into .cache/uv-bin) installs every
@@ -213,12 +213,24 @@ check: venv
 DEMO_RUN ?= $(shell date -u +%Y%m%dT%H%M%SZ)
 DEMO_RUN := $(DEMO_RUN)
 DEMO_STACKS := local-agg local-disagg local-agg-kv local-recipe-motif3
+# Then, SIMULATED in virtual time (DynoSim, on AIConfigurator's tables for the GPUs the base
+# rents): what base-a100's node groups can hold (`stacks explore`, at the demo's quick scale: at
+# full scale it simulates ~290 steps of 120 s, ~800 s of CPU with empty caches; docs/explore.md),
+# and the plan's A100 and L40S variants at full scale (`--target sim`, two at a time: one core
+# each), in the same report as the rehearsal.
+DEMO_SIM_STACKS := agg-a100 agg-a100-kv agg-l40s-fp8 disagg-a100 disagg-a100-kv \
+  disagg-a100-kv-offload disagg-l40s-decode
+DEMO_EXPLORE := reports/out/demo-explore-base-a100
 
 demo: demo-envs
 	$(BIN)/python -m stacks check --all --no-simulate
 	$(BIN)/python -m workloads campaign local $(DEMO_STACKS) --scale quick --run-id $(DEMO_RUN) \
 	  --only local-agg-kv:multi_turn --only local-agg-kv:prefix_cache
-	$(BIN)/python -m reports compare $(foreach s,$(DEMO_STACKS),runs/$(s)/$(DEMO_RUN)) --name demo
+	$(BIN)/python -m stacks explore base-a100 --scale quick --out $(DEMO_EXPLORE)
+	printf '%s\n' $(DEMO_SIM_STACKS) | xargs -P 2 -I{} $(BIN)/python -m workloads run {} \
+	  --target sim --scale full --run-id sim-$(DEMO_RUN) --no-progress
+	$(BIN)/python -m reports compare $(foreach s,$(DEMO_STACKS),runs/$(s)/$(DEMO_RUN)) \
+	  $(foreach s,$(DEMO_SIM_STACKS),runs/$(s)/sim-$(DEMO_RUN)) --name demo --explore $(DEMO_EXPLORE)
 	$(BIN)/python -m reports campaign runs/campaigns/local/$(DEMO_RUN) --name demo
 	@echo "report: reports/out/demo/report.md, campaign: reports/out/demo/campaign.md"
 
@@ -267,6 +279,11 @@ reference: venv
 # on the local engine (a measurement, not a test).
 bench: venv engine
 	$(BIN)/python -m workloads bench
+
+# How fast the simulation answers (workloads/sim/bench.py): a full-scale simulated run warm, and
+# stacks explore base-a100 with every cache empty and warm, as a table (a benchmark, not a test).
+bench-sim: venv engine predictor
+	$(BIN)/python -m workloads.sim.bench
 
 # Report build time on a synthesised 100,000-request run (a benchmark, not a test).
 bench-reports: venv

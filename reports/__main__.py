@@ -12,9 +12,10 @@ import typer
 from rich.console import Console
 
 from reports.build import build_report
-from reports.goodput import DEFAULT_SLOS, parse_slo
-from reports.runs import RunError, resolve_run_dirs
-from reports.sla import USER_SPEEDS
+from reports.records.runs import RunError, resolve_run_dirs
+from reports.render.explore_section import ExploreMissing
+from reports.tables.goodput import DEFAULT_SLOS, parse_slo
+from reports.tables.sla import USER_SPEEDS
 from stacks.cli import fail, run_cli, writable_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -33,9 +34,15 @@ _USER_SPEED = typer.Option(None, "--user-speed", click_type=click.Choice(list(US
                            help=USER_SPEED_HELP)
 
 
+_EXPLORE = typer.Option(None, "--explore", file_okay=False, exists=True,
+                        help="A `python -m stacks explore <base> --out DIR` folder: its files "
+                        "go beside the report and its top candidates per SLO into a section "
+                        "(SIMULATED, as explore.md labels them).")
+
+
 def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
          runs_root: Path, with_compare: bool, no_cache: bool,
-         user_speed: str | None = None) -> None:
+         user_speed: str | None = None, explore: Path | None = None) -> None:
     try:
         slos = tuple(parse_slo(s) for s in slo) if slo else DEFAULT_SLOS
         writable_dir(out)
@@ -49,8 +56,9 @@ def _run(targets: list[str], out: Path, name: str | None, slo: list[str] | None,
     with console.status(f"loading {len(dirs)} run(s) and building the report"):
         try:
             report = build_report(dirs, out, name=name, slos=slos, with_compare=with_compare,
-                                  use_cache=not no_cache, user_speed=user_speed)
-        except RunError as exc:
+                                  use_cache=not no_cache, user_speed=user_speed,
+                                  explore=explore)
+        except (RunError, ExploreMissing) as exc:
             fail(exc)
     n_req = len(report.requests)
     console.print(f"report [bold]{report.name}[/bold]: {len(report.steps)} steps, {n_req:,} "
@@ -68,9 +76,9 @@ def build(run_dirs: list[str] = typer.Argument(..., help="Run folders runs/<stac
           slo: list[str] = typer.Option(None, help=SLO_HELP),
           runs_root: Path = typer.Option(Path("runs"), help="Where stack names are looked up."),
           no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
-          user_speed: str = _USER_SPEED) -> None:
+          user_speed: str = _USER_SPEED, explore: Path = _EXPLORE) -> None:
     """Tables, plots and report.md for one or more runs."""
-    _run(run_dirs, out, name, slo, runs_root, False, no_cache, user_speed)
+    _run(run_dirs, out, name, slo, runs_root, False, no_cache, user_speed, explore)
 
 
 @app.command("compare")
@@ -84,10 +92,10 @@ def compare_cmd(targets: list[str] = typer.Argument(..., help="Two or more stack
                 runs_root: Path = typer.Option(Path("runs"), help="Where stack names are "
                                                "looked up."),
                 no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
-                user_speed: str = _USER_SPEED) -> None:
+                user_speed: str = _USER_SPEED, explore: Path = _EXPLORE) -> None:
     """Everything `build` writes, plus aggregated vs disaggregated side-by-side tables and,
     for recipe stacks, optimized/baseline and aggregated/disaggregated tok/s/GPU at the SLA."""
-    _run(targets, out, name, slo, runs_root, True, no_cache, user_speed)
+    _run(targets, out, name, slo, runs_root, True, no_cache, user_speed, explore)
 
 
 @app.command("campaign")
@@ -98,7 +106,7 @@ def campaign_cmd(campaign_dir: Path = typer.Argument(..., help="runs/campaigns/<
     """A campaign's forecast against what it measured: billed vs loaded GPU-hours per node
     group, and per variant its order, kept workers (with their evidence), prompt epochs, wall
     and load window (campaign.md, campaign_groups.csv, campaign_slots.csv)."""
-    from reports.campaign import load, write
+    from reports.render.campaign import load, write
 
     try:
         data = load(campaign_dir)

@@ -7,31 +7,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import (
-    compare,
-    html,
-    intervals,
-    markdown,
-    plots,
-    predicted_vs_measured,
-    simulated_vs_measured,
-    summary,
-    tables,
-    tables_requests,
-    verdicts,
-)
-from reports.ablation import ablation_check
-from reports.comparisons import all_comparisons
-from reports.cost_efficiency import cost_efficiency
-from reports.flags import judge_steps
-from reports.goodput import DEFAULT_SLOS, Slo, goodput
-from reports.hypotheses import all_hypotheses
-from reports.routing import routing_table
-from reports.runs import STEP_KEY, RunFrames, RunRecord, load_run
-from reports.sla import sla_table
-from reports.stackinfo import StackInfo, runs_timing, stack_info, timing_words
-from reports.trace_plot import trace_timeline
-from reports.trace_report import trace_replay_table
+from reports.comparisons import compare, predicted_vs_measured, simulated_vs_measured, verdicts
+from reports.comparisons.ablation import ablation_check
+from reports.comparisons.comparisons import all_comparisons
+from reports.comparisons.hypotheses import all_hypotheses
+from reports.records.flags import judge_steps
+from reports.records.routing import routing_table
+from reports.records.runs import STEP_KEY, RunFrames, RunRecord, load_run
+from reports.records.stackinfo import StackInfo, runs_timing, stack_info, timing_words
+from reports.render import explore_section, html, markdown, plots, summary
+from reports.render.trace_plot import trace_timeline
+from reports.tables import intervals, tables, tables_requests
+from reports.tables.cost_efficiency import cost_efficiency
+from reports.tables.goodput import DEFAULT_SLOS, Slo, goodput
+from reports.tables.sla import sla_table
+from reports.tables.trace_report import trace_replay_table
 from workloads.attest.checks import first_data_floor
 from workloads.targets.mocker_timings import TimingWords
 
@@ -49,7 +39,8 @@ class Report:
 def combine(runs: list[RunFrames]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, StackInfo],
                                             dict[tuple[str, str], RunRecord]]:
     """One steps/requests frame over all runs, with each stack's GPUs and per-GPU output, each
-    step judged (reports.flags) and each request carrying its step's `usable` / `step_flag`."""
+    step judged (reports.records.flags) and each request carrying its step's `usable` /
+    `step_flag`."""
     infos: dict[str, StackInfo] = {}
     records: dict[tuple[str, str], RunRecord] = {}
     timings: dict[str, dict[str, TimingWords]] = {}
@@ -82,7 +73,7 @@ def latest_configs(records: dict[tuple[str, str], RunRecord]) -> dict[str, dict]
 def with_intervals(sweep: pd.DataFrame, pc: pd.DataFrame, steps: pd.DataFrame,
                    requests: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The sweep and prefix-cache tables with the 95 % interval of each figure they print
-    (reports.intervals)."""
+    (reports.tables.intervals)."""
     sweep = intervals.add_intervals(
         sweep, steps[steps["workload"] == "concurrency_sweep"], requests,
         ["stack", "concurrency"], [*intervals.QUANTILE_FIGURES, *intervals.REPEAT_FIGURES])
@@ -175,7 +166,9 @@ def default_name(runs: list[RunFrames], with_compare: bool) -> str:
 
 def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = None,
                  slos: tuple[Slo, ...] = DEFAULT_SLOS, with_compare: bool = False,
-                 use_cache: bool = True, user_speed: str | None = None) -> Report:
+                 use_cache: bool = True, user_speed: str | None = None,
+                 explore: Path | None = None) -> Report:
+    explored = explore_section.read(explore) if explore is not None else None
     runs = [load_run(d, use_cache=use_cache) for d in run_dirs]
     steps, requests, infos, records = combine(runs)
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
@@ -208,7 +201,12 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     hyps = all_hypotheses(t, steps, infos)
     records_used = [r.record for r in runs]
     f = summary.facts(t, steps, records_used, infos, slos[0])
+    extra = ""
+    if explore is not None and explored is not None:
+        explore_section.copy_into(explore, out_dir)
+        extra = explore_section.section(*explored)
     (out_dir / "report.md").write_text(markdown.render(
-        name, summary.render(f), t, figs, hyps, records_used, infos, slos, glance=f.glance))
+        name, summary.render(f), t, figs, hyps, records_used, infos, slos, glance=f.glance,
+        extra=extra))
     html.write_html(out_dir)   # index.html: the same report, self-contained, for a browser
     return Report(name, out_dir, t, figs, steps, requests)

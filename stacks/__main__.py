@@ -454,6 +454,11 @@ def explore(base: str = typer.Argument(..., help="A base stack: every configurat
             out: Path = typer.Option(None, "--out", file_okay=False, help="Folder for "
                                      "explore.md, .csv and the plot (default "
                                      "reports/out/explore-<base>)."),
+            calibrate: list[Path] = typer.Option(
+                None, "--calibrate", exists=True, help="A measured run or campaign directory "
+                "(repeat it): fit prefill and decode factors per (GPU, TP, role) to its steps "
+                "(as `python -m workloads calibrate`), show them with their residual error, and "
+                "rank the candidates on the calibrated tables."),
             stacks_dir: Path = typer.Option(STACKS_DIR, "--stacks-dir", file_okay=False,
                                             exists=True, help="Folder of stack files.")) -> None:
     """SIMULATED before anything is paid for: every configuration the base's node groups hold
@@ -464,6 +469,8 @@ def explore(base: str = typer.Argument(..., help="A base stack: every configurat
     Cached in .cache/explore. Needs `make engine` and `make predictor` (timing tables)."""
     from stacks.explore.command import command
     from stacks.predict.predictor import PredictorUnavailable
+    from workloads.sim.calibrate import calibrate as fit_runs
+    from workloads.sim.calibrate_view import factors_table, summary_lines
     from workloads.sim.on_base import BaseSimulator
     from workloads.sim.replay import SimUnavailable
 
@@ -473,13 +480,18 @@ def explore(base: str = typer.Argument(..., help="A base stack: every configurat
         folder = writable_dir(out or STACKS_DIR.parent / "reports" / "out" / f"explore-{base}")
         sim = BaseSimulator.for_base(b, scale)
         try:
+            lines = None
+            if calibrate:
+                sim.calibration = fit_runs(calibrate, stacks_dir, replayer=sim.replayer)
+                console.print(factors_table(sim.calibration))
+                lines = summary_lines(sim.calibration)
             command(b, sim, slo, top, exhaustive, folder, stacks_dir if write_ else None,
-                    console)
+                    console, lines)
         finally:
             sim.close()
     except StackError as exc:
         stack_error(exc)
-    except (ValueError, PredictorUnavailable, SimUnavailable) as exc:
+    except (ValueError, PredictorUnavailable, SimUnavailable) as exc:   # FitError is one
         fail(exc, code=2)
 
 

@@ -37,6 +37,7 @@ class FakePrepared:
     engine: str
     timings: tuple[str, ...]
     tables: dict[str, Path]
+    records: dict[str, dict]
     stack: StackConfig
     kv_tokens: list[int]
 
@@ -65,7 +66,8 @@ class FakeSimulator:
         fp = hashlib.sha256(json.dumps(setup).encode()).hexdigest()
         return FakePrepared(fp, "SIMULATED (fake)", "fake simulator",
                             tuple(f"fake table tp{p.stem[2:]}" for p in tables.values()),
-                            tables, stack, kv_tokens)
+                            tables, {role: {"role": role} for role in tables}, stack,
+                            kv_tokens)
 
     def _sweep(self, stack: StackConfig, kv_tokens: list[int], c: int,
                isl: int = ISL) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import plots, trace_plot
 from reports.build import Report, build_report
+from reports.render import plots, trace_plot
 
 
 def report_with_figures(run_dirs: list[Path], out_root: Path, name: str,

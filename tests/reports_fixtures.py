@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.runs import CACHE_DIR, load_run
+from reports.records.runs import CACHE_DIR, load_run
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 # A real run of local-agg's sweep with worker-0 killed (SIGKILL) two seconds into c4's profiling:
@@ -38,7 +38,7 @@ def _cached_fixture_runs() -> Path:
 
 def copy_runs(dest: Path, with_cache: bool = True) -> Path:
     """A writable copy of the fixture runs. `with_cache`: with each run's reports cache, built
-    from the same exports by the same code (a copied run keeps its cache: reports/runs.py
+    from the same exports by the same code (a copied run keeps its cache: reports/records/runs.py
     _fingerprint), so a report of them skips the parse; without it, the first report parses."""
     root = dest / "runs"
     if with_cache:

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from reports.ablation import (
+from reports.comparisons.ablation import (
     LEFT_OUT,
     NO_DIFFERENCE,
     ablation_check,
@@ -18,7 +18,7 @@ from reports.ablation import (
     setting_between,
     summary_lines,
 )
-from reports.summary import facts
+from reports.render.summary import facts
 from stacks.config.loader import load_stack
 
 
@@ -178,7 +178,7 @@ def test_the_reports_family_can_turn_a_finding_into_no_difference():
 
 
 def test_flagged_steps_get_no_verdict_and_are_named():
-    """A step flagged on one side (failed, client-bound, truncated: reports.flags) is never
+    """A step flagged on one side (failed, client-bound, truncated: reports.records.flags) is never
     judged, whichever way its figures point, and the summary warns about it."""
     flag = "failed: 3 of 100 requests failed"
     steps = pd.DataFrame([_step("local-agg", 0.45, 0.5),
@@ -229,9 +229,9 @@ def test_topology_and_offload_signals():
 
 
 def test_the_summary_carries_findings_and_flags():
-    from reports.goodput import DEFAULT_SLOS
-    from reports.runs import RunRecord
-    from reports.stackinfo import stack_info
+    from reports.records.runs import RunRecord
+    from reports.records.stackinfo import stack_info
+    from reports.tables.goodput import DEFAULT_SLOS
 
     steps = pd.DataFrame([_step("local-agg", 0.541, 1.0), _step("local-agg-kv", 0.541, 1.0)])
     table = ablation_check(steps, _configs(turnDelaySigma=0, conversations=4))
@@ -249,7 +249,7 @@ def test_the_summary_carries_findings_and_flags():
 def test_offload_bytes_count_each_generation_of_vllm_names_once():
     """Newer vLLM exports the flat store / load counters and, deprecated, the older total by
     direction: the same bytes twice. The flat pair wins; the old total alone still counts."""
-    from reports.server import offload_bytes
+    from reports.records.server import offload_bytes
     from stacks.catalog import metrics as m
 
     def srv(*series):
@@ -266,9 +266,9 @@ def test_disagg_with_native_offload_is_marked_experimental_in_the_reports_stack_
     """Dynamo marks disaggregated serving with vLLM's native KV offload 'not yet validated end
     to end' (dynamo.md F4): pre-flight notes it, and the report's stack table carries it beside
     the stack's figures; a validated combination carries nothing."""
-    from reports.markdown import render
-    from reports.runs import RunRecord
-    from reports.stackinfo import EXPERIMENTAL, stack_info
+    from reports.records.runs import RunRecord
+    from reports.records.stackinfo import EXPERIMENTAL, stack_info
+    from reports.render.markdown import render
 
     def info(s):
         return stack_info(RunRecord(path=None, stack=s, run_id="r", config={}, config_hash="",

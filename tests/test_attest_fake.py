@@ -276,7 +276,7 @@ def test_a_probe_that_cannot_quick_ack_is_refused_as_a_measurement(tmp_path):
     """Without socket.TCP_QUICKACK the probe's quick-ACK mode is its plain mode: a stall of
     ~0 ms would pass the check while measuring nothing. The check says not measured, and no
     reader finds a stall or a floor in its evidence."""
-    from reports.predicted_vs_measured import first_data_stall_ms
+    from reports.comparisons.predicted_vs_measured import first_data_stall_ms
     from workloads.attest.checks import first_data_floor, first_data_measured
 
     blind = {"requests": 8, "quickack_supported": False, "stall_ms": 0.3,
@@ -295,7 +295,7 @@ def test_a_probe_that_cannot_quick_ack_is_refused_as_a_measurement(tmp_path):
 
 def test_a_flagged_stall_gives_the_report_its_floor_not_a_constant():
     """A flagged stall hands the report the plain first data (the floor under short TTFTs,
-    reports/tables.py ttft_gap); a passed one hands none; the last attestation that measured
+    reports/tables/tables.py ttft_gap); a passed one hands none; the last attestation that measured
     it counts."""
     from workloads.attest.checks import first_data_floor
 

@@ -329,3 +329,28 @@ def test_the_cli_refuses_what_is_no_measured_run_before_replaying_anything(tmp_p
     assert done.exit_code == 2
     assert "no measured step to fit (local-agg/r1 concurrency_sweep/c1: status failed" in \
         " ".join(done.output.split())
+
+
+def test_explore_ranks_on_the_calibrated_tables_where_the_fit_has_their_key(tmp_path):
+    """`stacks explore --calibrate`: the simulator's tables whose (GPU, TP, role, model) the fit
+    informed are scaled by its factors (a new table, so a new fingerprint and a fresh
+    simulation); a table no measured step informed stays AIConfigurator's."""
+    from types import SimpleNamespace
+
+    from workloads.sim.calibrate import Calibration
+    from workloads.sim.on_base import BaseSimulator
+    source, record = _source(tmp_path)
+    tables = [MockerTable("prefill", source, {**record, "tp": 2}),
+              MockerTable("decode", source, {**record, "sha256": "cd" * 32})]
+    decode_key = cf.Key("a100_sxm_40gb", 4, "decode", "Qwen/Qwen3-30B-A3B")
+    fit = SimpleNamespace(factors=lambda: {decode_key: (0.8, 1.25)})
+    sim = BaseSimulator(load_stack("base-a100"), "full", tmp_path, tmp_path / "tables",
+                        calibration=Calibration(fit, ["runs/x/r1"], []))   # type: ignore[arg-type]
+    prefill, decode = sim._calibrated(tables)
+    assert prefill.path == source and "calibration" not in prefill.record
+    z, orig = np.load(decode.path), _arrays()
+    assert decode.path != source and decode.record["calibration"]["decode_factor"] == 1.25
+    assert np.allclose(z["decode_itl"], orig["decode_itl"] * 1.25)
+    assert np.allclose(z["prefill_ttft_ms"], orig["prefill_ttft_ms"] * 0.8)
+    sim.calibration = None
+    assert sim._calibrated(tables) == tables

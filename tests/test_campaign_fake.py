@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from reports.campaign import write
+from reports.render.campaign import write
 from stacks.config.loader import load_stack
 from stacks.preflight.auto_mode import EMPTY_NODE_GRACE_S
 from tests.campaign_fake import FakeWorkspace, fake_cluster

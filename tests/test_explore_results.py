@@ -84,3 +84,27 @@ def test_the_report_files_say_simulated_and_hold_every_table(ex, tmp_path):
     with table.open() as f:
         assert len(list(csv.DictReader(f))) == len(csv_rows(ex))
     assert plot.stat().st_size > 10_000
+
+
+def test_a_verdict_the_models_error_could_reverse_is_not_resolved(monkeypatch):
+    """Issue 39 in the explore: a $ per 1M verdict between two sides stands only when their
+    bands (each $ moved by its ITL band from AIConfigurator's own measured rows) are apart; a
+    side without a band resolves nothing."""
+    from types import SimpleNamespace
+
+    from stacks.explore import questions as q
+    cheap = q.Side(1.00, "a", outcome=SimpleNamespace(row=SimpleNamespace(itl_p50_ms=10.0)))
+    dear = q.Side(1.30, "b", outcome=SimpleNamespace(row=SimpleNamespace(itl_p50_ms=20.0)))
+    width = {"a": 0.10, "b": 0.10}
+    monkeypatch.setattr(q, "itl_band", lambda o: (
+        None if width[o.name] is None else
+        (o.row.itl_p50_ms * (1 - width[o.name]), o.row.itl_p50_ms * (1 + width[o.name]))))
+    cheap.outcome.name, dear.outcome.name = "a", "b"
+    assert q.usd_band(cheap) == pytest.approx((0.9, 1.1))
+    assert q.usd_band(dear) == pytest.approx((1.17, 1.43))
+    assert q.resolved(cheap, dear) == ""                         # 1.1 < 1.17: apart
+    width["b"] = 0.20                                            # 1.04 .. 1.56 reaches 1.1
+    assert q.resolved(cheap, dear) == f"; {q.NOT_RESOLVED}"
+    width["b"] = None
+    assert q.resolved(cheap, dear) == f"; {q.NOT_RESOLVED}"      # no band: nothing resolved
+    assert q.resolved(q.Side(None), dear) == ""                  # a pruned side: the bound says

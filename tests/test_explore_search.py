@@ -96,3 +96,82 @@ def test_probes_already_made_seed_the_bracket_and_a_non_monotonic_pair_is_report
     found = operating_point(slo, g, odd, _steps(5), 1)
     assert found.violations[0] == "meets at c20 but misses at c10"
     assert all(v.startswith("meets at c20 but misses at c") for v in found.violations)
+
+
+class _InOrder:
+    """Stands in for the lanes' thread pool: runs the submitted searches one after another when
+    the first answer is asked for, in a chosen order (reversed: the second lane "finishes"
+    first), so the test decides which lane ends first instead of the scheduler."""
+
+    def __init__(self, reverse: bool) -> None:
+        self.reverse, self.pending = reverse, []
+
+    def __call__(self, max_workers: int):
+        self.pending = []
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+        future: Future = Future()
+        self.pending.append((future, fn, args))
+        outer = self
+
+        class Lazy:
+            def result(self):
+                for f, g, a in (reversed(outer.pending) if outer.reverse else outer.pending):
+                    if not f.done():
+                        f.set_result(g(*a))
+                return future.result()
+        return Lazy()
+
+
+def _everything(ex):
+    return [(o.subject.candidate.name, o.workload, o.slo, o.status, o.meets, o.usd,
+             o.row.concurrency if o.row else None, o.note) for o in ex.outcomes]
+
+
+def test_two_lanes_find_the_same_whatever_order_they_finish_in(base, tmp_path, monkeypatch):
+    """Two candidates searched at once start from one state and are merged in the visiting
+    order: every outcome (what was pruned and why, every operating point) and the statistics
+    are the same whichever lane finishes first."""
+    from stacks.explore import lanes
+    assert lanes.LANES == 2
+    runs = []
+    for reverse in (False, True):
+        monkeypatch.setattr(lanes, "ThreadPoolExecutor", _InOrder(reverse))
+        runs.append(explore(base, FakeSimulator(tmp_path), list(SLOS), k=1,
+                            only=["concurrency_sweep"]))
+    assert _everything(runs[0]) == _everything(runs[1])
+    assert (runs[0].stats.probes, runs[0].stats.checks) == \
+        (runs[1].stats.probes, runs[1].stats.checks)
+
+
+def test_a_lanes_findings_are_merged_whole_and_in_order():
+    from types import SimpleNamespace
+
+    from stacks.explore import lanes
+    from stacks.explore.search import Ledger, Stats
+    ex = SimpleNamespace(_found={("s", "agg"): [0.9]}, _families={("s", "f1"): 10.0},
+                         stats=Stats(probes=1, checks=["old"], a2_ratio={"s": 1.1}),
+                         note=None)
+    said: list[str] = []
+    ex.note = said.append
+    ledger = Ledger(2, False, {"s": {"x": 1.0}})
+    done = lanes.Lane(SimpleNamespace(
+        _found={("s", "agg"): [0.9, 0.8], ("t", "dis"): [0.7]},
+        _families={("s", "f1"): 99.0, ("s", "f2"): 20.0},
+        stats=Stats(probes=3, cache_hits=2, checks=["old", "new"], a2_ratio={"s": 1.3})),
+        Ledger(2, False, {"s": {"x": 1.0, "y": 0.5}, "t": {"z": 2.0}}), ["found y"])
+    lanes.merge(ex, ledger, done)   # type: ignore[arg-type]
+    assert ledger.best == {"s": {"x": 1.0, "y": 0.5}, "t": {"z": 2.0}}
+    assert ex._found == {("s", "agg"): [0.9, 0.8], ("t", "dis"): [0.7]}
+    assert ex._families == {("s", "f1"): 10.0, ("s", "f2"): 20.0}   # the first found stays
+    assert (ex.stats.probes, ex.stats.cache_hits, ex.stats.checks, ex.stats.a2_ratio) == \
+        (4, 2, ["old", "new"], {"s": 1.3})
+    assert said == ["found y"]

@@ -30,8 +30,8 @@ def allowed(module: str, dep: str) -> bool:
         return True
     return module in CLI_SIMULATES and (dep == "workloads.sim" or dep.startswith("workloads.sim."))
 # The rooms inside a package and what each may import of the package's other rooms. A module of
-# the package outside every room (the CLI: stacks/__main__.py, stacks/cli.py; the result tables
-# at reports/ top level) may import any room of its package.
+# the package outside every room (the CLI: stacks/__main__.py, stacks/cli.py; the pipeline and CLI
+# at reports/ top level: build.py, __main__.py, bench.py) may import any room of its package.
 ROOMS = {
     "stacks.catalog": set(),
     "stacks.config": {"stacks.catalog"},
@@ -53,6 +53,13 @@ ROOMS = {
                        "stacks.engine_argv", "stacks.preflight", "stacks.predict"},
     # accounting reads stacks/ (prices, the effective cluster), never the result tables
     "reports.accounting": set(),
+    # reports/: run folders read into frames <- the plan's tables <- the comparisons and their
+    # verdicts <- what a reader sees (report.md, index.html, the plots)
+    "reports.records": set(),
+    # cost_efficiency prices a step's window with accounting's node_hours
+    "reports.tables": {"reports.records", "reports.accounting"},
+    "reports.comparisons": {"reports.records", "reports.tables"},
+    "reports.render": {"reports.records", "reports.tables", "reports.comparisons"},
 }
 
 
@@ -147,7 +154,7 @@ def test_only_the_stacks_cli_may_run_the_simulation():
     assert allowed("stacks.__main__", "workloads.sim.plan_sim")
     assert not allowed("stacks.plan.forecast", "workloads.sim.plan_sim")
     assert not allowed("stacks.__main__", "workloads.runner")
-    assert not allowed("stacks.forecast_cli", "reports.tables")
+    assert not allowed("stacks.forecast_cli", "reports.tables.tables")
 
 
 def room_of(module: str) -> str:
@@ -187,25 +194,28 @@ def test_every_room_exists_and_says_what_it_holds():
 
 def test_package_tops_hold_only_the_cli_and_the_rooms():
     """stacks/ holds the CLI (its commands, its bad-input rule, the forecast's printing that
-    `plan` and `check` share) and its rooms; no accounting module sits at reports/ top level."""
+    `plan` and `check` share) and its rooms; reports/ holds the CLI, the pipeline that wires its
+    rooms (build) and the report-building benchmark (bench)."""
     assert {p.name for p in (ROOT / "stacks").glob("*.py")} == {"__init__.py", "__main__.py",
                                                                  "cli.py", "forecast_cli.py"}
-    accounting = ("audit", "aws_", "cost_explorer", "cost_split", "node_hours", "pricing")
-    assert not [p.name for p in (ROOT / "reports").glob("*.py") if p.name.startswith(accounting)]
+    assert {p.name for p in (ROOT / "reports").glob("*.py")} == {"__init__.py", "__main__.py",
+                                                                  "build.py", "bench.py"}
     assert not list((ROOT / "workloads").glob("attest_*.py"))
 
 
 def test_the_room_rules_catch_planted_wrong_imports(tmp_path):
-    """A catalogue fact that imports config, config that imports pre-flight, and accounting that
-    imports a result table are each found; a room importing one below it is not."""
+    """A catalogue fact that imports config, config that imports pre-flight, accounting that
+    imports a result table and a run record that imports the report's rendering are each found;
+    a room importing one below it is not."""
     for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
     for room in ("catalog", "config", "preflight", "plan"):
         (tmp_path / "stacks" / room).mkdir()
         (tmp_path / "stacks" / room / "__init__.py").write_text("")
-    (tmp_path / "reports" / "accounting").mkdir()
-    (tmp_path / "reports" / "accounting" / "__init__.py").write_text("")
+    for room in ("accounting", "records", "tables", "render"):
+        (tmp_path / "reports" / room).mkdir()
+        (tmp_path / "reports" / room / "__init__.py").write_text("")
     (tmp_path / "stacks" / "catalog" / "facts.py").write_text(
         "from stacks.config.schema import StackConfig\n")
     (tmp_path / "stacks" / "config" / "schema.py").write_text(
@@ -215,12 +225,18 @@ def test_the_room_rules_catch_planted_wrong_imports(tmp_path):
     (tmp_path / "stacks" / "plan" / "forecast.py").write_text(
         "from stacks.preflight import rules\n")
     (tmp_path / "stacks" / "cli.py").write_text("from stacks.plan import forecast\n")
-    (tmp_path / "reports" / "tables.py").write_text("X = 1\n")
+    (tmp_path / "reports" / "tables" / "goodput.py").write_text("X = 1\n")
     (tmp_path / "reports" / "accounting" / "audit.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reports import tables\n")
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from reports.tables import goodput\n")
+    (tmp_path / "reports" / "records" / "runs.py").write_text(
+        "def f():\n    from reports.render.markdown import render\n")
+    (tmp_path / "reports" / "render" / "markdown.py").write_text(
+        "from reports.tables.goodput import X\nfrom reports.records import runs\n")
     graph = import_graph(project_modules(tmp_path))
     assert room_violations(graph) == [
-        "reports.accounting.audit -> reports.tables",
+        "reports.accounting.audit -> reports.tables.goodput",
+        "reports.records.runs -> reports.render.markdown",
         "stacks.catalog.facts -> stacks.config.schema",
         "stacks.config.schema -> stacks.preflight.rules",
         "stacks.preflight.rules -> stacks.cli",

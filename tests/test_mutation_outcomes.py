@@ -1,5 +1,5 @@
 """Request and step classification and error counting, pinned exactly (workloads.outcomes,
-workloads.results, reports.flags): what a wrong timeout rule, a dropped record field, an
+workloads.results, reports.records.flags): what a wrong timeout rule, a dropped record field, an
 off-by-one in the achieved-concurrency window or a mislabelled step would change. Expected
 values are worked out by hand from the records below. (`make mutate`: group `outcomes`.)"""
 
@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from reports.flags import aiperf_provenance, judge, judge_steps, left_out
+from reports.records.flags import aiperf_provenance, judge, judge_steps, left_out
 from workloads import results
 from workloads.outcomes import (
     CANCELLED,
@@ -265,7 +265,7 @@ def test_step_expectations_and_summary_metrics(tmp_path):
     assert results.summary_metric(tmp_path / "missing", "time_to_first_token") is None
 
 
-# --- reports.flags ------------------------------------------------------------------------
+# --- reports.records.flags ------------------------------------------------------------------------
 
 def _step(**kw) -> pd.Series:
     row = {"stack": "s", "attempted": 10, "completed": 10, "failed": 0, "truncated": 0,

@@ -1,8 +1,8 @@
-"""SLO, goodput and SLA verdicts pinned at their boundaries (reports.goodput, reports.sla):
-the TTFT bound is strict ("p50 TTFT < 5 s"), the speed and ITL bounds inclusive, every bound
-applies to single requests and to steps, a step is judged on its p50 per-user speed, an
-unusable or empty step never meets an SLO, and the best point is per stack (and cache state).
-Expected values are worked out by hand. (`make mutate`: group `slo`.)"""
+"""SLO, goodput and SLA verdicts pinned at their boundaries (reports.tables.goodput,
+reports.tables.sla): the TTFT bound is strict ("p50 TTFT < 5 s"), the speed and ITL bounds
+inclusive, every bound applies to single requests and to steps, a step is judged on its p50 per-user
+speed, an unusable or empty step never meets an SLO, and the best point is per stack (and cache
+state). Expected values are worked out by hand. (`make mutate`: group `slo`.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import math
 import pandas as pd
 import pytest
 
-from reports.goodput import (
+from reports.records.stackinfo import REHEARSAL_ROW, StackInfo
+from reports.tables.goodput import (
     DEFAULT_SLOS,
     Slo,
     goodput,
@@ -20,8 +21,8 @@ from reports.goodput import (
     request_meets,
     step_meets,
 )
-from reports.published import PUBLISHED_LABEL, TRACE_NOMINAL_REUSE, published_figure
-from reports.sla import (
+from reports.tables.published import PUBLISHED_LABEL, TRACE_NOMINAL_REUSE, published_figure
+from reports.tables.sla import (
     COLUMNS,
     MEASUREMENT,
     RECIPE_SLA,
@@ -33,7 +34,6 @@ from reports.sla import (
     sla_table,
     user_speeds,
 )
-from reports.stackinfo import REHEARSAL_ROW, StackInfo
 from stacks.catalog.model_catalog import K_EXAONE, MOTIF_3
 from stacks.sizing.estimate import HourlyCost
 
@@ -352,7 +352,7 @@ def test_no_step_meeting_the_slo_leaves_no_best_point():
 
 
 def test_sla_rows_carry_the_steps_own_record():
-    from reports.sla import _float
+    from reports.tables.sla import _float
     assert math.isnan(_float(pd.NA)) and math.isnan(_float(None)) and _float(3) == 3.0
     steps, requests = _trace_steps()
     steps = steps.assign(step_flag=["", "FAILED: x", "", ""], usable=[True, False, True, True],
@@ -360,7 +360,7 @@ def test_sla_rows_carry_the_steps_own_record():
     sla = sla_table(steps, requests, {"agg-m": _info()})
     measured = sla[sla["row_kind"] == MEASUREMENT].set_index("step")
     # a step recorded before cache states were: "unknown", not blank
-    from reports.sla import _measured_row
+    from reports.tables.sla import _measured_row
     row = _measured_row(steps.iloc[0].drop("cache"), requests.iloc[0:0], _info(), "p50", SLA)
     assert row["cache"] == "unknown"
     c11 = measured.loc["c11"]

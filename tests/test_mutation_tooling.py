@@ -27,7 +27,7 @@ def test_targets_exist_and_groups_are_unique():
     for g in GROUPS:
         assert all((REPO / p).is_file() for p in (*g.modules, *g.tests)), g.name
         assert all(t.startswith("tests/test_") for t in g.tests)
-    assert group("slo").modules == ("reports/goodput.py", "reports/sla.py")
+    assert group("slo").modules == ("reports/tables/goodput.py", "reports/tables/sla.py")
     with pytest.raises(KeyError, match="no mutation group 'nope'"):
         group("nope")
 
@@ -70,7 +70,7 @@ def test_score_counts_equivalents_out_and_everything_else_in():
                 f"{m}.x_f__mutmut_3": "survived", f"{m}.x_f__mutmut_4": "no tests",
                 f"{m}.x_f__mutmut_5": "survived", f"{m}.x_f__mutmut_6": "killed"}
     equivalents = {f"{m}.x_f__mutmut_5": "default", f"{m}.x_f__mutmut_6": "wrongly listed",
-                   f"{m}.x_f__mutmut_9": "gone", "reports.goodput.x_g__mutmut_1": "other"}
+                   f"{m}.x_f__mutmut_9": "gone", "reports.tables.goodput.x_g__mutmut_1": "other"}
     s = score_module("workloads/outcomes.py", statuses, equivalents)
     assert (s.total, s.killed, s.timeouts, s.counted) == (6, 3, 1, 5)
     assert s.equivalent == [f"{m}.x_f__mutmut_5"]

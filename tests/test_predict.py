@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from reports.goodput import DEFAULT_SLOS
+from reports.tables.goodput import DEFAULT_SLOS
 from stacks.config.loader import load_stack
 from stacks.predict import predictor
 from stacks.predict.rows import SLOS, row
@@ -99,7 +99,8 @@ def _fake_runner(monkeypatch, models, calls=None):
                 out.append({"aiconfigurator": "0.12.0", "aiconfigurator_core": "0.12.0",
                             "models": models,
                             "databases": {"a100_sxm_40gb": {"vllm": ["0.14.0"]},
-                                          "l40s": {"vllm": ["0.24.0"]}}})
+                                          "l40s": {"vllm": ["0.24.0"]}},
+                            "latest": {"a100_sxm_40gb": "0.14.0", "l40s": "0.24.0"}})
             elif q["op"] == "checkpoint":
                 out.append({m: CHECKPOINT if m in models else {"error": "not in the database"}
                             for m in q["models"]})
@@ -138,7 +139,7 @@ def test_a_prediction_names_its_database_and_departures_and_is_cached(monkeypatc
                    "1.555 TB/s", "KV transfer", "prefix reuse"):
         assert needle in text, needle
     assert "speculative" not in text and "KV-aware" not in text
-    runs = len(calls)       # one runner per core (predictor._run_parallel)
+    runs = len(calls)       # one runner per core (predictor.run_spread)
     again = predictor.predict(*_reorder(_stack("disagg-l40s-decode"), "full"))
     assert again.rows == p.rows and runs and len(calls) == runs   # the second: from the cache
 
@@ -277,16 +278,15 @@ def test_the_mocker_table_is_what_dynamo_reads_and_is_recorded(tmp_path, monkeyp
     import numpy as np
 
     from stacks.predict import mocker_table
-    from stacks.predict.rows import Prediction
-    fake = Prediction("local-agg", database={"aiconfigurator": "0.12.0",
+    s, _ = _stack("local-agg")
+    fake = predictor.DatabaseFacts(layout(s, None), database={"aiconfigurator": "0.12.0",
                                              "aiconfigurator_core": "0.12.0", "backend": "vllm",
                                              "backend_versions": {"a100_sxm_40gb": "0.14.0"},
                                              "kv_cache": "bfloat16",
                                              "model": {"precision": "BF16", "moe": True,
                                                        "architecture": "Qwen3MoeForCausalLM"},
                                              "bands": {"backend": "vllm"}})
-    monkeypatch.setattr(mocker_table, "predict", lambda *a: fake)
-    s, _ = _stack("local-agg")
+    monkeypatch.setattr(mocker_table, "database_facts", lambda *a: fake)
     (t,) = mocker_table.build(s, tmp_path)
     z = np.load(t.path)
     assert set(z.files) == {"prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens",
@@ -422,3 +422,19 @@ def test_a_variant_of_upper_bounds_gets_no_slo_verdict_and_overlapping_bands_no_
     assert q4.lines[0] == ("dis over agg (sla-tps50-ttft5s): c64 (c64: not resolved by the "
                            "model: the predictions' error bands overlap (AIConfigurator's own "
                            "measured rows, stacks/predict/bands.py))")
+
+
+@pytest.mark.predictor
+def test_a_tables_database_facts_are_what_the_estimate_ran_on():
+    """A mocker table asks the database's facts, not an estimate (stacks/predict/mocker_table.py
+    `build`): the backend version per system it records is the one cli_estimate resolved, and
+    a quantized checkpoint on suspect rows is an upper bound in both."""
+    for name in ("disagg-l40s-decode", "agg-l40s-fp8"):
+        s, base = _stack(name)
+        facts = predictor.database_facts(s, base)
+        p = predictor.predict(s, "quick", base)
+        assert p.rows and facts.not_predicted is None
+        assert facts.database["backend_versions"] == p.database["backend_versions"], name
+        assert facts.database["kv_cache"] == p.database["kv_cache"]
+        assert facts.upper == next((r.upper_bound for r in p.rows if r.upper_bound), None)
+    assert facts.upper is not None       # agg-l40s-fp8's FP8 rows (issue 39)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports import predicted_vs_measured as pvm
+from reports.comparisons import predicted_vs_measured as pvm
 
 PRED = {"steps": {"concurrency_sweep/c1": {"ttft_ms": 66.8, "itl_ms": 3.97,
                                            "output_tok_s": 244.0},

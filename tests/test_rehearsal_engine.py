@@ -23,7 +23,7 @@ from trace_checks import check_trace_table_against_raw
 from typer.testing import CliRunner
 
 from reports.__main__ import app
-from reports.published import PUBLISHED_LABEL
+from reports.tables.published import PUBLISHED_LABEL
 from stacks.catalog.model_catalog import MOTIF_3
 from stacks.catalog.trace_files import PUBLIC_TRACES
 from stacks.config.loader import STACKS_DIR

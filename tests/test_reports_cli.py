@@ -16,7 +16,7 @@ from reports_fixtures import all_run_dirs, copy_runs, manifest, run_dir
 from typer.testing import CliRunner
 
 from reports.__main__ import app
-from reports.runs import CACHE_DIR, MANIFEST, load_run, resolve_run_dirs
+from reports.records.runs import CACHE_DIR, MANIFEST, load_run, resolve_run_dirs
 
 PLOTS = ("pareto", "throughput_vs_concurrency", "latency_vs_concurrency", "ttft_per_turn",
          "prefix_share", "length_distributions")
@@ -123,7 +123,7 @@ def test_a_run_copied_with_its_times_keeps_its_cache(tmp_path, monkeypatch):
     def no_parse(*args):
         raise AssertionError("parsed again")
 
-    monkeypatch.setattr("reports.runs.load_step", no_parse)
+    monkeypatch.setattr("reports.records.runs.load_step", no_parse)
     cached = load_run(moved)
     pd.testing.assert_frame_equal(parsed.requests, cached.requests)
     pd.testing.assert_frame_equal(parsed.steps, cached.steps)

@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from reports.flags import decode_only_reason, judge_steps, mark_decode_only
+from reports.records.flags import decode_only_reason, judge_steps, mark_decode_only
 
 
 def _step(**kw) -> pd.Series:

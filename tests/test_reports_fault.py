@@ -26,7 +26,7 @@ from reports_fixtures import (
 )
 
 from reports.build import build_report
-from reports.markdown import mark_small_samples
+from reports.render.markdown import mark_small_samples
 
 C4 = "concurrency_sweep/c4"
 RECIPE = Path(__file__).parent / "fixtures" / "recipe-runs" / "local-recipe-motif3" / "fixture"

@@ -15,10 +15,10 @@ import pytest
 from figure_capture import report_with_figures
 from reports_fixtures import copy_runs, run_dir
 
-from reports.plot_labels import Label, overlapping_text, place, settle
-from reports.plots import pareto_front
+from reports.render.plot_labels import Label, overlapping_text, place, settle
+from reports.render.plots import pareto_front
 
-# The plots reports/plots.py draws (other modules' plots keep their own tests).
+# The plots reports/render/plots.py draws (other modules' plots keep their own tests).
 MINE = ("pareto", "throughput_vs_concurrency", "latency_vs_concurrency", "ttft_per_turn",
         "prefix_share", "length_distributions")
 UNIT = re.compile(r"\((ms|s|%|tokens|tokens/s|tokens/s/GPU|tokens/s/user|count|requests|"
@@ -126,7 +126,7 @@ def test_crowded_labels_are_placed_apart_or_left_off():
 
 
 def test_the_trace_replay_timeline_has_units_and_no_overlapping_text(tmp_path):
-    """reports/trace_plot.py's timeline, drawn from the committed real-trace run."""
+    """reports/render/trace_plot.py's timeline, drawn from the committed real-trace run."""
     import shutil
     from pathlib import Path
 

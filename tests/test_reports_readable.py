@@ -13,8 +13,8 @@ import pytest
 from reports_fixtures import copy_runs, run_dir
 
 from reports.build import build_report
-from reports.html import render_html
-from reports.md_columns import MAX_COLUMNS, ci, short_columns, with_display_columns
+from reports.render.html import render_html
+from reports.render.md_columns import MAX_COLUMNS, ci, short_columns, with_display_columns
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_narrowed_tables_link_their_full_csv(report):
     section = md.split("## Concurrency sweep")[1].split("\n## ")[0]
     (header, *_) = md_tables(section)
     assert header[:4] == ["stack", "concurrency", "flag", "completed/attempted"]
-    # each percentile with its 95 % interval (reports/intervals.py)
+    # each percentile with its 95 % interval (reports/tables/intervals.py)
     assert {ci(c) for c in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")} \
         <= set(header)
 

@@ -1,6 +1,6 @@
 """Server metrics of a step count each component once: AIPerf 0.13.0 also scrapes the inference
 URL's /metrics, which on a cluster is the frontend Service while the runner names the frontend
-pod, so the same frontend arrives twice under two URLs (see reports/exports.py)."""
+pod, so the same frontend arrives twice under two URLs (see reports/records/exports.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reports import exports, runs, server
+from reports.records import exports, runs, server
 from stacks.catalog import metrics as m
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "runs" / "local-agg" / "fixture"

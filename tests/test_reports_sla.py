@@ -21,11 +21,11 @@ from sla_checks import check_sla_against_raw
 from typer.testing import CliRunner
 
 from reports.__main__ import app
-from reports.compare import sla_baseline_ratio, sla_topology_side_by_side
-from reports.published import PUBLISHED, PUBLISHED_LABEL, model_user_speed, published_figure
-from reports.runs import RunError
-from reports.sla import COLUMNS, MEASURED_KINDS, MEASUREMENT, mark_best, user_speeds
-from reports.stackinfo import StackInfo, recipe_role, speculative_label
+from reports.comparisons.compare import sla_baseline_ratio, sla_topology_side_by_side
+from reports.records.runs import RunError
+from reports.records.stackinfo import StackInfo, recipe_role, speculative_label
+from reports.tables.published import PUBLISHED, PUBLISHED_LABEL, model_user_speed, published_figure
+from reports.tables.sla import COLUMNS, MEASURED_KINDS, MEASUREMENT, mark_best, user_speeds
 from stacks.catalog.model_catalog import AX_K2, K_EXAONE, MOTIF_3, SOLAR_OPEN2
 from stacks.config.loader import load_stack
 from stacks.sizing.estimate import HourlyCost

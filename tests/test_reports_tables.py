@@ -279,7 +279,8 @@ def test_compare_side_by_side(built):
     _, _, csv = built
     sweep, side = csv["concurrency_sweep"], csv["compare_concurrency"]
     pairs = set(zip(side["aggregated_stack"], side["disaggregated_stack"], strict=True))
-    assert pairs == {("local-agg", "local-disagg"), ("local-agg-kv", "local-disagg")}
+    # like with like: local-agg-kv routes by KV, local-disagg round-robin (reports/compare.py)
+    assert pairs == {("local-agg", "local-disagg")}
     for _, r in side.iterrows():
         a = sweep.query(f"stack == '{r['aggregated_stack']}' and concurrency == "
                         f"{r['concurrency']} and usable").iloc[0]

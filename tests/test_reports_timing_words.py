@@ -1,7 +1,7 @@
 """One wording per timing source, everywhere in a report: the run's recorded timings decide
 the label (workloads/targets/mocker_timings.py `label`) and, from it, what the summary says
 they are, the Stacks table, section titles, plot titles and the predicted-vs-measured lines
-(mocker_timings.words, through reports/stackinfo.py timing_words). A rehearsal on
+(mocker_timings.words, through reports/records/stackinfo.py timing_words). A rehearsal on
 AIConfigurator's table is a model of the imitated GPU, not "the mocker's" timings; one on the
 mocker's generic timings models no GPU."""
 
@@ -12,8 +12,8 @@ import json
 from reports_fixtures import copy_runs, manifest, run_dir
 
 from reports.build import build_report, combine
-from reports.plots import rehearsal_tag
-from reports.runs import load_run
+from reports.records.runs import load_run
+from reports.render.plots import rehearsal_tag
 from workloads.targets.mocker_timings import GENERIC_LABEL
 
 TABLE_LABEL = ("SIMULATED (mocker, timings from AIConfigurator 0.12.0 a100_sxm_40gb/vllm "
@@ -88,7 +88,7 @@ def test_a_run_without_recorded_timings_says_so_and_no_more(tmp_path):
 def test_a_stacks_runs_on_different_timings_are_each_named():
     """Two runs of one stack, one on the table and one on the generic timings: one label for
     both would hide one of them."""
-    from reports.stackinfo import runs_timing, timing_words
+    from reports.records.stackinfo import runs_timing, timing_words
 
     on_table = timing_words({"attempts": [{"target": {"timings": TABLE}}]}, "local")
     generic = timing_words({"attempts": [{"target": {"timings": GENERIC}}]}, "local")

@@ -21,8 +21,8 @@ from PIL import Image
 from reports_fixtures import built_fixture_run
 from trace_checks import check_trace_table_against_raw
 
-from reports.flags import judge
-from reports.trace_report import flight_stats, in_flight
+from reports.records.flags import judge
+from reports.tables.trace_report import flight_stats, in_flight
 from stacks.catalog.trace_files import PUBLIC_TRACES
 
 FIXTURE = Path(__file__).parent / "fixtures" / "trace-runs" / "local-recipe-motif3" / "fixture"

@@ -1,6 +1,6 @@
 """The first-data stall as what it is: a floor under short TTFTs, weighed per step from the
 step's own records, flagged only where the client's TTFT is materially above the frontend's
-own (reports/tables.py ttft_gap), never one sentence over every TTFT of a run."""
+own (reports/tables/tables.py ttft_gap), never one sentence over every TTFT of a run."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from reports_fixtures import (
 )
 
 from reports.build import build_report
-from reports.goodput import Slo
-from reports.summary import ttft_gap_warnings
-from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE, ttft_gap
+from reports.render.summary import ttft_gap_warnings
+from reports.tables.goodput import Slo
+from reports.tables.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE, ttft_gap
 
 FLOOR_MS = 43.9     # the attestation's plain first data on this machine (docs/testing.md)
 

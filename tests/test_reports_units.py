@@ -7,12 +7,12 @@ import math
 import pandas as pd
 import pytest
 
-from reports.exports import request_rows, summary_row
-from reports.goodput import Slo, parse_slo, request_meets
-from reports.plots import pareto_front
-from reports.runs import parse_step_id
-from reports.sla import meets
-from reports.tables import fold_repeats, share_of
+from reports.records.exports import request_rows, summary_row
+from reports.records.runs import parse_step_id
+from reports.render.plots import pareto_front
+from reports.tables.goodput import Slo, parse_slo, request_meets
+from reports.tables.sla import meets
+from reports.tables.tables import fold_repeats, share_of
 
 
 @pytest.mark.parametrize("step_id, expected", [
@@ -117,7 +117,7 @@ def test_sla_step_check_honours_every_bound_of_the_slo():
 def test_summary_cost_warnings_name_what_the_cost_table_used():
     """The summary's cost warnings come from the cost rows: each unverified price once per
     stack, and a stack with an unpriced instance type is named; verified prices are not."""
-    from reports.summary import price_warnings
+    from reports.render.summary import price_warnings
 
     cost = pd.DataFrame([
         {"stack": "a", "unverified_prices": "m7i.4xlarge (catalogue 2025-01-01)",

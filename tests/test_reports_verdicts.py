@@ -1,8 +1,8 @@
 """Every comparison the report draws carries its difference, 95 % interval and a verdict judged
-with the report's other comparisons (reports/comparisons.py, reports/verdicts.py), on the
-committed fixture runs (real runs of the local engine) and on frames built by hand for the
-comparisons those runs do not hold (a decode tier on another GPU, cold vs warm, recipes,
-simulated vs measured)."""
+with the report's other comparisons (reports/comparisons/comparisons.py,
+reports/comparisons/verdicts.py), on the committed fixture runs (real runs of the local engine) and
+on frames built by hand for the comparisons those runs do not hold (a decode tier on another GPU,
+cold vs warm, recipes, simulated vs measured)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from reports_fixtures import copy_runs, profiling_records, run_dir, sweep_dirs
 
-from reports import comparisons as cmp
-from reports import verdicts as v
 from reports.build import build_report
-from reports.intervals import folded_quantile
+from reports.comparisons import comparisons as cmp
+from reports.comparisons import verdicts as v
+from reports.tables.intervals import folded_quantile
 from stacks.sizing import sampling
 
 
@@ -126,6 +126,7 @@ class _Info:
     def __init__(self, topology, tiers, model="m", recipe=""):
         self.topology, self.tiers, self.model, self.recipe = topology, tiers, model, recipe
         self.rehearsal, self.simulated, self.target = False, False, "aws"
+        self.router = "round-robin"
 
 
 def test_a_decode_tier_on_another_gpu_is_compared_with_the_same_gpu_disagg_stack():
@@ -212,3 +213,52 @@ def test_each_measured_step_against_the_simulation_its_run_kept():
     t = cmp.all_comparisons({}, steps, reqs, infos, {("agg", "r"): old})
     assert (t["verdict"] == v.NOT_JUDGED).all()
     assert "no standard error" in t["method"].iloc[0]
+
+
+def test_agg_vs_disagg_pairs_only_like_with_like():
+    """A simulated stack is never set against a rehearsed or measured one as "agg vs disagg"
+    (that is simulated_vs_measured's question), nor stacks on other GPUs or routers."""
+    from dataclasses import replace
+
+    from reports.comparisons.compare import topology_pairs
+    from reports.records.stackinfo import StackInfo
+    from stacks.sizing.estimate import HourlyCost
+
+    def info(name, topology, **kw):
+        return StackInfo(**{"name": name, "target": "aws", "topology": topology,
+                            "router": "round-robin", "gpus": 8, "gpu_types": "p4d.24xlarge",
+                            "workers": "", "hourly": HourlyCost(), "cost_basis": "", **kw})
+    agg, dis = info("agg", "aggregated"), info("dis", "disaggregated")
+    others = {"dis-sim": replace(dis, name="dis-sim", simulated=True),
+              "dis-local": replace(dis, name="dis-local", target="local"),
+              "dis-l40s": replace(dis, name="dis-l40s", gpu_types="g6e.12xlarge, p4d.24xlarge"),
+              "dis-kv": replace(dis, name="dis-kv", router="kv")}
+    assert topology_pairs({"agg": agg, "dis": dis, **others}) == [("agg", "dis")]
+    sim = {"agg-sim": replace(agg, name="agg-sim", simulated=True), **others}
+    assert topology_pairs(sim) == [("agg-sim", "dis-sim")]
+
+
+def test_a_decode_tier_is_compared_only_with_its_own_kind_prefill_gpu_and_router(monkeypatch):
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from reports.comparisons.comparisons import decode_tier
+    from reports.records.stackinfo import StackInfo
+    from stacks.sizing.estimate import HourlyCost
+
+    base = StackInfo(name="s", target="aws", topology="disaggregated", router="round-robin",
+                     gpus=8, gpu_types="p4d.24xlarge", workers="", hourly=HourlyCost(),
+                     cost_basis="", model="m", tiers=(("prefill", "p4d"), ("decode", "p4d")))
+    mixed = replace(base, name="mixed", tiers=(("prefill", "p4d"), ("decode", "g6e")))
+    infos = {"mixed": mixed, "same": base,
+             "sim": replace(base, name="sim", simulated=True),
+             "kv": replace(base, name="kv", router="kv"),
+             "other-prefill": replace(base, name="other-prefill",
+                                      tiers=(("prefill", "g6e"), ("decode", "g6e")))}
+    seen: list[tuple[str, str]] = []
+    monkeypatch.setattr(cmp, "_pairwise", lambda q, ref, sub, *a: seen.append((sub, ref)) or [])
+    steps, reqs = _frames({n: {"concurrency_sweep/c8": ("concurrency_sweep", 8, None, 50.0,
+                                                         1000.0)} for n in infos})
+    decode_tier(steps, pd.DataFrame(), cmp.completed_by_step(reqs), infos)
+    assert seen == [("mixed", "same")]

@@ -33,8 +33,8 @@ import pytest
 import yaml
 from engine_support import REPO, needs_engine, read_manifest, runner_env
 
-from reports.ablation import AFFINITY_OVER_CHANCE, MIN_PLACEMENT_DELTA, NO_DIFFERENCE
 from reports.build import build_report
+from reports.comparisons.ablation import AFFINITY_OVER_CHANCE, MIN_PLACEMENT_DELTA, NO_DIFFERENCE
 from stacks.config.loader import STACKS_DIR
 from stacks.config.workload_config import MultiTurn
 

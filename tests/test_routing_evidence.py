@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from reports.routing import step_routing, worker_names
+from reports.records.routing import step_routing, worker_names
 from workloads import request_trace
 from workloads import routing_evidence as rev
 

@@ -67,7 +67,7 @@ def test_a_disaggregated_request_ends_its_prefill_before_its_first_decode_token(
 
 @pytest.mark.load(1)   # the runner, though it sends nothing: the hygiene rule's lane
 def test_a_simulated_run_is_recorded_read_and_labelled_as_one(tmp_path):
-    from reports.runs import load_run
+    from reports.records.runs import load_run
     from stacks.preflight.run import check_stack
     from workloads.sim.build import make
     from workloads.sim.plan_sim import simulate_plan

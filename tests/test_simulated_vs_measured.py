@@ -2,7 +2,8 @@
 DynoSim's simulation of the same step (its manifest's `simulation`, kept at run start), their
 ratios, bands (ITL 5 %, TTFT 15 % on the frontend's own TTFT, output tok/s 5 %) and the cause of
 a ratio out of its band; and a simulated run labelled SIMULATED everywhere, never compared with
-itself (reports/simulated_vs_measured.py, reports/stackinfo.py, reports/summary.py)."""
+itself (reports/comparisons/simulated_vs_measured.py, reports/records/stackinfo.py,
+reports/render/summary.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports import simulated_vs_measured as svm
 from reports.build import build_report
-from reports.runs import load_run
+from reports.comparisons import simulated_vs_measured as svm
+from reports.records.runs import load_run
 from tests.reports_fixtures import FIXTURE_RUNS
 
 LABEL = ("SIMULATED (DynoSim (dynamo.replay, ai-dynamo 1.6.1), timings from AIConfigurator "

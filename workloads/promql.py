@@ -127,7 +127,7 @@ QUERIES: tuple[Query, ...] = (
     Query("worker_prefix_queries_by_pod", _increase(m.WORKER_PREFIX_CACHE_QUERIES, "pod"),
           (m.WORKER_PREFIX_CACHE_QUERIES,), engine=False),
     # KV moved between workers (NIXL) and to/from the offload tier: what disaggregation and
-    # offload should move (reports.ablation).
+    # offload should move (reports.comparisons.ablation).
     Query("kv_transfers", _increase(f"{m.WORKER_NIXL_XFER_TIME}_count"),
           (m.WORKER_NIXL_XFER_TIME,), engine=False),
     Query("kv_transfer_bytes", _increase(f"{m.WORKER_NIXL_BYTES_TRANSFERRED}_sum"),

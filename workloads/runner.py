@@ -127,18 +127,20 @@ def run(opts: RunOptions, console: Console | None = None) -> RunResult:
     manifest.durable = not opts.simulate
     manifest.data.setdefault("repeats", repeats)
     # The instance prices the run is planned with: a report prices it from these when the
-    # catalogue no longer knows a type (reports/stackinfo.py, reports/accounting/aws_cli.py).
+    # catalogue no longer knows a type (reports/records/stackinfo.py,
+    # reports/accounting/aws_cli.py).
     manifest.data.setdefault("prices", planned_prices(stack, opts.stacks_dir))
     # What AIConfigurator expects of every step, kept at run start: a report compares measured
-    # with predicted from the record alone (reports/predicted_vs_measured.py), and a step's
-    # grace period is sized from its predicted ITL (workloads/predictions.py).
+    # with predicted from the record alone (reports/comparisons/predicted_vs_measured.py), and a
+    # step's grace period is sized from its predicted ITL (workloads/predictions.py).
     base = load_stack(stack.cluster.attach_to, opts.stacks_dir) \
         if stack.cluster.attach_to is not None else None
     if "predictions" not in manifest.data:
         manifest.data["predictions"] = predictions.record(stack, opts.scale, base)
     # What DynoSim makes of the run's own steps, kept at run start beside the prediction (it
     # changes nothing the run sends): a report puts each step's measured figures beside its
-    # simulated ones (reports/simulated_vs_measured.py). A simulated run is the simulation.
+    # simulated ones (reports/comparisons/simulated_vs_measured.py). A simulated run is the
+    # simulation.
     if "simulation" not in manifest.data and not opts.simulate:
         manifest.data["simulation"] = _simulation(stack, steps, report, base, manifest, opts,
                                                   console)

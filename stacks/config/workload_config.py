@@ -74,7 +74,7 @@ class MultiTurn(Workload):
     # (2 or 4 here). The randomised think time below (turnDelaySigma > 0: each pause drawn from
     # the conversation's own seed) is what breaks the lockstep; pre-flight notes a fixed-pause
     # workload whose count aligns (stacks/preflight/workload_checks.py lockstep_notes) and the
-    # ablation report names a lockstep it sees (reports/ablation.py).
+    # ablation report names a lockstep it sees (reports/comparisons/ablation.py).
     conversations: PositiveInt = 8
     turns: Annotated[StrictInt, Field(ge=1, le=64)] = 5
     isl: PositiveInt = 512

@@ -1,6 +1,6 @@
-"""Which stacks are one setting apart (pure): the report's ablation check (reports/ablation.py)
-compares such pairs on the signal their setting should move, and the plan
-(stacks/plan/resolution.py) says beforehand what difference each pair's sample can resolve.
+"""Which stacks are one setting apart (pure): the report's ablation check
+(reports/comparisons/ablation.py) compares such pairs on the signal their setting should move, and
+the plan (stacks/plan/resolution.py) says beforehand what difference each pair's sample can resolve.
 
 Pairs are two stack configs, as a run manifest records them (`model_dump(mode="json",
 by_alias=True)`, plus the `scale` the run used), that differ in exactly one of the settings

@@ -16,9 +16,11 @@ from stacks.explore.search import Simulator
 
 
 def command(base: StackConfig, simulator: Simulator, slo_names: list[str] | None, k: int,
-            exhaustive: bool, folder: Path, stacks_dir: Path | None, console: Any) -> None:
+            exhaustive: bool, folder: Path, stacks_dir: Path | None, console: Any,
+            calibration: list[str] | None = None) -> None:
     """`python -m stacks explore`: run, print, write the report (and with `stacks_dir` the top
-    K's stack files). A bad base or SLO name: ValueError naming the fix."""
+    K's stack files). A bad base or SLO name: ValueError naming the fix. `calibration`: the
+    lines saying which factors the simulator's tables were scaled by (--calibrate)."""
     if not (base.target == "aws" and base.is_base and not base.is_attached):
         raise ValueError(f"{base.name} is not a base stack (an aws stack that owns its cluster "
                          "and serves nothing): explore a base, e.g. base-a100")
@@ -27,6 +29,7 @@ def command(base: StackConfig, simulator: Simulator, slo_names: list[str] | None
     ex = explore(base, simulator, slos, k, exhaustive,
                  StepCache(cache) if cache is not None else None,
                  note=lambda m: console.print(m, markup=False))
+    ex.calibration = list(calibration or [])
     report.print_exploration(console, ex)
     written = report.write(ex, folder)
     if stacks_dir is not None:

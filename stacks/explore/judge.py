@@ -2,7 +2,7 @@
 
 The SLOs are stacks/predict/rows.py SLOS (the reports' DEFAULT_SLOS, held equal by a test):
 p50 TTFT below its bound, p50 per-user output speed at least its bound, p50 ITL at most its
-bound, as reports/goodput.py judges a step; a missing figure never meets a bound.
+bound, as reports/tables/goodput.py judges a step; a missing figure never meets a bound.
 """
 
 from __future__ import annotations

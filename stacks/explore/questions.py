@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from stacks.explore.run import Exploration
 from stacks.explore.search import Outcome, simulated_label
 from stacks.explore.space import Candidate
+from stacks.predict.bands import overlap
+from stacks.predict.simulated import sim_bands
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,51 @@ def verdict(a: Side, b: Side, a_name: str, b_name: str) -> str:
     return "undecided (a pruned side's bound is below the other's best)"
 
 
+def itl_band(o: Outcome) -> tuple[float, float] | None:
+    """The ITL band (lo, hi ms) of an outcome's operating point: AIConfigurator's own measured
+    rows nearest its decode table at its batch and the sweep's shape (stacks/predict/bands.py
+    via simulated.sim_bands); None where no row is near."""
+    prepared, row = o.subject.prepared, o.row
+    if prepared is None or row is None or row.itl_p50_ms is None:
+        return None
+    stack = o.subject.candidate.stack
+    assert stack.serving is not None
+    workers: dict[str, int] = {}
+    for w in stack.serving.workers:
+        workers[w.role.value] = workers.get(w.role.value, 0) + w.replicas
+    sweep = stack.workloads.concurrency_sweep
+    found = sim_bands({"timings": {"tables": list(prepared.records.values())}},
+                      {"concurrency": row.concurrency, "itl_p50_ms": row.itl_p50_ms},
+                      sweep.isl, sweep.osl, workers)
+    band = found.get("itl_band_ms")
+    return (float(band[0]), float(band[1])) if band else None
+
+
+def usd_band(side: Side) -> tuple[float, float] | None:
+    """The side's $ per 1M as far as the timing model's ITL error moves it: decode-bound output
+    tok/s falls as ITL rises, so $ scales with ITL / its band's edges."""
+    o = side.outcome
+    if o is None or side.usd is None or o.row is None or not o.row.itl_p50_ms:
+        return None
+    band = itl_band(o)
+    if band is None:
+        return None
+    return side.usd * band[0] / o.row.itl_p50_ms, side.usd * band[1] / o.row.itl_p50_ms
+
+
+NOT_RESOLVED = ("not resolved by the model: the two $ per 1M bands overlap (each the figure "
+                "moved by its ITL band, AIConfigurator's own measured rows, "
+                "stacks/predict/bands.py)")
+
+
+def resolved(a: Side, b: Side) -> str:
+    """'' when the timing model's error cannot reverse the verdict between two simulated
+    sides, else NOT_RESOLVED (a missing band resolves nothing: bands.overlap)."""
+    if a.usd is None or b.usd is None:
+        return ""
+    return f"; {NOT_RESOLVED}" if overlap(usd_band(a), usd_band(b)) else ""
+
+
 def label(ex: Exploration, sides: list[Outcome]) -> str:
     return simulated_label([o.subject for o in sides])
 
@@ -116,7 +163,7 @@ def disaggregation(ex: Exploration, w: str, slo: str) -> list[Answer]:
         if agg.usd is None and dis.usd is None and agg.floor is None and dis.floor is None:
             continue
         text = (f"on {g}: {agg.words('aggregated')}; {dis.words('disaggregated')}: "
-                f"{verdict(dis, agg, 'disaggregated', 'aggregated')}")
+                f"{verdict(dis, agg, 'disaggregated', 'aggregated')}{resolved(dis, agg)}")
         out.append(Answer("1. disaggregation on the same GPUs", w, slo, text,
                           label(ex, [o for o in (agg.outcome, dis.outcome) if o])))
     return out
@@ -133,7 +180,8 @@ def decode_tier(ex: Exploration, w: str, slo: str) -> list[Answer]:
         same = side(rows, on_groups("disaggregated", pg))
         text = (f"prefill {pg} + decode {dg}: {mixed.words('mixed')}; "
                 f"{same.words(f'all on {pg}')}: "
-                f"{verdict(mixed, same, f'the {dg} decode tier', f'all on {pg}')}")
+                f"{verdict(mixed, same, f'the {dg} decode tier', f'all on {pg}')}"
+                f"{resolved(mixed, same)}")
         out.append(Answer("2. a decode tier on another GPU", w, slo, text,
                           label(ex, [o for o in (mixed.outcome, same.outcome) if o])))
     return out

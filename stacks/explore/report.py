@@ -73,6 +73,8 @@ def summary_lines(ex: Exploration) -> list[str]:
 
 def print_exploration(console: Console, ex: Exploration) -> None:
     console.print(f"\n[bold]explore {ex.base}[/bold]: {label(ex)}", highlight=False)
+    for line in ex.calibration:
+        console.print(f"calibrated: {line}", markup=False)
     for line in summary_lines(ex):
         console.print(line, markup=False)
     for w in ex.workloads:
@@ -117,8 +119,12 @@ ASSUMPTIONS = (
 def markdown(ex: Exploration) -> str:
     sp = ex.screened.space
     out = [f"# Explore {ex.base}", "", f"Every figure: {label(ex)}.", "",
-           *[f"- {line}" for line in summary_lines(ex)], "", "## How it searched", "",
-           *ASSUMPTIONS, ""]
+           *[f"- {line}" for line in summary_lines(ex)], ""]
+    if ex.calibration:
+        out += ["## Calibrated", "", "Ranked on timing tables scaled by factors fitted to "
+                "MEASURED runs (`--calibrate`; a table whose GPU, TP and role no measured step "
+                "informs keeps AIConfigurator's):", "", *[f"- {c}" for c in ex.calibration], ""]
+    out += ["## How it searched", "", *ASSUMPTIONS, ""]
     for w in ex.workloads:
         for slo in ex.slos:
             out += [f"## {w} @ {slo.name}", "", *_md_table(ex, w, slo.name), ""]

@@ -32,6 +32,8 @@ class Exploration:
     stats: Stats
     labels: list[str] = field(default_factory=list)   # the timing sources simulated on
     seconds: float = 0.0
+    # --calibrate: the factors the tables were scaled by, one line per table key, and the runs
+    calibration: list[str] = field(default_factory=list)
 
     @property
     def refused(self) -> list[Refusal]:
@@ -46,6 +48,8 @@ def subjects(screened: Screened, base: StackConfig, simulator: Simulator,
              note: Callable[[str], None]) -> list[Subject]:
     """The accepted candidates made ready to simulate (timing tables loaded for the bounds)."""
     out, loaded = [], {}
+    if (make_tables := getattr(simulator, "make_tables", None)) is not None:
+        make_tables([c.stack for c, _ in screened.accepted])
     for c, report in screened.accepted:
         lay = layout(c.stack, base)
         s = Subject(c, kv_tokens(report), None if isinstance(lay, str) else lay.gpu_usd_per_hour)

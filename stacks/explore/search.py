@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 import statistics
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +29,7 @@ from stacks.explore import bounds as bd
 from stacks.explore.bracket import Search, grid, operating_point
 from stacks.explore.cache import StepCache, step_key
 from stacks.explore.judge import Figures, Row, itl_limit_ms, row_of, usd_per_1m
+from stacks.explore.lanes import LANES, sweep_together
 from stacks.explore.space import Candidate
 from stacks.predict.rows import PredictSlo
 
@@ -45,6 +48,7 @@ class Prepared(Protocol):
     engine: str                      # the simulator, with its version
     timings: tuple[str, ...]         # its timing tables' sources (database, system, backend)
     tables: dict[str, Path]          # role -> the timing table (npz) its workers run on
+    records: dict[str, dict]         # role -> that table's record (its band: bands.py)
 
 
 class Simulator(Protocol):
@@ -163,6 +167,9 @@ class Explorer:
         self.exhaustive, self.cache, self.ceiling = exhaustive, cache, ceiling
         self.stats = Stats()
         self.memory: dict[str, list[Figures]] = {}
+        # shared by the lanes (copy.copy keeps these references): steps being simulated
+        self._lock = threading.Lock()
+        self._pending: dict[str, Future] = {}
         self._bounds: dict[tuple, bd.SloBound] = {}
         self._fixed: dict[tuple, float] = {}
         self._found: dict[tuple[str, str], list[float]] = {}
@@ -171,10 +178,21 @@ class Explorer:
     # --- one simulated workload ----------------------------------------------------------
     def steps(self, s: Subject, stack: StackConfig, workload: str) -> list[Figures]:
         """A workload's steps: from this explore's memory (twins on one engine setup share
-        them), the cache, or the simulator."""
+        them), the cache, or the simulator; a step another lane is simulating is waited for,
+        not simulated twice (stacks/explore/lanes.py)."""
         assert s.prepared is not None
         key = step_key(s.prepared.fingerprint, stack, workload, self.sim.scale)
-        if key not in self.memory:
+        with self._lock:
+            if key in self.memory:
+                return self.memory[key]
+            pending = self._pending.get(key)
+            mine = pending is None
+            if pending is None:
+                pending = self._pending[key] = Future()
+        if not mine:
+            got: list[Figures] = pending.result()
+            return got
+        try:
             found = self.cache.get(key) if self.cache is not None else None
             if found is None:
                 found = self.sim.run(s.prepared, stack, workload)
@@ -183,8 +201,17 @@ class Explorer:
                     self.cache.put(key, found)
             else:
                 self.stats.cache_hits += 1
-            self.memory[key] = [Figures.of(d) for d in found]
-        return self.memory[key]
+            figures = [Figures.of(d) for d in found]
+            with self._lock:
+                self.memory[key] = figures
+            pending.set_result(figures)
+            return figures
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._pending[key]
 
     # --- bounds ----------------------------------------------------------------------------
     def fixed_bound_usd(self, s: Subject, workload: str) -> float | None:
@@ -248,8 +275,8 @@ class Explorer:
         order = sorted(ready, key=lambda s: (min(v if v is not None else math.inf
                                                   for v in lbs[id(s)].values()),
                                              s.candidate.gpus, s.candidate.label))
-        for s in order:
-            out += self._sweep_one(s, lbs[id(s)], ledger)
+        for i in range(0, len(order), LANES):
+            out += sweep_together(self, order[i:i + LANES], lbs, ledger)
         return out
 
     def _sweep_one(self, s: Subject, lbs: dict[str, float | None],

@@ -83,7 +83,10 @@ def packaged_models() -> list[str]:
 
 
 def versions(systems_paths: str | None) -> dict[str, Any]:
-    from aiconfigurator_core.sdk.perf_database import get_supported_databases
+    from aiconfigurator_core.sdk.perf_database import (
+        get_latest_database_version,
+        get_supported_databases,
+    )
     paths = systems_paths.split(",") if systems_paths else None
     if paths:
         paths = [str(package_dir() / "systems") if p == "default" else p for p in paths]
@@ -91,7 +94,10 @@ def versions(systems_paths: str | None) -> dict[str, Any]:
     return {"aiconfigurator": metadata.version("aiconfigurator"),
             "aiconfigurator_core": metadata.version("aiconfigurator-core"),
             "models": packaged_models(),
-            "databases": {s: {b: list(v) for b, v in bv.items()} for s, bv in dbs.items()}}
+            "databases": {s: {b: list(v) for b, v in bv.items()} for s, bv in dbs.items()},
+            # what an estimate without backend_version runs on (cli/api.py resolves it so)
+            "latest": {s: get_latest_database_version(s, "vllm", paths)
+                       for s, bv in dbs.items() if "vllm" in bv}}
 
 
 def estimate(kwargs: dict[str, Any], systems_paths: str | None) -> dict[str, Any]:

@@ -17,8 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stacks.config.schema import StackConfig
-from stacks.predict.predictor import PredictorUnavailable, cache_key, predict, run_uncached
-from stacks.predict.shapes import Tier, layout
+from stacks.predict.predictor import (
+    DatabaseFacts,
+    PredictorUnavailable,
+    cache_key,
+    database_facts,
+    run_spread,
+)
+from stacks.predict.shapes import Tier
 from stacks.predict.systems import systems_request
 
 HOW = ("prefill_ttft_ms[i] = EngineHandle.predict_prefill_latency(1, prefill_isl[i], 0) x "
@@ -94,44 +100,84 @@ class MockerTable:
     record: dict
 
 
+@dataclass(frozen=True)
+class PlannedTable:
+    """A role's table as it will be kept: its query, the systems files it reads, its path."""
+    role: str
+    tier: Tier
+    query: dict
+    systems: list[dict[str, str]]
+    path: Path
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    facts: DatabaseFacts
+    tables: list[PlannedTable]
+
+
+def plan(stack: StackConfig, folder: Path, base: StackConfig | None = None) -> TablePlan:
+    """The tables `stack` runs on (none when the database cannot predict it)."""
+    facts = database_facts(stack, base)
+    lay = facts.layout
+    if facts.not_predicted or lay is None:
+        return TablePlan(facts, [])
+    roles = ("prefill", "decode") if lay.disaggregated else ("worker",)
+    systems = systems_request(lay.systems)
+    db = facts.database
+    tables = []
+    for role, tier in zip(roles, lay.tiers, strict=True):
+        version = db["backend_versions"][tier.system.name]
+        query = table_query(stack.model.id, role, tier, version, db["kv_cache"])
+        key = cache_key(query, systems)[:16]
+        tables.append(PlannedTable(role, tier, query, systems,
+                                   folder / f"aic-{tier.system.name}-tp{tier.tp}-{key}.npz"))
+    return TablePlan(facts, tables)
+
+
+def make_missing(tables: list[PlannedTable]) -> list[str]:
+    """Makes the tables not kept yet, per systems request one runner per core (a runner's
+    start, the database load, costs more than a table); returns the runner's errors."""
+    todo: dict[Path, PlannedTable] = {t.path: t for t in tables if not t.path.exists()}
+    groups: dict[str, list[PlannedTable]] = {}
+    for t in todo.values():
+        groups.setdefault(json.dumps(t.systems, sort_keys=True), []).append(t)
+    errors = []
+    for group in groups.values():
+        group[0].path.parent.mkdir(parents=True, exist_ok=True)
+        answers = run_spread([{**t.query, "out": str(t.path)} for t in group], group[0].systems)
+        errors += [f"{t.path.name}: {a['error']}" for t, a in zip(group, answers, strict=True)
+                   if "error" in a]
+    return errors
+
+
 def build(stack: StackConfig, folder: Path, base: StackConfig | None = None
           ) -> list[MockerTable]:
     """One table per worker role of `stack` (agg: worker; disagg: prefill, decode), or none
     when the database cannot predict the stack (the mocker then keeps its generic timings)."""
-    pred = predict(stack, "quick", base)
-    lay = layout(stack, base)
-    if pred.not_predicted or isinstance(lay, str):
-        return []
-    roles = ("prefill", "decode") if lay.disaggregated else ("worker",)
-    systems = systems_request(lay.systems)
-    out = []
-    kv = pred.database["kv_cache"]
-    for role, tier in zip(roles, lay.tiers, strict=True):
-        version = pred.database["backend_versions"].get(tier.system.name)
-        query = table_query(stack.model.id, role, tier, version, kv)
-        key = cache_key(query, systems)[:16]
-        path = folder / f"aic-{tier.system.name}-tp{tier.tp}-{key}.npz"
-        if not path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            (answer,) = run_uncached([{**query, "out": str(path)}], systems)
-            if "error" in answer:
-                raise PredictorUnavailable(f"the mocker table for {stack.name} {role}: "
-                                           f"{answer['error']}")
-        record = {"source": f"SIMULATED from AIConfigurator {pred.database['aiconfigurator']} "
-                            f"({tier.system.name}, {pred.database['backend']} {version}, "
-                            f"TP{tier.tp})",
-                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                  "aiconfigurator": pred.database["aiconfigurator"],
-                  "aiconfigurator_core": pred.database["aiconfigurator_core"],
-                  "system": tier.system.name, "backend": pred.database["backend"],
-                  "backend_version": version, "model": stack.model.id, "tp": tier.tp,
-                  "prefill_scale": query["prefill_scale"],
-                  "decode_scale": query["decode_scale"], "moe_tp": query["moe_tp"],
-                  "moe_ep": query["moe_ep"], "kv_cache": kv,
-                  "stretch_from": query["stretch_from"], "how": HOW, "file": path.name,
-                  "band": band_record(pred.database, role, tier, lay.disaggregated),
-                  "upper_bound": next((r.upper_bound for r in pred.rows if r.upper_bound),
-                                      None)}
-        path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
-        out.append(MockerTable(role, path, record))
-    return out
+    planned = plan(stack, folder, base)
+    if errors := make_missing(planned.tables):
+        raise PredictorUnavailable(f"the mocker table for {stack.name}: {errors[0]}")
+    return [recorded(stack, planned.facts, t) for t in planned.tables]
+
+
+def recorded(stack: StackConfig, facts: DatabaseFacts, t: PlannedTable) -> MockerTable:
+    """The table with the record of how it was made (kept beside it as JSON)."""
+    db, query, tier = facts.database, t.query, t.tier
+    assert facts.layout is not None
+    version = query["backend_version"]
+    record = {"source": f"SIMULATED from AIConfigurator {db['aiconfigurator']} "
+                        f"({tier.system.name}, {db['backend']} {version}, TP{tier.tp})",
+              "sha256": hashlib.sha256(t.path.read_bytes()).hexdigest(),
+              "aiconfigurator": db["aiconfigurator"],
+              "aiconfigurator_core": db["aiconfigurator_core"],
+              "system": tier.system.name, "backend": db["backend"],
+              "backend_version": version, "model": stack.model.id, "tp": tier.tp,
+              "prefill_scale": query["prefill_scale"],
+              "decode_scale": query["decode_scale"], "moe_tp": query["moe_tp"],
+              "moe_ep": query["moe_ep"], "kv_cache": db["kv_cache"],
+              "stretch_from": query["stretch_from"], "how": HOW, "file": t.path.name,
+              "band": band_record(db, t.role, tier, facts.layout.disaggregated),
+              "upper_bound": facts.upper}
+    t.path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    return MockerTable(t.role, t.path, record)

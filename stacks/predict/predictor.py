@@ -11,7 +11,7 @@ import math
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ def run(queries: list[dict[str, Any]], systems: list[dict[str, str]]) -> list[di
             found[k] = json.loads((cache / f"{k}.json").read_text())
     todo = {k: q for k, q in zip(keys, queries, strict=True) if k not in found}
     if todo:
-        fresh = _run_parallel(list(todo.values()), systems)
+        fresh = run_spread(list(todo.values()), systems)
         for k, answer in zip(todo, fresh, strict=True):
             found[k] = answer
             if cache is not None and "error" not in answer:
@@ -88,8 +88,8 @@ def run(queries: list[dict[str, Any]], systems: list[dict[str, str]]) -> list[di
     return [found[k] for k in keys]
 
 
-def _run_parallel(queries: list[dict[str, Any]],
-                  systems: list[dict[str, str]]) -> list[dict[str, Any]]:
+def run_spread(queries: list[dict[str, Any]],
+               systems: list[dict[str, str]]) -> list[dict[str, Any]]:
     """run_uncached over the host's cores: each estimate takes about a second of one core
     (measured: cli_estimate 0.9-1.6 s for Qwen3-30B-A3B on a100_sxm), and a base's campaign
     asks dozens, so the queries are dealt round-robin to one runner per core; answers come
@@ -121,21 +121,29 @@ def run_uncached(queries: list[dict[str, Any]],
     return answers
 
 
-def predict(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -> Prediction:
-    """Every step of `stack`'s workloads at `scale`, predicted (or why not), each with its
-    error bands, bandwidth stretch and upper-bound mark (stacks/predict/rows.py)."""
-    out = Prediction(stack.name)
+@dataclass
+class DatabaseFacts:
+    """What the database says of a stack before any estimate: its layout, the provenance a
+    table or a prediction records (AIConfigurator's versions, the backend, each system's
+    default database version, the KV cache mode, the checkpoint's class, the bands' table),
+    the upper-bound note of suspect quantized kernels, or why nothing can be predicted."""
+    layout: Layout | None
+    database: dict[str, Any]
+    checkpoint: dict[str, Any] = field(default_factory=dict)
+    upper: str | None = None
+    not_predicted: str | None = None
+
+
+def database_facts(stack: StackConfig, base: StackConfig | None = None) -> DatabaseFacts:
+    """The stack's DatabaseFacts from three cached runner questions (versions, the checkpoint,
+    the quant check of a quantized one): a mocker table needs these, not an estimate, which
+    for a disaggregated layout costs a runner start and seconds of search."""
     if stack.serving is None:
-        out.not_predicted = "a base serves nothing: predict its variants"
-        return out
+        return DatabaseFacts(None, {}, not_predicted="a base serves nothing: predict its "
+                             "variants")
     lay = layout(stack, base)
     if isinstance(lay, str):
-        out.not_predicted = lay
-        return out
-    out.topology = describe(lay)
-    out.gpus, out.disaggregated = lay.gpus, lay.disaggregated
-    out.tier_systems = [t.system.name for t in lay.tiers]
-    shapes, out.skipped = step_shapes(stack, scale)
+        return DatabaseFacts(None, {}, not_predicted=lay)
     systems = systems_request(lay.systems)
     model = stack.model.id
     info, checkpoints = run([{"op": "versions"}, {"op": "checkpoint", "models": [model]}],
@@ -143,22 +151,49 @@ def predict(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -
     for a in (info, checkpoints):
         if "error" in a:
             raise PredictorUnavailable(f"the predictor failed: {a['error']}")
-    out.database = {"aiconfigurator": info["aiconfigurator"],
-                    "aiconfigurator_core": info["aiconfigurator_core"], "backend": BACKEND,
-                    "systems": sorted({t.system.name for t in lay.tiers})}
+    database: dict[str, Any] = {
+        "aiconfigurator": info["aiconfigurator"],
+        "aiconfigurator_core": info["aiconfigurator_core"], "backend": BACKEND,
+        "systems": sorted({t.system.name for t in lay.tiers})}
     if missing := _missing(model, lay, info):
-        out.not_predicted = missing
-        return out
+        return DatabaseFacts(lay, database, not_predicted=missing)
     ckpt = checkpoints[model]
     kv = kv_cache_mode(stack.serving.kv_cache_dtype, ckpt["kv_cache_quant_algo"])
     checks = quant_checks(model, lay, kv, ckpt)
-    answers = run([{"op": "estimate", "kwargs": estimate_kwargs(model, lay, s, kv)}
-                   for s in shapes] + [q for _, q in checks], systems)
-    estimates, checked = answers[:len(shapes)], answers[len(shapes):]
-    upper = upper_bounds(checks, checked, ckpt)
-    meta, silicon = load_bands()
+    upper = upper_bounds(checks, run([q for _, q in checks], systems), ckpt)
+    # the version cli_estimate resolves when none is given (aiconfigurator 0.12.0 cli/api.py
+    # -> perf_database.get_latest_database_version), asked of the package, not guessed
+    database["backend_versions"] = {t.system.name: info["latest"][t.system.name]
+                                    for t in lay.tiers}
+    database["kv_cache"] = kv
+    database["model"] = {"architecture": ckpt["architecture"],
+                         "moe": ckpt["num_experts"] > 0,
+                         "precision": precision_class(ckpt["gemm"], ckpt["moe"],
+                                                      ckpt["num_experts"] > 0)}
+    database["bands"] = load_bands()[0]
+    return DatabaseFacts(lay, database, ckpt, upper)
+
+
+def predict(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -> Prediction:
+    """Every step of `stack`'s workloads at `scale`, predicted (or why not), each with its
+    error bands, bandwidth stretch and upper-bound mark (stacks/predict/rows.py)."""
+    out = Prediction(stack.name)
+    facts = database_facts(stack, base)
+    lay, out.database = facts.layout, dict(facts.database)
+    if lay is not None:
+        out.topology = describe(lay)
+        out.gpus, out.disaggregated = lay.gpus, lay.disaggregated
+        out.tier_systems = [t.system.name for t in lay.tiers]
+    if facts.not_predicted is not None or lay is None:
+        out.not_predicted = facts.not_predicted
+        return out
+    shapes, out.skipped = step_shapes(stack, scale)
+    ckpt, kv, upper = facts.checkpoint, facts.database["kv_cache"], facts.upper
+    answers = run([{"op": "estimate", "kwargs": estimate_kwargs(stack.model.id, lay, s, kv)}
+                   for s in shapes], systems_request(lay.systems))
+    _, silicon = load_bands()
     versions: dict[str, str] = {}
-    for shape, answer in zip(shapes, estimates, strict=True):
+    for shape, answer in zip(shapes, answers, strict=True):
         if "error" in answer:
             out.skipped.append(f"{shape.id}: {answer['error']}")
             continue
@@ -172,12 +207,6 @@ def predict(stack: StackConfig, scale: Scale, base: StackConfig | None = None) -
             [band(silicon, q_ttft, "ttft"), band(silicon, q_itl, "itl")]
         out.rows.append(replace(banded(r, *bands), upper_bound=upper))
     out.database["backend_versions"] = versions
-    out.database["kv_cache"] = kv
-    out.database["model"] = {"architecture": ckpt["architecture"],
-                             "moe": ckpt["num_experts"] > 0,
-                             "precision": precision_class(ckpt["gemm"], ckpt["moe"],
-                                                          ckpt["num_experts"] > 0)}
-    out.database["bands"] = meta
     out.departures = departures(stack, lay.systems, versions) + ([upper] if upper else [])
     return out
 

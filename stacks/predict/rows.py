@@ -30,7 +30,7 @@ LABEL = "PREDICTED"
 
 @dataclass(frozen=True)
 class PredictSlo:
-    """The SLOs the reports judge by (reports/goodput.py DEFAULT_SLOS; a test holds them
+    """The SLOs the reports judge by (reports/tables/goodput.py DEFAULT_SLOS; a test holds them
     equal): p50 TTFT below, per-user speed at least, ITL at most."""
     name: str
     ttft_ms: float

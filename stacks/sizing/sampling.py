@@ -1,7 +1,7 @@
 """How precisely a sample pins a figure, and the smallest difference two samples resolve (pure:
-numpy and scipy only). The report's intervals and verdicts (reports/intervals.py,
-reports/verdicts.py) and the plan's resolvable differences (stacks/plan/resolution.py) are one
-method, so a plan's promise is what its report will judge.
+numpy and scipy only). The report's intervals and verdicts (reports/tables/intervals.py,
+reports/comparisons/verdicts.py) and the plan's resolvable differences (stacks/plan/resolution.py)
+are one method, so a plan's promise is what its report will judge.
 
 - A quantile of one step (TTFT, ITL p50 / p99 over its completed requests): the exact
   distribution-free order-statistic interval. The rank of the sample's k-th value below the

@@ -30,11 +30,11 @@ class Group:
 
 GROUPS: tuple[Group, ...] = (
     Group("slo",
-          ("reports/goodput.py", "reports/sla.py"),
+          ("reports/tables/goodput.py", "reports/tables/sla.py"),
           ("tests/test_mutation_slo.py", "tests/test_reports_units.py",
            "tests/test_reports_sla.py")),
     Group("outcomes",
-          ("workloads/outcomes.py", "workloads/results.py", "reports/flags.py"),
+          ("workloads/outcomes.py", "workloads/results.py", "reports/records/flags.py"),
           ("tests/test_mutation_outcomes.py", "tests/test_outcomes.py",
            "tests/test_runner_records.py", "tests/test_reports_decode_only.py")),
     Group("memory",

@@ -321,7 +321,7 @@ def check_first_data(x: Expected, ev: dict) -> Check:
     """The client's first data against the frontend's own TTFT on a kept-alive connection
     (workloads/attest/first_data.py). A stall above the bound is flagged with its size and the
     plain first data it came at: the floor under a client's TTFT (first_data_floor), which the
-    report weighs per step against that step's own frontend TTFT (reports/tables.py
+    report weighs per step against that step's own frontend TTFT (reports/tables/tables.py
     ttft_gap). A probe that could not arm TCP_QUICKACK compared the plain client with itself:
     its figure is refused, the check says not measured."""
     probe = ev.get("first_data")

@@ -28,7 +28,7 @@ plain client at 44 / 44 / 44 / 60 ms (48 in some runs), a quick-ACK client at 8 
 `check_first_data` judges the probe (pure): above STALL_BOUND_MS it is flagged with its size and
 the plain first data, never a refusal of the run (the server answers correctly); a probe
 without TCP_QUICKACK is refused as a measurement. The report weighs it per step, against each
-step's own client and frontend TTFT (reports/tables.py ttft_gap).
+step's own client and frontend TTFT (reports/tables/tables.py ttft_gap).
 """
 
 from __future__ import annotations

@@ -41,6 +41,24 @@ def factors_table(cal: Calibration) -> Table:
     return t
 
 
+def summary_lines(cal: Calibration) -> list[str]:
+    """One line per fitted table key (its factors, their standard errors and the residual
+    error of the steps they were fitted on), then the runs and the record: what a report that
+    ranks on the calibrated tables says it stands on."""
+    fit = cal.fit
+    out = []
+    for key in sorted(fit.prefill):
+        p, d = fit.prefill[key], fit.decode[key]
+        out.append(f"{key.system} TP{key.tp} {key.role} ({key.model}): prefill x{_factor(p)}"
+                   f"{f', TTFT residual rms {_pct(p.rms)} over {p.steps}' if p.fitted else ''}"
+                   f"; decode x{_factor(d)}"
+                   f"{f', ITL residual rms {_pct(d.rms)} over {d.steps}' if d.fitted else ''}")
+    state = "converged" if fit.converged else "NOT converged"
+    out.append(f"fitted on {', '.join(cal.runs)} ({fit.iterations} replays of every step, "
+               f"{state}); record {cal.record_path}")
+    return out
+
+
 def steps_table(cal: Calibration) -> Table:
     t = Table(title=f"Per step: MEASURED (frontend, lower quartiles: TTFT from dispatch, ITL) vs "
               f"SIMULATED at the fitted factors (TTFT + the run's intercept); prefill-dominated "

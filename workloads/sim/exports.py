@@ -3,7 +3,7 @@
 The runner judges a step, and the reports read it, from AIPerf's two exports
 (`profile_export.jsonl`, one record per request; `profile_export_aiperf.json`, the step's
 statistics and its input config). A step DynoSim replayed is written in the same shapes, with
-the same field names and units (reports/exports.py lists what is read), so every rule that
+the same field names and units (reports/records/exports.py lists what is read), so every rule that
 classifies requests, counts outcomes and computes figures applies to it unchanged. Nothing in
 them can pass for a measurement: the summary names the simulator where AIPerf names itself
 (`aiperf_version` null, `simulated_by` set), every record's metadata says `simulated: true`,

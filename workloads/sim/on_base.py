@@ -21,23 +21,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
-from stacks.predict.mocker_table import MockerTable, build
+from stacks.predict.mocker_table import MockerTable, build, make_missing
+from stacks.predict.mocker_table import plan as plan_tables
 from stacks.predict.predictor import PredictorUnavailable, cache_key, predictor_python
 from workloads.model_folder import build_model_folder
 from workloads.sim.build import chat_template, sim_setup
+from workloads.sim.calibrate import CALIBRATED, Calibration
 from workloads.sim.engine_setup import Unsimulated
 from workloads.sim.plan_sim import simulate_plan
 from workloads.sim.prompt_layout import ChatTemplate
 from workloads.sim.replay import Replayer
 from workloads.sim.target import SimTarget, label
 from workloads.targets.local import TargetError, dynamo_version, engine_python
-from workloads.targets.mocker_timings import from_tables
+from workloads.targets.mocker_timings import from_tables, scaled
 
 WORKLOADS = Path(__file__).resolve().parents[1]
 # What turns a stack's step into replays, besides the engine: hashed into every fingerprint.
@@ -60,6 +63,7 @@ class Prepared:
     engine: str
     timings: tuple[str, ...]
     tables: dict[str, Path]
+    records: dict[str, dict]
     target: SimTarget
     template: ChatTemplate
 
@@ -75,6 +79,12 @@ class BaseSimulator:
     _models: dict[str, tuple[Path, ChatTemplate]] = field(default_factory=dict)
     _version: str | None = None
     _code: str = field(default_factory=code_hash)
+    # `stacks explore --calibrate`: factors fitted to measured runs (workloads/sim/calibrate.py),
+    # applied to every table whose (GPU, TP, role, model) they cover
+    calibration: Calibration | None = None
+    _lanes: list[Replayer] = field(default_factory=list)
+    _free: list[Replayer] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def for_base(cls, base: StackConfig, scale: Scale) -> BaseSimulator:
@@ -95,26 +105,52 @@ class BaseSimulator:
             self._version = dynamo_version(engine_python())
         return self._version
 
+    def _key(self, stack: StackConfig) -> str:
+        assert stack.serving is not None
+        return json.dumps([stack.model.id, [(w.role.value, w.node_group, w.tensor_parallel_size)
+                                            for w in stack.serving.workers]])
+
+    @staticmethod
+    def _stand_in(stack: StackConfig) -> StackConfig:
+        """One replica per role, the sweep's first quick step only: what decides the tables."""
+        assert stack.serving is not None
+        workers = [w.model_copy(update={"replicas": 1}) for w in stack.serving.workers]
+        return stack.model_copy(update={
+            "serving": stack.serving.model_copy(update={"workers": workers}),
+            "workloads": stack.workloads.model_copy(update={
+                **{n: getattr(stack.workloads, n).model_copy(update={"enabled": False})
+                   for n in stack.workloads.enabled() if n != "concurrency_sweep"},
+                "concurrency_sweep": stack.workloads.concurrency_sweep.model_copy(
+                    update={"quick": {"concurrencies": [1]}})})})
+
+    def make_tables(self, stacks: list[StackConfig]) -> None:
+        """Makes every table these stacks need and none is kept yet, spread over one runner
+        per core (stacks/predict/mocker_table.py `make_missing`): a hundred candidates share a
+        few dozen tables, and a runner's start costs more than a table."""
+        planned, seen = [], set()
+        for stack in stacks:
+            key = self._key(stack)
+            if key in seen or key in self._tables or self._unavailable(key, stack).exists():
+                continue
+            seen.add(key)
+            try:
+                planned += plan_tables(self._stand_in(stack), self.tables_dir, self.base).tables
+            except PredictorUnavailable:
+                continue            # tables() says why, per stack
+        make_missing(planned)       # a table that fails is asked again by its stack's build,
+                                    # which says which and why
+
     def tables(self, stack: StackConfig) -> list[MockerTable] | str:
         """The stack's timing tables (built once per model and roles' groups and TPs), or why
         there are none."""
-        assert stack.serving is not None
-        workers = [w.model_copy(update={"replicas": 1}) for w in stack.serving.workers]
-        key = json.dumps([stack.model.id, [(w.role.value, w.node_group, w.tensor_parallel_size)
-                                           for w in workers]])
+        key = self._key(stack)
         if key not in self._tables and (known := self._unavailable(key, stack)).exists():
             self._tables[key] = json.loads(known.read_text())["reason"]
         if key not in self._tables:
-            stand_in = stack.model_copy(update={
-                "serving": stack.serving.model_copy(update={"workers": workers}),
-                "workloads": stack.workloads.model_copy(update={
-                    **{n: getattr(stack.workloads, n).model_copy(update={"enabled": False})
-                       for n in stack.workloads.enabled() if n != "concurrency_sweep"},
-                    "concurrency_sweep": stack.workloads.concurrency_sweep.model_copy(
-                        update={"quick": {"concurrencies": [1]}})})})
             try:
-                built = build(stand_in, self.tables_dir, self.base)
-                self._tables[key] = built or "AIConfigurator's database cannot predict it"
+                built = build(self._stand_in(stack), self.tables_dir, self.base)
+                self._tables[key] = (self._calibrated(built) if built else
+                                     "AIConfigurator's database cannot predict it")
             except PredictorUnavailable as exc:
                 if predictor_python() is None:
                     raise       # no table can be built at all: the caller says the fix
@@ -123,6 +159,20 @@ class BaseSimulator:
                 known.parent.mkdir(parents=True, exist_ok=True)
                 known.write_text(json.dumps({"reason": self._tables[key]}))
         return self._tables[key]
+
+    def _calibrated(self, tables: list[MockerTable]) -> list[MockerTable]:
+        """The tables scaled by the calibration's factors where it has them (the record of a
+        scaled table names its source, the factors and the runs: table_scale.py)."""
+        if self.calibration is None:
+            return tables
+        timings = from_tables(tables)
+        factors = self.calibration.scales(timings)
+        if not factors:
+            return tables
+        done = scaled(timings, factors, self.tables_dir / CALIBRATED, self.calibration.runs)
+        return [MockerTable(t["role"], done.tables[t["role"]],
+                            {k: v for k, v in t.items() if k != "role"})
+                for t in done.record["tables"]]
 
     def _unavailable(self, key: str, stack: StackConfig) -> Path:
         """Where a table the database cannot make is remembered (a failed query is not kept
@@ -156,16 +206,38 @@ class BaseSimulator:
             f"{t.record['backend']} {t.record['backend_version']}" for t in tables))
         return Prepared(fingerprint, label(timings.record, self.version()),
                         f"DynoSim (dynamo.replay, ai-dynamo {self.version()})", systems, paths,
-                        target, template)
+                        {t.role: {"role": t.role, **t.record} for t in tables}, target, template)
 
     def run(self, prepared: Any, stack: StackConfig, workload: str) -> list[dict[str, Any]]:
         """The workload's steps; a sweep step (a bracketing probe) is replayed once even under
         the KV router (its figures are the first run's either way; the other runs only show
         the spread of the router's random ties)."""
         runs = 1 if workload == "concurrency_sweep" else None
-        figs = simulate_plan(stack, self.scale, prepared.target, prepared.template,
-                             only=[workload], replayer=self.replayer, runs=runs)
+        replayer = self._take()
+        try:
+            figs = simulate_plan(stack, self.scale, prepared.target, prepared.template,
+                                 only=[workload], replayer=replayer, runs=runs)
+        finally:
+            self._give(replayer)
         return [f.as_dict() for f in figs]
+
+    def _take(self) -> Replayer:
+        """A replay process no other thread is using: the explore's own first, one more per
+        lane searching at once (stacks/explore/lanes.py), each kept for the whole explore."""
+        with self._lock:
+            if self._free is None:
+                self._free = [self.replayer]
+            if not self._free:
+                self._lanes.append(Replayer())
+                return self._lanes[-1]
+            return self._free.pop()
+
+    def _give(self, replayer: Replayer) -> None:
+        with self._lock:
+            assert self._free is not None
+            self._free.append(replayer)
 
     def close(self) -> None:
         self.replayer.close()
+        for r in self._lanes:
+            r.close()

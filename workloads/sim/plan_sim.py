@@ -6,14 +6,14 @@ Each step is prepared exactly as the runner prepares it (workloads/steps.py plan
 fit, the grace period, the ramp and the warm-up of workloads/step_exec.py and step_warmup.py)
 and replayed as the simulation target replays it (workloads/sim/step_sim.py), so a figure here
 equals the one `workloads run --target sim` records for the same step. The figures are the
-report's definitions (reports/measures.py): percentiles over completed requests, ITL the
+report's definitions (reports/records/measures.py): percentiles over completed requests, ITL the
 per-request mean gap, output tok/s over the step's window (first start to last end),
 tok/s per user 1000 / ITL.
 
 Beside the figures, each step says how precisely its sample pins them, for the smallest
 difference a plan's comparison can resolve (stacks/plan/resolution.py) and the report's
-simulated-vs-measured verdicts (reports/comparisons.py): the standard errors of its TTFT and
-ITL p50, the client's and the frontend's (the sd of their exact bootstrap over the completed
+simulated-vs-measured verdicts (reports/comparisons/comparisons.py): the standard errors of its TTFT
+and ITL p50, the client's and the frontend's (the sd of their exact bootstrap over the completed
 requests, stacks/sizing/sampling.py, the report's method), the spread of its requests' output
 tokens over their latency, the standard error of its reuse (workloads/routing_evidence.py
 hit_rate_se, each request in its conversation's turn, as the report measures the hit rate's)
@@ -63,7 +63,8 @@ class StepFigures:
     window_s: float               # first start to last end (virtual time)
     spread: dict[str, Any] = field(default_factory=dict)
     # over completed requests: with the window and the concurrency, how long a slot stood idle
-    # between requests (reports/simulated_vs_measured.py compares it with the live client's)
+    # between requests (reports/comparisons/simulated_vs_measured.py compares it with the live
+    # client's)
     request_latency_mean_ms: float | None = None
     # TTFT and ITL p50 as the frontend's own request trace records them (exports.
     # frontend_ttft_itl): what a live run's trace is compared on

@@ -11,8 +11,8 @@ the record says which, and why, never silently. KV capacity is not the table's: 
 Tables are built once per (system, TP, model, versions, grid) and kept under a git-ignored
 folder (.cache/mocker-tables, or $DYNAMO_BENCH_MOCKER_TABLES); a second run reads the file.
 `resolve` is the shell; `label`, `words` and `generic` are pure. `words` is the one place a
-report's wording of a timing source comes from (reports/stackinfo.py timing_words): the label on
-every figure, what it means in the summary, and the short form in titles.
+report's wording of a timing source comes from (reports/records/stackinfo.py timing_words): the
+label on every figure, what it means in the summary, and the short form in titles.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What report.md (and index.html) show before any scrolling: the plan's questions answered
 (pure: the judged comparisons in, markdown out).
 
-1. `## Answers`: one line per question, stacks and figure (reports/verdicts.py first_screen):
-   the difference per step with its 95 % interval, the verdict (better / worse /
+1. `## Answers`: one line per question, stacks and figure (reports/comparisons/verdicts.py
+   first_screen): the difference per step with its 95 % interval, the verdict (better / worse /
    indistinguishable at this sample, Holm over the report's comparisons) and what it stands on
    (MEASURED, REHEARSAL or SIMULATION; the title names each stack's timings);
 2. the Pareto plot;
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.verdicts import FAMILY_REPORT, NOT_JUDGED, first_screen
+from reports.comparisons.verdicts import FAMILY_REPORT, NOT_JUDGED, first_screen
 
 ANSWERS = "Answers"
 GLANCE = "**Warnings at a glance** (details in the summary below)"

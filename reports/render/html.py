@@ -4,9 +4,9 @@ It is rendered from report.md itself (markdown-it-py, CommonMark with tables, ra
 so the answers come first and every table and figure is the markdown's; each plot is inlined
 as a base64 PNG (the page needs no other file), headings get anchors and a table of contents
 follows the first screen (the answers table, the Pareto plot and the warnings at a glance:
-reports/first_screen.py, which a 1400 px wide window shows without scrolling); the links to the
-full CSVs point beside it. A plot the markdown names but
-the folder lacks shows as a visible "missing" note, never as a broken image.
+reports/render/first_screen.py, which a 1400 px wide window shows without scrolling); the links
+to the full CSVs point beside it. A plot the markdown names but the folder lacks shows as a
+visible "missing" note, never as a broken image.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The plan's four hypotheses, each with the figures from the compared runs that bear on it.
 
 Only what the data shows: figures with their spread and sample counts, each difference between
-two stacks with its 95 % interval and verdict (reports.verdicts, judged with the report's other
-comparisons), and "not measured" naming the run that is missing. Only usable steps take part
-(reports.flags); each hypothesis ends with the failed, interrupted or client-bound steps of
-its workloads that were left out.
+two stacks with its 95 % interval and verdict (reports.comparisons.verdicts, judged with the
+report's other comparisons), and "not measured" naming the run that is missing. Only usable steps
+take part (reports.records.flags); each hypothesis ends with the failed, interrupted or client-bound
+steps of its workloads that were left out.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import cast
 
 import pandas as pd
 
-from reports.compare import topology_pairs
-from reports.flags import left_out
-from reports.runs import parse_step_id
-from reports.stackinfo import StackInfo
-from reports.verdicts import Q_TOPOLOGY, phrase
+from reports.comparisons.compare import topology_pairs
+from reports.comparisons.verdicts import Q_TOPOLOGY, phrase
+from reports.records.flags import left_out
+from reports.records.runs import parse_step_id
+from reports.records.stackinfo import StackInfo
 
 
 @dataclass

@@ -8,7 +8,7 @@ Three display columns are made from others so the counts stay honest in fewer co
   the table gives the whole reason;
 - `sla_verdict`: best point / meets / misses, from meets_sla and best_point;
 - `<figure> [95 % CI]`: the figure with its interval, `48.1 [46.9, 49.8]`, from its
-  `_ci_low` / `_ci_high` columns (reports/intervals.py; the value alone where none exists);
+  `_ci_low` / `_ci_high` columns (reports/tables/intervals.py; the value alone where none exists);
 - `compared`: `subject - reference` of a side-by-side table (the difference's sign).
 A table without a list here shows the first MAX_COLUMNS of its wide selection, with the same
 columns folded and the secondary ones (p90s, AIPerf's own figures, spreads) left to the CSV.
@@ -20,8 +20,8 @@ import re
 
 import pandas as pd
 
-from reports.intervals import interval_cell
-from reports.measures import COUNT_COLUMNS
+from reports.records.measures import COUNT_COLUMNS
+from reports.tables.intervals import interval_cell
 
 MAX_COLUMNS = 10
 REQUESTS = "completed/attempted"
@@ -45,7 +45,7 @@ SHORT = {
     "concurrency_sweep": ["stack", "concurrency", FLAG, REQUESTS, ci("ttft_p50_ms"),
                           ci("ttft_p99_ms"), ci("itl_p50_ms"), ci("itl_p99_ms"),
                           ci("output_tok_s"), "output_tok_s_per_gpu"],
-    # the differences with their intervals and verdicts (reports.verdicts)
+    # the differences with their intervals and verdicts (reports.comparisons.verdicts)
     "compare_concurrency": ["concurrency", COMPARED, ci("ttft_p50_delta_ms"),
                             _verdict("ttft_p50_delta_ms"), ci("itl_p50_delta_ms"),
                             _verdict("itl_p50_delta_ms"), ci("tps_delta"), _verdict("tps_delta"),

@@ -1,9 +1,9 @@
 """The plan's step-level tables, as pure functions of the tidy frames.
 
 `steps` has one row per step: the project's own figures from completed requests
-(reports.measures), AIPerf's as `aiperf_*`, server figures, manifest fields, the judged status
-and flags (reports.flags) and stack facts. Repeats of a step (`.../r2`, or the same step in
-several runs) are folded into one row: the mean of the repeats, their min and max, and the
+(reports.records.measures), AIPerf's as `aiperf_*`, server figures, manifest fields, the judged
+status and flags (reports.records.flags) and stack facts. Repeats of a step (`.../r2`, or the same
+step in several runs) are folded into one row: the mean of the repeats, their min and max, and the
 number of repeats and of requests behind it. Only usable steps fold together; a failed,
 interrupted or client-bound step keeps a row of its own, marked in `step_flag`.
 """
@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from reports.measures import COUNT_COLUMNS, PERCENTILES
+from reports.records.measures import COUNT_COLUMNS, PERCENTILES
 
 LATENCY_PCTS = [f"{m}_p{q}_ms" for m in ("ttft", "itl", "request_latency") for q in PERCENTILES]
 SWEEP_COLUMNS = ["stack", "concurrency", "step_flag", *COUNT_COLUMNS, "percentile_samples",

@@ -15,19 +15,36 @@ from typing import cast
 
 import pandas as pd
 
-from reports.measures import COUNT_COLUMNS
-from reports.published import published_figure
-from reports.sla import best_points
-from reports.stackinfo import StackInfo
+from reports.records.measures import COUNT_COLUMNS
+from reports.records.stackinfo import StackInfo
+from reports.tables.published import published_figure
+from reports.tables.sla import best_points
 
 # Each side's requests by outcome class, as in every table.
 COUNTS = {c: c for c in COUNT_COLUMNS}
 
 
+def source_kind(info: StackInfo) -> str:
+    """What a stack's figures stand on, as a comparison must match it: DynoSim's virtual time,
+    the local engine's real time, or a cluster."""
+    return "simulated" if info.simulated else "rehearsal" if info.target == "local" else \
+        "measured"
+
+
+def like_with_like(a: StackInfo, b: StackInfo) -> bool:
+    """Whether an aggregated and a disaggregated stack answer "does disaggregation help on the
+    same GPUs": their figures stand on the same kind of source (a simulated stack against a
+    rehearsed or measured one is the simulated-vs-measured table's question, not this one),
+    their workers run on the same GPU types (a decode tier on another GPU is its own question)
+    and route alike (the router is the ablation's)."""
+    return (source_kind(a) == source_kind(b) and a.gpu_types == b.gpu_types
+            and a.router == b.router)
+
+
 def topology_pairs(infos: dict[str, StackInfo]) -> list[tuple[str, str]]:
     agg = sorted(s for s, i in infos.items() if i.topology == "aggregated")
     dis = sorted(s for s, i in infos.items() if i.topology == "disaggregated")
-    return list(product(agg, dis))
+    return [(a, d) for a, d in product(agg, dis) if like_with_like(infos[a], infos[d])]
 
 
 def _side_by_side(table: pd.DataFrame, key: str, cols: dict[str, str],
@@ -53,7 +70,8 @@ def _side_by_side(table: pd.DataFrame, key: str, cols: dict[str, str],
 
 def concurrency_side_by_side(sweep: pd.DataFrame, infos: dict[str, StackInfo]) -> pd.DataFrame:
     """concurrency, aggregated/disaggregated TTFT and ITL p50 and TPS (aggregate output
-    tok/s); the differences' intervals and verdicts join in reports.build (reports.verdicts)."""
+    tok/s); the differences' intervals and verdicts join in reports.build
+    (reports.comparisons.verdicts)."""
     out = _side_by_side(sweep, "concurrency",
                         {"ttft_p50_ms": "ttft_p50_ms", "itl_p50_ms": "itl_p50_ms",
                          "output_tok_s": "tps", "repeats": "repeats", **COUNTS},

@@ -1,7 +1,7 @@
 """The summary report.md opens with: where it ran, what was measured, the headline answers and
 every warning, before any table (pure: tables in, markdown out).
 
-`facts` gathers them; `render` writes them. The ablation check (reports.ablation) adds a
+`facts` gathers them; `render` writes them. The ablation check (reports.comparisons.ablation) adds a
 headline for each one-setting pair whose signal moved and a warning, with the likely cause, for
 each that did not. Two inputs can come from elsewhere:
 `attestations` ({stack: one line}; default: each run record's own) says how a run proved what
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.ablation import glance_lines, summary_lines
-from reports.goodput import Slo
-from reports.md_columns import flag_words
-from reports.measures import NEEDED_SAMPLES, too_few
-from reports.runs import RunRecord
-from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
-from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
-from reports.verdicts import headline_lines
+from reports.comparisons.ablation import glance_lines, summary_lines
+from reports.comparisons.verdicts import headline_lines
+from reports.records.measures import NEEDED_SAMPLES, too_few
+from reports.records.runs import RunRecord
+from reports.records.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
+from reports.render.md_columns import flag_words
+from reports.tables.goodput import Slo
+from reports.tables.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
 from workloads.attest.checks import summary_line
 from workloads.manifest import COMPLETE
 
@@ -68,8 +68,8 @@ def ttft_gap_warnings(fidelity: pd.DataFrame, slo: Slo) -> list[str]:
 
 def ttft_gaps(fidelity: pd.DataFrame, slo: Slo) -> list[tuple[str, str]]:
     """One warning per run with a step whose client TTFT exceeds the frontend's own by a
-    material gap (reports/tables.py ttft_gap) or by enough to turn its `slo` TTFT verdict (its
-    p50 misses the bound by less than the gap), naming each such step with its gap and the part
+    material gap (reports/tables/tables.py ttft_gap) or by enough to turn its `slo` TTFT verdict
+    (its p50 misses the bound by less than the gap), naming each such step with its gap and the part
     the attested first-data floor accounts for. A run without such a step gets no sentence: the
     first-data stall is a floor under short TTFTs, not a constant on every figure."""
     if fidelity.empty or "ttft_gap_material" not in fidelity:
@@ -142,7 +142,7 @@ def _headlines(t: dict[str, pd.DataFrame], infos: dict[str, StackInfo], slo: Slo
     for s in sorted(set(infos) - set(best["stack"] if len(best) else [])):
         if not g.empty and s in set(g["stack"]):
             out.append(f"{infos[s].label}: no usable step meets `{slo.name}`")
-    # every comparison by its verdict, never a bare difference (reports.verdicts)
+    # every comparison by its verdict, never a bare difference (reports.comparisons.verdicts)
     out += headline_lines(t.get("comparisons", pd.DataFrame()))
     sla = t.get("sla")
     if sla is not None and not sla.empty:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.markdown import md_table
+from reports.render.markdown import md_table
 
 
 def load(path: Path) -> dict:

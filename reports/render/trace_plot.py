@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports.plots import _decorate, _save, plt
-from reports.runs import STEP_KEY, RunRecord
-from reports.trace_report import in_flight, schedule_zero_ns, scheduled_ms
+from reports.records.runs import STEP_KEY, RunRecord
+from reports.render.plots import _decorate, _save, plt
+from reports.tables.trace_report import in_flight, schedule_zero_ns, scheduled_ms
 
 # At most this many bins per arrival histogram (1 s bins up to 2 minutes of replay).
 MAX_BINS = 120

@@ -14,7 +14,7 @@
   usage block still had its tokens counted by the frontend: the gap is how truncation shows on
   the server side.
 
-AIPerf's own figures stay beside these as `aiperf_*` columns (reports.exports).
+AIPerf's own figures stay beside these as `aiperf_*` columns (reports.records.exports).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The comparisons the report draws, gathered from its frames (pure): each pair of stacks on
 each figure at each step both ran usably, with the difference and its interval
-(reports.verdicts judges them as one family).
+(reports.comparisons.verdicts judges them as one family).
 
-- agg vs disagg (reports.compare.topology_pairs): per concurrency of the sweep, TTFT p50 and
-  p99, ITL p50 and output tok/s; per prefix share, TTFT p50;
+- agg vs disagg (reports.comparisons.compare.topology_pairs): per concurrency of the sweep, TTFT p50
+  and p99, ITL p50 and output tok/s; per prefix share, TTFT p50;
 - the router ablation: the hit-rate difference of each one-setting router pair, as
-  reports.ablation measured it (offload and topology rows there are evidence that KV moved,
-  counts without a sampling distribution: they are not in the family);
+  reports.comparisons.ablation measured it (offload and topology rows there are evidence that KV
+  moved, counts without a sampling distribution: they are not in the family);
 - the decode tier on another GPU: each disaggregated stack whose decode workers run on another
   instance type than its prefill workers, against each same-model disaggregated stack whose
   tiers share one, per concurrency: $ per 1M output tokens, tok/s per GPU, ITL and TTFT p50;
@@ -14,8 +14,8 @@ each figure at each step both ran usably, with the difference and its interval
 - the B200 recipes (sla.csv best points): each optimized stack against its model's baseline,
   and aggregated against disaggregated, per cache state;
 - simulated vs measured: each measured step against the simulation its run kept at start
-  (the manifest's `simulation`, reports/simulated_vs_measured.py's record): TTFT p50 (the
-  frontend's, as that table compares it) and ITL p50, their own family (it asks whether the
+  (the manifest's `simulation`, reports/comparisons/simulated_vs_measured.py's record): TTFT p50
+  (the frontend's, as that table compares it) and ITL p50, their own family (it asks whether the
   model fits the measurement, not what to deploy); `simulated_vs_measured` pairs a simulated
   run's steps with a measured run's by step id, and `paired_by_step` summarises rows across
   steps.
@@ -35,15 +35,10 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
-from reports import simulated_vs_measured as svm
-from reports.ablation import LEFT_OUT
-from reports.compare import topology_pairs
-from reports.intervals import QUANTILE_FIGURES, completed_by_step
-from reports.runs import STEP_KEY, parse_step_id
-from reports.sla import best_points
-from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
-from reports.tables import share_of
-from reports.verdicts import (
+from reports.comparisons import simulated_vs_measured as svm
+from reports.comparisons.ablation import LEFT_OUT
+from reports.comparisons.compare import source_kind, topology_pairs
+from reports.comparisons.verdicts import (
     FAMILY_SIMULATION,
     FIGURES,
     Q_CACHE,
@@ -57,6 +52,11 @@ from reports.verdicts import (
     judge,
     row,
 )
+from reports.records.runs import STEP_KEY, parse_step_id
+from reports.records.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
+from reports.tables.intervals import QUANTILE_FIGURES, completed_by_step
+from reports.tables.sla import best_points
+from reports.tables.tables import share_of
 from stacks.sizing.sampling import (
     Difference,
     Estimate,
@@ -166,7 +166,11 @@ def decode_tier(steps: pd.DataFrame, cost: pd.DataFrame, by_step: ByStep,
                             how="left")
     out = []
     for m, s in product(mixed, same):
-        if infos[m].model != infos[s].model:
+        a, b = infos[m], infos[s]
+        # like with like: one model, one kind of source, the same prefill GPU and router, so
+        # the decode tier is the only difference
+        if a.model != b.model or source_kind(a) != source_kind(b) or \
+                _tier(a, "prefill") != _tier(b, "prefill") or a.router != b.router:
             continue
         out += _pairwise(Q_DECODE_TIER, s, m, _by(sweep, s, "concurrency"),
                          _by(sweep, m, "concurrency"), TIER_FIGURES,
@@ -310,7 +314,7 @@ def record_vs_measured(steps: pd.DataFrame, by_step: ByStep,
                        simulations: Mapping[tuple[str, str], dict | None],
                        infos: dict[str, StackInfo]) -> list[dict]:
     """Each usable measured step against its run's simulation record: TTFT and ITL p50 as
-    reports/simulated_vs_measured.py compares them, measured - simulated with a normal
+    reports/comparisons/simulated_vs_measured.py compares them, measured - simulated with a normal
     interval from both standard errors (the record's: workloads/sim/plan_sim.py; a record made
     before them is not judged)."""
     out = []
@@ -339,7 +343,8 @@ def simulated_vs_measured(simulated_steps: pd.DataFrame, simulated_requests: pd.
                           ) -> list[dict]:
     """Comparison rows (Q_SIMULATION: reference the simulation, subject the measurement) per
     step group both ran usably, matched by stack and step id without its repeat; pass them to
-    reports.verdicts.judge (alone or with the report's other rows) for their verdicts."""
+    reports.comparisons.verdicts.judge (alone or with the report's other rows) for their
+    verdicts."""
     sim_requests = completed_by_step(simulated_requests)
     measured = completed_by_step(measured_requests)
     out = []

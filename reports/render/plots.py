@@ -4,7 +4,7 @@ when the runs hold no data for it (the report then says "not measured").
 Every title starts with the rehearsal label when a local (mocker) run is in it. A failed,
 interrupted or client-bound step is drawn as a red cross, named in the legend and never on the
 Pareto front; a p99 from fewer than 100 samples is named so in the legend. Every axis names its
-unit; legends sit right of the data and point labels never overlap (reports/plot_labels.py);
+unit; legends sit right of the data and point labels never overlap (reports/render/plot_labels.py);
 SLO limits are lines, never a shaded region. The Pareto plot follows the field's convention:
 output throughput per GPU (up) against per-user throughput and against TTFT."""
 
@@ -20,10 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from reports.goodput import Slo  # noqa: E402
-from reports.measures import too_few  # noqa: E402
-from reports.plot_labels import Label, legend_outside, place, settle  # noqa: E402
-from reports.stackinfo import StackInfo, rehearsal_timings  # noqa: E402
+from reports.records.measures import too_few  # noqa: E402
+from reports.records.stackinfo import StackInfo, rehearsal_timings  # noqa: E402
+from reports.render.plot_labels import Label, legend_outside, place, settle  # noqa: E402
+from reports.tables.goodput import Slo  # noqa: E402
 
 DPI = 110
 FLAGGED: dict[str, Any] = dict(marker="X", color="red", ms=11, ls="none", mfc="none", mew=1.8)

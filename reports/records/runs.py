@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import exports, measures, routing, server
+from reports.records import exports, measures, routing, server
 from workloads import outcomes
 from workloads.manifest import COMPLETE
 from workloads.request_trace import STEP_FILE as TRACE_FILE
@@ -132,7 +132,7 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
     The runner records `client: {client_bound, reasons, cpu: {mean_cores, max_cores},
     achieved_concurrency, host_cores}` (older records: the run's `host.cpu_count`); a flat
     `client_saturated` is read too. The reports re-judge status and client verdict
-    (reports.flags) with the runner's own rules.
+    (reports.records.flags) with the runner's own rules.
     """
     client = rec.get("client") or {}
     cpu = client.get("cpu") or {}
@@ -165,7 +165,7 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
             "client_cpu_cores_max": cpu.get("max_cores"),
             "host_cores": client.get("host_cores", host_cores),
             # what the step's AIPerf said of the project's patches at start-up (JSON; None in
-            # records before the patches), judged by reports.flags
+            # records before the patches), judged by reports.records.flags
             "aiperf_patches": json.dumps(rec["aiperf_patches"], sort_keys=True)
             if isinstance(rec.get("aiperf_patches"), dict) else None,
             "step_started_at": rec.get("start", rec.get("started_at")),
@@ -287,7 +287,8 @@ class RunFrames:
     steps: pd.DataFrame
     requests: pd.DataFrame
     server: pd.DataFrame
-    workers: pd.DataFrame      # per step and worker: where its requests went (reports.routing)
+    # per step and worker: where its requests went (reports.records.routing)
+    workers: pd.DataFrame
 
 
 def load_run(run_dir: Path, use_cache: bool = True) -> RunFrames:

@@ -1,7 +1,7 @@
 """Predicted vs measured (pure): per step, the run's measured TTFT p50, ITL p50 and output
 throughput over what AIConfigurator predicted for it (the manifest's `predictions`, kept at run
 start, so no predictor is needed here), flagged outside a stated band; the timings its figures
-stand on are worded by reports/stackinfo.py timing_words, as everywhere in a report.
+stand on are worded by reports/records/stackinfo.py timing_words, as everywhere in a report.
 
 On a local run the ratio is the rehearsal's fidelity to the model (the mocker runs on the
 model's own table); on a cluster it is the model against the GPU. Where a TTFT gap is larger
@@ -201,9 +201,9 @@ def ttft_causes(compared: pd.DataFrame, stall_ms: dict[str, float | None],
 
 def band_note() -> str:
     return ("Bands: " + ", ".join(f"{k.removesuffix('_ms')} ±{v:.0%}" for k, v in BANDS.items())
-            + " (reports/predicted_vs_measured.py BANDS says why); a ratio outside its band "
-            "is marked `!`. A PREDICTED figure's `likely` range is the model's own error where "
-            "the world measured it (AIConfigurator's measured rows nearest to the prediction, "
-            "stacks/predict/bands.py); no range where no row is near. A rehearsal's SIMULATED "
-            "figure, on the model's own table, carries the same band: what a GPU would likely "
-            "show given it.")
+            + " (reports/comparisons/predicted_vs_measured.py BANDS says why); a ratio outside "
+            "its band is marked `!`. A PREDICTED figure's `likely` range is the model's own error "
+            "where the world measured it (AIConfigurator's measured rows nearest to the "
+            "prediction, stacks/predict/bands.py); no range where no row is near. A rehearsal's "
+            "SIMULATED figure, on the model's own table, carries the same band: what a GPU would "
+            "likely show given it.")

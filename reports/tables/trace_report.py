@@ -8,14 +8,14 @@ limit, and the two reuse upper bounds of the rows really sent (an infinite cache
 `reuse_upper_bound_blocks` counts 512-token trace blocks whose id appeared before (the
 definition stacks/catalog/traces/README.md uses), `reuse_upper_bound_tokens` counts prompt tokens in
 whole engine blocks of an already-seen prefix, the figure the server's hit rate (cached /
-prompt tokens, `reports.server`) can be read against: `hit_rate_gap` = bound - measured, what
-eviction, routing and capacity lost. From the per-request records: the achieved arrival rate
+prompt tokens, `reports.records.server`) can be read against: `hit_rate_gap` = bound - measured,
+what eviction, routing and capacity lost. From the per-request records: the achieved arrival rate
 and requests in flight (time-weighted mean and peak), over all attempted requests. From
 AIPerf's own summary: the send lag behind the schedule (`aiperf_replay_sched_lag_*`, anchored
 at the least-late request) and its `aiperf_replay_sched_degraded` flag (p99 lag over 500 ms:
 the in-flight cap or the engine held the schedule back, so the arrivals were not the trace's).
 Request counts, latency percentiles (completed requests only) and `step_flag` / `usable` are
-the step's own (reports.measures, reports.flags).
+the step's own (reports.records.measures, reports.records.flags).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from reports.runs import STEP_KEY, RunRecord
+from reports.records.runs import STEP_KEY, RunRecord
 
 WORKLOAD = "trace_replay"
 COUNTS = ["attempted", "completed", "failed", "truncated", "cancelled"]

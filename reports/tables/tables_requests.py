@@ -12,8 +12,8 @@ from typing import cast
 
 import pandas as pd
 
-from reports.measures import PERCENTILES, outcome_counts, pct, percentiles
-from reports.tables import join_flags
+from reports.records.measures import PERCENTILES, outcome_counts, pct, percentiles
+from reports.tables.tables import join_flags
 
 
 def _usage_hit_rate(done: pd.DataFrame) -> float:
@@ -49,7 +49,8 @@ def multi_turn(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
                   "repeats": len(st)}
         for turn, tr in sr.groupby("turn_index", sort=True):
             tdone = tr[tr["completed"]]
-            # a group key types as any Scalar; turn_index is an Int64 column (reports/runs.py)
+            # a group key types as any Scalar; turn_index is an Int64 column
+            # (reports/records/runs.py)
             rows.append({**common, "turn": str(int(cast(int, turn))), **outcome_counts(tr),
                          "percentile_samples": len(tdone), **percentiles(tdone["ttft_ms"], "ttft"),
                          "usage_hit_rate": _usage_hit_rate(tdone),
@@ -63,7 +64,7 @@ def multi_turn(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
 
 
 def pooled_routing(st: pd.DataFrame) -> dict[str, object]:
-    """Where the steps' turns went (reports.routing), pooled: follow-up turns and the share
+    """Where the steps' turns went (reports.records.routing), pooled: follow-up turns and the share
     that went back to the worker holding the conversation's previous turn."""
     if "follow_ups" not in st or not st["follow_ups"].notna().any():
         return {"follow_ups": math.nan, "same_worker_share": math.nan,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.runs import RunError, RunRecord
+from reports.records.runs import RunError, RunRecord
 from stacks.catalog.service_prices import recorded_prices
 from stacks.config.loader import StackError, load_stack, parse_config
 from stacks.config.schema import ComputeMode, StackConfig

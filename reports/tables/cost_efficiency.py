@@ -2,7 +2,7 @@
 
 $/1M output tokens = (cost of the period) / (successful output tokens in the period) x 1e6.
 The period is the step's measurement window (first request start to last request end of its
-attempted requests, reports.measures: the window its throughput and goodput divide by);
+attempted requests, reports.records.measures: the window its throughput and goodput divide by);
 successful output tokens are the output tokens of its completed requests (failed, truncated
 and cancelled ones produce no counted tokens). Failed, interrupted or client-bound steps keep
 their row, marked in `step_flag`.
@@ -29,9 +29,9 @@ from typing import Any
 
 import pandas as pd
 
-from reports.measures import COUNT_COLUMNS
-from reports.runs import RunRecord
-from reports.stackinfo import StackInfo
+from reports.records.measures import COUNT_COLUMNS
+from reports.records.runs import RunRecord
+from reports.records.stackinfo import StackInfo
 from stacks.catalog.instances import INSTANCE_TYPES
 from stacks.catalog.service_prices import recorded_prices, unverified_note
 

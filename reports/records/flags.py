@@ -114,8 +114,8 @@ def decode_only_reason(st: pd.Series) -> str:
     (docs.nvidia.com/dynamo/v1.6.0 knowledge-base/modular-components/router/
     disaggregated-serving): a prefill pod that restarted mid-sweep turns the step into a
     decode-only measurement without an error. NIXL's transfer count on the decode workers
-    (reports.server `server_kv_transfers`) is then zero; a step whose server exported no NIXL
-    metrics (NaN: the local mocker) cannot tell and is not flagged."""
+    (reports.records.server `server_kv_transfers`) is then zero; a step whose server exported no
+    NIXL metrics (NaN: the local mocker) cannot tell and is not flagged."""
     moved = _none(st.get("server_kv_transfers"))
     if moved is None or moved > 0:
         return ""

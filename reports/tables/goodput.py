@@ -4,7 +4,7 @@ An SLO is a TTFT bound plus a per-user speed bound and/or an ITL bound. A reques
 it completed (workloads.outcomes: failed, truncated and cancelled requests never do) and its
 own TTFT, per-user output speed and ITL meet the bounds; a step meets it when its p50 TTFT,
 p50 per-user speed and p50 ITL (completed requests) do (the seed recipes' SLA is ">= 50 tok/s
-per user and p50 TTFT < 5 s"), and it is usable (reports.flags). `goodput_fraction` is the
+per user and p50 TTFT < 5 s"), and it is usable (reports.records.flags). `goodput_fraction` is the
 share of attempted requests meeting it, `goodput_req_s` those over the measurement window
 (the same window as throughput and cost). The best operating point of a stack is the usable
 step meeting the SLO with the most output tok/s per GPU.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from reports.measures import COUNT_COLUMNS, pct
-from reports.runs import STEP_KEY
+from reports.records.measures import COUNT_COLUMNS, pct
+from reports.records.runs import STEP_KEY
 
 
 @dataclass(frozen=True)

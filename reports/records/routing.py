@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from reports.exports import normalized_metrics_url
+from reports.records.exports import normalized_metrics_url
 from stacks.catalog import metrics as m
 from workloads import routing_evidence as rev
 from workloads.request_trace import STEP_FILE

@@ -13,21 +13,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports import first_screen
-from reports import predicted_vs_measured as pvm
-from reports import simulated_vs_measured as svm
-from reports.ablation import ROUTED_WORKLOADS
-from reports.flags import aiperf_provenance, left_out
-from reports.goodput import Slo
-from reports.hypotheses import Hypothesis
-from reports.md_columns import short_columns, with_display_columns
-from reports.measures import NEEDED_SAMPLES, too_few
-from reports.runs import RunRecord
-from reports.sla import RECIPE_SLA
-from reports.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
-from reports.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
-from reports.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
-from reports.verdicts import family_note
+from reports.comparisons import predicted_vs_measured as pvm
+from reports.comparisons import simulated_vs_measured as svm
+from reports.comparisons.ablation import ROUTED_WORKLOADS
+from reports.comparisons.hypotheses import Hypothesis
+from reports.comparisons.verdicts import family_note
+from reports.records.flags import aiperf_provenance, left_out
+from reports.records.measures import NEEDED_SAMPLES, too_few
+from reports.records.runs import RunRecord
+from reports.records.stackinfo import StackInfo, rehearsal_timings, unmeasured_word
+from reports.render import first_screen
+from reports.render.md_columns import short_columns, with_display_columns
+from reports.tables.goodput import Slo
+from reports.tables.sla import RECIPE_SLA
+from reports.tables.tables import GAP_MATERIAL_MS, GAP_MATERIAL_SHARE
+from reports.tables.trace_report import MD_COLUMNS as TRACE_MD_COLUMNS
 from workloads.attest.checks import summary_line
 
 _LATENCY_PCT = re.compile(r"^(ttft|itl|request_latency|conversation_latency|tok_s_per_user|"
@@ -210,8 +210,8 @@ SECTIONS = [
      "shows on the server side."),
 ]
 
-# The wide selection of each table; report.md shows at most ten of them (reports/md_columns.py)
-# and the CSV keeps every column.
+# The wide selection of each table; report.md shows at most ten of them
+# (reports/render/md_columns.py) and the CSV keeps every column.
 _COUNTS = ["attempted", "completed", "failed", "truncated", "cancelled"]
 MD_COLUMNS = {
     "concurrency_sweep": ["stack", "concurrency", "step_flag", *_COUNTS, "percentile_samples",
@@ -251,7 +251,7 @@ MD_COLUMNS = {
                        "server_requests_succeeded", "server_requests_failed",
                        "server_requests_unfinished", "gap_explanation"]}
 
-# (the Pareto plot opens the report: reports/first_screen.py)
+# (the Pareto plot opens the report: reports/render/first_screen.py)
 PLOTS = {"concurrency_sweep": ["throughput_vs_concurrency", "latency_vs_concurrency"],
          "trace_replay": ["trace_replay_timeline"],
          "multi_turn": ["ttft_per_turn"], "prefix_cache": ["prefix_share"],
@@ -304,7 +304,7 @@ def _stacks(infos: dict[str, StackInfo]) -> str:
 def render(name: str, head: str, tables: dict[str, pd.DataFrame],
            plots: dict[str, Path | None], hypotheses: list[Hypothesis],
            records: list[RunRecord], infos: dict[str, StackInfo],
-           slos: tuple[Slo, ...], glance: list[str] | None = None) -> str:
+           slos: tuple[Slo, ...], glance: list[str] | None = None, extra: str = "") -> str:
     # the answers' title names each stack's timings only when they differ
     label = rehearsal_timings(infos, named=len({i.timing.short for i in infos.values()
                                                 if i.rehearsal}) > 1)
@@ -345,6 +345,7 @@ def render(name: str, head: str, tables: dict[str, pd.DataFrame],
     for h in hypotheses:
         out.append(f"\n### {h.title}\n{h.question}\n\n")
         out += [f"- {f}\n" for f in h.findings]
+    out.append(extra)     # a section built outside the run records (the explore's)
     out += ["\n## Run records used\n", _records(records, infos)]
     return "".join(out)
 

@@ -7,15 +7,15 @@ aside). For each pair the
 check compares, on usable steps both ran, the server-side signal that setting should move:
 
 - router (`serving.router`): the frontend's prefix hit rate on multi-turn (and trace) steps,
-  explained by the same-worker share of follow-up turns (reports.routing);
+  explained by the same-worker share of follow-up turns (reports.records.routing);
 - topology (`serving.topology` with its workers and transfer): KV handed from a prefill to a
   decode worker (the frontend's records), and NIXL transfers where vLLM exports them;
 - offload (`serving.kvOffload`): bytes moved to/from the offload tier and prefix hits it served.
 
 A router change is judged on the hit-rate difference's 95 % interval (a normal interval from
-each side's standard error, measured from the request trace: reports.routing) and its
-p-value, Holm-adjusted with every other comparison of the report (reports.verdicts); it counts
-when that p-value is below 5 % and the follow-up turns were placed differently. Anything less
+each side's standard error, measured from the request trace: reports.records.routing) and its
+p-value, Holm-adjusted with every other comparison of the report (reports.comparisons.verdicts); it
+counts when that p-value is below 5 % and the follow-up turns were placed differently. Anything less
 is reported as "NO MEASURABLE DIFFERENCE" with the likely cause, never as a finding: a
 comparison that cannot show the effect says so.
 """
@@ -45,7 +45,8 @@ MIN_PLACEMENT_DELTA = 0.1
 # Round-robin keeping this much more than chance of the follow-ups on their worker: lockstep.
 AFFINITY_OVER_CHANCE = 0.15
 NO_DIFFERENCE = "NO MEASURABLE DIFFERENCE"
-LEFT_OUT = "NOT COMPARED"       # a step a side ran but not usably (reports.flags): no verdict
+# a step a side ran but not usably (reports.records.flags): no verdict
+LEFT_OUT = "NOT COMPARED"
 COLUMNS = ["setting", "baseline_stack", "changed_stack", "step", "signal", "baseline",
            "changed", "delta", "delta_ci_low", "delta_ci_high", "p_value", "p_holm", "verdict",
            "evidence",
@@ -237,7 +238,7 @@ def _moving_rows(pair: Pair, st: pd.DataFrame, common: set[str]) -> list[dict]:
 
 def _left_out_rows(pair: Pair, steps: pd.DataFrame, usable: pd.DataFrame) -> list[dict]:
     """Steps both stacks ran that the check may not judge: flagged or failed on a side (the
-    step flags of reports.flags), one row each (for a router pair, its multi-turn and trace
+    step flags of reports.records.flags), one row each (for a router pair, its multi-turn and trace
     steps only: the others carry no router signal)."""
     ran = {s: steps[steps["stack"] == s].set_index("step") for s in (pair.baseline,
                                                                         pair.changed)}
@@ -266,7 +267,7 @@ def ablation_check(steps: pd.DataFrame, configs: dict[str, dict[str, Any]],
     """One row per compared signal of every one-setting pair, over usable steps only; a step
     both ran that is flagged or failed on a side gets a NOT COMPARED row, never a verdict.
     `adjusted`: the router rows' Holm-adjusted p-values from the report's family of
-    comparisons (reports.verdicts.adjusted); without it each row stands alone."""
+    comparisons (reports.comparisons.verdicts.adjusted); without it each row stands alone."""
     st = steps[steps["usable"].astype(bool)] if "usable" in steps else steps
     rows = []
     for pair in pairs(configs):

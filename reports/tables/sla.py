@@ -4,8 +4,8 @@ One row per trace-replay step of every stack (the recipes' workload), then the p
 figures of the same models as reference rows, labelled `published figure, not a measurement`.
 A step meets the SLA (default: the recipes' >= 50 tok/s per user and p50 TTFT < 5 s) on its p50
 TTFT and its per-user speed (completed requests); a failed, interrupted or client-bound step
-never does (reports.flags: it stays in the table, marked in `step_flag`). The best point of a
-stack is, per cache state, the step meeting it with the most output tok/s per GPU: cold steps
+never does (reports.records.flags: it stays in the table, marked in `step_flag`). The best point of
+a stack is, per cache state, the step meeting it with the most output tok/s per GPU: cold steps
 (the runner restarted the workers, empty KV caches) and warm ones (the same trace again,
 caches kept) are never mixed.
 
@@ -30,17 +30,17 @@ from typing import Any
 
 import pandas as pd
 
-from reports.goodput import DEFAULT_SLOS, Slo, p50s_meet
-from reports.measures import COUNT_COLUMNS, pct
-from reports.published import (
+from reports.records.measures import COUNT_COLUMNS, pct
+from reports.records.runs import STEP_KEY
+from reports.records.stackinfo import REHEARSAL_ROW, SIMULATION_ROW, StackInfo
+from reports.tables.goodput import DEFAULT_SLOS, Slo, p50s_meet
+from reports.tables.published import (
     PUBLISHED_LABEL,
     TRACE_NOMINAL_REUSE,
     PublishedFigure,
     model_user_speed,
     published_for,
 )
-from reports.runs import STEP_KEY
-from reports.stackinfo import REHEARSAL_ROW, SIMULATION_ROW, StackInfo
 
 MEASUREMENT = "measurement"
 # rows measured by this project: on a cluster, or rehearsed on the local mocker (labelled so)
@@ -91,7 +91,7 @@ def _float(v: Any) -> float:
 def meets(ttft_p50_ms: float, itl_p50_ms: float, user_tok_s: float, usable: bool,
           slo: Slo) -> bool:
     """The goodput table's p50 check (every bound, ITL too) with this row's per-user speed;
-    a step that is not usable (reports.flags) or an unknown speed never meets it."""
+    a step that is not usable (reports.records.flags) or an unknown speed never meets it."""
     if not usable or math.isnan(user_tok_s):
         return False
     return p50s_meet(ttft_p50_ms, user_tok_s, itl_p50_ms, slo)

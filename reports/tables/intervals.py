@@ -25,7 +25,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from reports.runs import STEP_KEY
+from reports.records.runs import STEP_KEY
 from stacks.sizing.sampling import (
     Estimate,
     mean_interval,

@@ -5,12 +5,12 @@ cause the run's own record shows.
 
 Each figure is compared with its like:
 - TTFT p50: the frontend's own (the step's request trace, `request_trace.jsonl` ttft_ms:
-  reports/runs.py frontend_ttft reads it, with its p40 and p60). The client's TTFT carries the
-  first-data stall of a kept-alive connection (docs/testing.md), which no simulation has.
+  reports/records/runs.py frontend_ttft reads it, with its p40 and p60). The client's TTFT carries
+  the first-data stall of a kept-alive connection (docs/testing.md), which no simulation has.
 - ITL p50: the per-request mean gap between output tokens, the frontend's own (its request
   trace's `avg_itl_ms`) on both sides: the client's runs from its late first token.
 - output tok/s: completed requests' output tokens over the step's window (first start to last
-  end), both sides alike (reports/measures.py, workloads/sim/plan_sim.py).
+  end), both sides alike (reports/records/measures.py, workloads/sim/plan_sim.py).
 A simulated run (manifest target_info.kind "sim") is the simulation: never compared with itself.
 
 The bands (issue 38): where the live rehearsal and DynoSim run one scheduler on one timing table
@@ -174,9 +174,10 @@ def table(steps: pd.DataFrame, simulations: Mapping[tuple[str, str], dict[str, A
 
 def band_note() -> str:
     return ("Bands: " + ", ".join(f"{k.removesuffix('_ms')} ±{v:.0%}" for k, v in BANDS.items())
-            + " (reports/simulated_vs_measured.py says why); TTFT is the frontend's own (its "
-            "request trace), the client's carries the first-data stall no simulation has; a "
-            "ratio (measured / simulated) outside its band is marked `!` and its cause named.")
+            + " (reports/comparisons/simulated_vs_measured.py says why); TTFT is the frontend's "
+            "own (its request trace), the client's carries the first-data stall no simulation "
+            "has; a ratio (measured / simulated) outside its band is marked `!` and its cause "
+            "named.")
 
 
 def simulation_words(record: Mapping[str, Any] | None) -> str:
