@@ -34,6 +34,7 @@ def test_the_section_shows_the_sweeps_top_three_per_slo_in_rank_order(tmp_path):
     assert f"## Explore base-x: the configurations its node groups hold — {LABEL}" in text
     assert "### sla-a" in text and "### sla-b" in text and "MEASURED" not in text
     assert text.index("| c1 ") < text.index("| c0 ") and "| c4 " not in text
+    assert "| 1 | c1 | 16 | 128 |" in text                      # counts without decimals
     assert "| m " not in text                                    # the sweep's only
 
 

@@ -38,7 +38,11 @@ def top_rows(table: pd.DataFrame, slo: str, k: int = TOP) -> pd.DataFrame:
     """The concurrency sweep's ranked candidates meeting `slo`, best first, at most k."""
     sweep = table[(table["workload"] == "concurrency_sweep") & (table["slo"] == slo)
                   & table["rank"].notna()]
-    return sweep.sort_values("rank").head(k)
+    top = sweep.sort_values("rank").head(k).copy()
+    for col in ("rank", "gpus", "concurrency"):    # counts, not measures: no decimals
+        if col in top:
+            top[col] = top[col].astype("Int64")
+    return top
 
 
 def section(table: pd.DataFrame, label: str, base: str, where: str = "explore") -> str:
