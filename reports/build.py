@@ -17,7 +17,7 @@ from reports.records.runs import STEP_KEY, RunFrames, RunRecord, load_run
 from reports.records.stackinfo import StackInfo, runs_timing, stack_info, timing_words
 from reports.render import explore_section, html, markdown, plots, summary
 from reports.render.trace_plot import trace_timeline
-from reports.tables import intervals, tables, tables_requests
+from reports.tables import intervals, sim_likely, tables, tables_requests
 from reports.tables.cost_efficiency import cost_efficiency
 from reports.tables.goodput import DEFAULT_SLOS, Slo, goodput
 from reports.tables.sla import sla_table
@@ -174,6 +174,11 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
     t["routing"] = routing_table(pd.concat([r.workers for r in runs], ignore_index=True),
                                  steps)
+    # each SIMULATED sweep figure with its error band (AIConfigurator's own measured rows)
+    t["concurrency_sweep"] = sim_likely.add_likely(
+        t["concurrency_sweep"], requests,
+        {r.record.stack: r.record.extra.get("target_info") or {} for r in runs
+         if simulated_vs_measured.is_simulated_run(r.record.extra)})
     # measured beside simulated per step, from each measured run's own simulation (its
     # manifest); a simulated run is the simulation and is not compared with itself
     measured = [r for r in runs if not simulated_vs_measured.is_simulated_run(r.record.extra)]

@@ -127,7 +127,10 @@ SECTIONS = [
      "tok/s and per-user speed from completed requests only, throughput "
      "over the step's measurement window (first request start to last request end). Repeats "
      "folded into the mean with min/max. aiperf_* columns are AIPerf's own figures, which "
-     "count truncated streams as successes."),
+     "count truncated streams as successes. A SIMULATED TTFT or ITL p50 carries \"true likely "
+     "lo-hi\": how far AIConfigurator's timing tables are off at that shape, from its own "
+     "measured rows (stacks/predict/bands.py; the rows in concurrency_sweep.csv "
+     "*_likely_source); a measured or rehearsed figure has none."),
     ("compare_concurrency", "Aggregated vs disaggregated, per concurrency", ""),
     ("multi_turn", "Multi-turn", "TTFT per turn pooled over conversations (and repeats), "
      "completed requests only; usage_hit_rate is cached / prompt tokens as the server "

@@ -133,6 +133,16 @@ def _verdict_cell(row: pd.Series) -> str:
     return "meets" if bool(meets) else "misses"
 
 
+def likely_words(lo: object, hi: object) -> str:
+    """"; true likely lo-hi" of a SIMULATED figure's band, "" where it has none."""
+    if not (isinstance(lo, int | float) and isinstance(hi, int | float)) or \
+            lo != lo or hi != hi:      # NaN: no band
+        return ""
+    def num(x: float) -> str:
+        return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+    return f"; true likely {num(lo)}-{num(hi)}"
+
+
 def with_display_columns(table: pd.DataFrame) -> pd.DataFrame:
     """`table` plus the display columns its own columns allow (never changes the others)."""
     out = table.copy()
@@ -148,6 +158,10 @@ def with_display_columns(table: pd.DataFrame) -> pd.DataFrame:
         out[ci(col)] = [interval_cell(v, lo, hi) for v, lo, hi in
                         zip(out[col], out[f"{col}_ci_low"], out[f"{col}_ci_high"],
                             strict=True)]
+        if f"{col}_likely_lo" in table:    # a SIMULATED figure's model error band
+            out[ci(col)] = [cell + likely_words(lo, hi) for cell, lo, hi in
+                            zip(out[ci(col)], out[f"{col}_likely_lo"], out[f"{col}_likely_hi"],
+                                strict=True)]
     if {"aggregated_stack", "disaggregated_stack"} <= set(out.columns):
         out[COMPARED] = [f"{d} - {a}" for a, d in zip(out["aggregated_stack"],
                                                       out["disaggregated_stack"], strict=True)]
