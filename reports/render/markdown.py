@@ -119,6 +119,12 @@ def _records(records: list[RunRecord], infos: dict[str, StackInfo]) -> str:
     return md_table(pd.DataFrame(rows))
 
 
+# Issue 39's rule, "where no row is near, say so instead of inventing a band": AIConfigurator's
+# measured rows (stacks/predict/bands.py) are fixed-shape runs of unique prompts.
+NO_BAND = ("A SIMULATED figure here has no error band: AIConfigurator's measured rows, which "
+           "give the concurrency sweep's, are fixed-shape runs of unique prompts, with no "
+           "prefix reuse, think time or length mix near this workload.")
+
 SECTIONS = [
     ("concurrency_sweep", "Concurrency sweep",
      "Per step: attempted requests and their outcome classes (completed, failed = AIPerf "
@@ -140,12 +146,13 @@ SECTIONS = [
      "same_worker_share is the share of follow-up turns whose prompt went to the worker that "
      "processed the conversation's previous turn (what a KV router raises), "
      "chance_same_worker what placing turns at random would give (1 / workers), "
-     "requests_per_worker the prompts each worker processed."),
+     "requests_per_worker the prompts each worker processed. " + NO_BAND),
     ("sequence_distribution", "Sequence distributions",
      "Requested lengths from the dataset, actual ones as the server counted them (completed "
-     "requests)."),
+     "requests). " + NO_BAND),
     ("prefix_cache", "Prefix cache", "prefix_share is what the dataset asked; server_hit_rate "
-     "is what the frontend measured (cached / prompt tokens). They are not the same thing."),
+     "is what the frontend measured (cached / prompt tokens). They are not the same thing. "
+     + NO_BAND),
     ("compare_prefix_cache", "Prefix share, aggregated vs disaggregated", ""),
     ("goodput", "Goodput under SLO", "A request meets an SLO only when it completed; "
      "goodput_fraction is over attempted requests, goodput_req_s over the measurement "
