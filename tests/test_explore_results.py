@@ -108,3 +108,27 @@ def test_a_verdict_the_models_error_could_reverse_is_not_resolved(monkeypatch):
     width["b"] = None
     assert q.resolved(cheap, dear) == f"; {q.NOT_RESOLVED}"      # no band: nothing resolved
     assert q.resolved(q.Side(None), dear) == ""                  # a pruned side: the bound says
+
+
+def test_a_sweep_operating_point_carries_its_band_and_other_workloads_none(ex):
+    """Issue 39 in the explore: the sweep's SIMULATED TTFT / ITL at an operating point get the
+    band of AIConfigurator's own measured rows nearest the candidate's tables (here a record as
+    stacks/predict/mocker_table.py writes it for an A100 BF16 table); other workloads none."""
+    from dataclasses import replace
+
+    from stacks.explore.figure_bands import figure_bands, words
+    band = {"query": {"precision": "BF16", "system": "a100_sxm_40gb",
+                      "architecture": "Qwen3MoeForCausalLM", "moe": True, "mode": "agg",
+                      "tp": 4}, "metrics": ["ttft", "itl"], "rows": "vllm"}
+    sweep = next(o for o in ex.outcomes if o.status == "simulated" and o.meets
+                 and o.workload == "concurrency_sweep"
+                 and o.subject.candidate.topology == "aggregated")
+    records = {role: {"role": role, "band": band} for role in sweep.subject.prepared.records}
+    subject = replace(sweep.subject, prepared=replace(sweep.subject.prepared, records=records))
+    found = figure_bands(replace(sweep, subject=subject))
+    lo, hi = found["itl"]
+    assert lo < hi and lo <= sweep.row.itl_p50_ms * 1.5 and hi >= sweep.row.itl_p50_ms * 0.5
+    assert words(found["itl"]) == f"{lo:.4g}-{hi:.4g}"
+    other = next(o for o in ex.outcomes if o.status == "simulated"
+                 and o.workload != "concurrency_sweep")
+    assert figure_bands(other) == {"ttft": None, "itl": None}

@@ -13,7 +13,8 @@ import pandas as pd
 
 FILES = ("explore.md", "explore.csv", "explore-pareto.png")
 SHOWN = ["rank", "candidate", "gpus", "concurrency", "output_tok_s_per_gpu", "tok_s_per_user",
-         "ttft_p50_ms", "itl_p50_ms", "usd_per_1m_output_tokens", "pareto"]
+         "ttft_p50_ms", "ttft_p50_likely_ms", "itl_p50_ms", "itl_p50_likely_ms",
+         "usd_per_1m_output_tokens", "pareto"]
 TOP = 3
 
 

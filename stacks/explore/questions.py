@@ -21,11 +21,11 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from stacks.explore.figure_bands import figure_bands
 from stacks.explore.run import Exploration
 from stacks.explore.search import Outcome, simulated_label
 from stacks.explore.space import Candidate
 from stacks.predict.bands import overlap
-from stacks.predict.simulated import sim_bands
 
 
 @dataclass(frozen=True)
@@ -89,23 +89,8 @@ def verdict(a: Side, b: Side, a_name: str, b_name: str) -> str:
 
 
 def itl_band(o: Outcome) -> tuple[float, float] | None:
-    """The ITL band (lo, hi ms) of an outcome's operating point: AIConfigurator's own measured
-    rows nearest its decode table at its batch and the sweep's shape (stacks/predict/bands.py
-    via simulated.sim_bands); None where no row is near."""
-    prepared, row = o.subject.prepared, o.row
-    if prepared is None or row is None or row.itl_p50_ms is None:
-        return None
-    stack = o.subject.candidate.stack
-    assert stack.serving is not None
-    workers: dict[str, int] = {}
-    for w in stack.serving.workers:
-        workers[w.role.value] = workers.get(w.role.value, 0) + w.replicas
-    sweep = stack.workloads.concurrency_sweep
-    found = sim_bands({"timings": {"tables": list(prepared.records.values())}},
-                      {"concurrency": row.concurrency, "itl_p50_ms": row.itl_p50_ms},
-                      sweep.isl, sweep.osl, workers)
-    band = found.get("itl_band_ms")
-    return (float(band[0]), float(band[1])) if band else None
+    """The ITL band (lo, hi ms) of an outcome's operating point (figure_bands.py)."""
+    return figure_bands(o)["itl"]
 
 
 def usd_band(side: Side) -> tuple[float, float] | None:

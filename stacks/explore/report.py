@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from stacks.explore.bracket import STEPS_PER_DOUBLING
+from stacks.explore.figure_bands import figure_bands
+from stacks.explore.figure_bands import words as band_words
 from stacks.explore.questions import answers
 from stacks.explore.results import CSV_COLUMNS, Ranked, csv_rows, grouped, ranked
 from stacks.explore.run import Exploration
@@ -85,16 +87,21 @@ def print_exploration(console: Console, ex: Exploration) -> None:
             console.print(f"{a.question} [{a.slo}]: {a.text}", markup=False)
 
 
+def _likely(band: tuple[float, float] | None) -> str:
+    return "" if band is None else f" (likely {band_words(band)})"
+
+
 def _md_table(ex: Exploration, workload: str, slo: str) -> list[str]:
     out = ["| rank | candidate | GPUs | concurrency | tok/s/GPU | tok/s/user | TTFT p50 ms | "
            "ITL p50 ms | $/1M out | frontier |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r, twins in top_rows(ex, workload, slo):
         row = r.outcome.row
         assert row is not None
+        b = figure_bands(r.outcome)
         out.append(f"| {r.rank} | {r.candidate.label} (`{r.candidate.name}`){_twins(twins)} | "
                    f"{r.candidate.gpus} | {row.concurrency} | {_f(r.tok_s_per_gpu)} | "
-                   f"{_f(r.tok_s_per_user, 1)} | {_f(row.ttft_p50_ms)} | "
-                   f"{_f(row.itl_p50_ms, 2)} | {_f(r.outcome.usd, 3)} | "
+                   f"{_f(r.tok_s_per_user, 1)} | {_f(row.ttft_p50_ms)}{_likely(b['ttft'])} | "
+                   f"{_f(row.itl_p50_ms, 2)}{_likely(b['itl'])} | {_f(r.outcome.usd, 3)} | "
                    f"{'yes' if r.pareto else ''} |")
     return out if len(out) > 2 else ["No candidate meets the SLO."]
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from stacks.explore.figure_bands import figure_bands
+from stacks.explore.figure_bands import words as band_words
 from stacks.explore.run import Exploration
 from stacks.explore.search import Outcome
 from stacks.explore.space import Candidate
@@ -14,7 +16,8 @@ from stacks.explore.space import Candidate
 CSV_COLUMNS = ("candidate", "stack", "topology", "precision", "gpu", "tp", "replicas", "gpus",
                "router", "offload", "workload", "slo", "status", "concurrency", "meets_slo",
                "output_tok_s_per_gpu", "tok_s_per_user", "ttft_p50_ms", "itl_p50_ms",
-               "usd_per_1m_output_tokens", "bound_usd_per_1m", "pareto", "rank", "note")
+               "ttft_p50_likely_ms", "itl_p50_likely_ms", "usd_per_1m_output_tokens",
+               "bound_usd_per_1m", "pareto", "rank", "note")
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def csv_rows(ex: Exploration) -> list[dict[str, Any]]:
         for slo in ex.slos:
             for r in ranked(ex, w, slo.name):
                 o, row = r.outcome, r.outcome.row
+                bands = figure_bands(o) if o.status == "simulated" else {}
                 out.append({**candidate_columns(r.candidate), "workload": w, "slo": slo.name,
                             "status": o.status,
                             "concurrency": row.concurrency if row and o.meets else "",
@@ -130,6 +134,8 @@ def csv_rows(ex: Exploration) -> list[dict[str, Any]]:
                             "tok_s_per_user": _fmt(r.tok_s_per_user, 1),
                             "ttft_p50_ms": _fmt(row.ttft_p50_ms if row else None, 1),
                             "itl_p50_ms": _fmt(row.itl_p50_ms if row else None, 2),
+                            "ttft_p50_likely_ms": band_words(bands.get("ttft")),
+                            "itl_p50_likely_ms": band_words(bands.get("itl")),
                             "usd_per_1m_output_tokens": _fmt(o.usd, 4),
                             "bound_usd_per_1m": _fmt(o.bound_usd, 4)
                             if o.bound_usd is not None and o.bound_usd != float("inf") else "",
