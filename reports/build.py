@@ -106,6 +106,11 @@ def compute_tables(steps: pd.DataFrame, requests: pd.DataFrame, infos: dict[str,
                    ) -> dict[str, pd.DataFrame]:
     sweep, pc = with_intervals(tables.concurrency_sweep(steps), tables.prefix_cache(steps),
                                steps, requests)
+    # each SIMULATED sweep figure with its error band (AIConfigurator's own measured rows), before
+    # the comparisons: between simulated candidates the bands decide what the model resolves
+    sweep = sim_likely.add_likely(sweep, requests, {
+        stack: rec.extra.get("target_info") or {} for (stack, _), rec in records.items()
+        if simulated_vs_measured.is_simulated_run(rec.extra)})
     # each trace step's TTFT and ITL p50 with its interval (a published row has none)
     sla = intervals.add_intervals(sla_table(steps, requests, infos, user_speed=user_speed),
                                   steps, requests, ["stack", "run_id", "step"],
@@ -174,11 +179,6 @@ def build_report(run_dirs: list[Path], out_root: Path, *, name: str | None = Non
     t = compute_tables(steps, requests, infos, records, slos, with_compare, user_speed)
     t["routing"] = routing_table(pd.concat([r.workers for r in runs], ignore_index=True),
                                  steps)
-    # each SIMULATED sweep figure with its error band (AIConfigurator's own measured rows)
-    t["concurrency_sweep"] = sim_likely.add_likely(
-        t["concurrency_sweep"], requests,
-        {r.record.stack: r.record.extra.get("target_info") or {} for r in runs
-         if simulated_vs_measured.is_simulated_run(r.record.extra)})
     # measured beside simulated per step, from each measured run's own simulation (its
     # manifest); a simulated run is the simulation and is not compared with itself
     measured = [r for r in runs if not simulated_vs_measured.is_simulated_run(r.record.extra)]

@@ -35,6 +35,7 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
+from reports.comparisons import model_bands
 from reports.comparisons import simulated_vs_measured as svm
 from reports.comparisons.ablation import LEFT_OUT
 from reports.comparisons.compare import source_kind, topology_pairs
@@ -257,13 +258,17 @@ def all_comparisons(tables: dict[str, pd.DataFrame], steps: pd.DataFrame,
                     ) -> pd.DataFrame:
     """comparisons.csv: every comparison of the report, judged as one family, then each
     measured step against its run's simulation (`simulations`: {(stack, run_id): the
-    manifest's record}), judged as a family of its own."""
+    manifest's record}), judged as a family of its own. `tables["concurrency_sweep"]` with its
+    SIMULATED rows' bands (reports/tables/sim_likely.py) decides which differences between two
+    simulated candidates the timing model resolves (reports/comparisons/model_bands.py)."""
     by_step = completed_by_step(requests)
     rows = topology(steps, by_step, infos)
     rows += router(tables.get("ablation", pd.DataFrame()), infos)
     rows += decode_tier(steps, tables.get("cost_efficiency", pd.DataFrame()), by_step, infos)
     rows += cold_vs_warm(steps, by_step, infos)
     rows += recipes(tables.get("sla", pd.DataFrame()), steps, by_step, infos)
+    # between two simulated candidates, whether the timing model's bands resolve each one
+    rows = model_bands.mark(rows, tables.get("concurrency_sweep", pd.DataFrame()), infos)
     sim = judge(record_vs_measured(steps, by_step, simulations or {}, infos),
                 family=FAMILY_SIMULATION)
     mine = judge(rows)

@@ -12,6 +12,10 @@ error for hit rates) and a verdict for the subject:
 - indistinguishable: at this sample, the data cannot tell the two apart (the adjusted p-value
   is 0.05 or more). Each interval shown is the comparison's own 95 %, so a difference whose
   interval excludes zero can still be indistinguishable once the family is counted;
+- not resolved by the model: between two SIMULATED candidates, a difference sampling calls
+  real (better / worse) whose figures' error bands from AIConfigurator's own measured rows
+  overlap, or where a figure has no band (reports/comparisons/model_bands.py, issue 39): the
+  timing model's error could reverse it;
 - not judged: no interval exists (a single run of a whole-step figure, a p99 from fewer than
   368 requests a side, no standard error), and the row says why.
 
@@ -31,12 +35,17 @@ from stacks.sizing.sampling import ALPHA, Difference, holm
 BETTER, WORSE = "better", "worse"
 INDISTINGUISHABLE = "indistinguishable"
 NOT_JUDGED = "not judged"
+NOT_RESOLVED = "not resolved by the model"
+# `model_error` of a comparison between two simulated candidates (reports/comparisons/
+# model_bands.py); "" elsewhere
+MODEL_APART, MODEL_OVERLAP, MODEL_NO_BAND = "bands apart", "bands overlap", "no band"
 
 COLUMNS = ["family", "question", "reference_stack", "subject_stack", "step", "figure", "unit",
            "reference_value", "subject_value", "difference", "difference_ci_low",
            "difference_ci_high",
            "relative_difference", "p_value", "p_holm", "verdict", "method", "stands_on",
-           "note"]
+           "note", "reference_likely_lo", "reference_likely_hi", "subject_likely_lo",
+           "subject_likely_hi", "model_error"]
 
 # The plan's questions, in the order the report answers them.
 Q_TOPOLOGY = "Does disaggregation change TTFT, ITL and throughput?"
@@ -99,7 +108,8 @@ def row(question: str, reference: str, subject: str, step: str, figure: Figure,
             "difference_ci_high": diff.high,
             "relative_difference": rel, "p_value": diff.p_value, "p_holm": math.nan,
             "verdict": NOT_JUDGED, "method": diff.method, "stands_on": stands_on,
-            "note": note}
+            "note": note, "reference_likely_lo": math.nan, "reference_likely_hi": math.nan,
+            "subject_likely_lo": math.nan, "subject_likely_hi": math.nan, "model_error": ""}
 
 
 def verdict(difference: float, p_holm: float, lower_is_better: bool,
@@ -121,6 +131,11 @@ def judge(rows: list[dict], alpha: float = ALPHA, family: str = FAMILY_REPORT) -
     table["verdict"] = [verdict(d, p, FIGURES[f].lower_is_better, alpha) for d, p, f in
                         zip(table["difference"], table["p_holm"], table["figure"],
                             strict=True)]
+    # the timing model's error could reverse a real difference between simulated candidates
+    table["verdict"] = [NOT_RESOLVED if v in (BETTER, WORSE) and e in (MODEL_OVERLAP,
+                                                                        MODEL_NO_BAND) else v
+                        for v, e in zip(table["verdict"], table["model_error"].fillna(""),
+                                        strict=True)]
     if family == FAMILY_SIMULATION:     # up or down, not better or worse
         table["verdict"] = [v if v in (INDISTINGUISHABLE, NOT_JUDGED) else
                             HIGHER if d > 0 else LOWER
@@ -138,6 +153,9 @@ def family_note(table: pd.DataFrame) -> str:
     return (f"Verdicts hold the family-wise error rate at {ALPHA:.0%} over the report's "
             f"{judged} judged comparison(s) (Holm); each interval is the comparison's own "
             "95 %, so a verdict can be indistinguishable while its interval misses zero. "
+            "Between two SIMULATED candidates a better / worse stands only where "
+            "the two figures' error bands (AIConfigurator's own measured rows) are apart; "
+            "otherwise, or where a figure has no band, it is not resolved by the model. "
             "Quantiles: exact bootstrap of the two samples of requests (the wider of that and "
             "Welch's t over repeats where both sides repeated); whole-step figures: Welch's t "
             "over repeats (a single run is not judged); hit rates: the request trace's "
