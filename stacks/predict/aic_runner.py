@@ -297,9 +297,14 @@ def mocker_table(q: dict[str, Any], systems_paths: str | None) -> dict[str, Any]
             lo, hi = math.floor(bs), math.ceil(bs)
             itl[i, j] = step(lo, int(c)) + (bs - lo) * (step(hi, int(c)) - step(lo, int(c)))
     itl *= q["decode_scale"]
-    np.savez(q["out"], prefill_isl=prefill_isl, prefill_ttft_ms=prefill.astype(np.float64),
-             decode_active_kv_tokens=kv, decode_context_length=ctx,
-             decode_itl=itl.astype(np.float64))
+    # written whole, then renamed into place: another process (`make demo` simulates beside its
+    # live campaign) may build or read the same table at the same time
+    tmp = f"{q['out']}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        np.savez(f, prefill_isl=prefill_isl, prefill_ttft_ms=prefill.astype(np.float64),
+                 decode_active_kv_tokens=kv, decode_context_length=ctx,
+                 decode_itl=itl.astype(np.float64))
+    os.replace(tmp, q["out"])
     return {"out": q["out"], "decode_queries": len(cache)}
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stacks.config.schema import StackConfig
+from stacks.predict.atomic_file import write_text_atomic
 from stacks.predict.predictor import (
     DatabaseFacts,
     PredictorUnavailable,
@@ -179,5 +180,5 @@ def recorded(stack: StackConfig, facts: DatabaseFacts, t: PlannedTable) -> Mocke
               "stretch_from": query["stretch_from"], "how": HOW, "file": t.path.name,
               "band": band_record(db, t.role, tier, facts.layout.disaggregated),
               "upper_bound": facts.upper}
-    t.path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    write_text_atomic(t.path.with_suffix(".json"), json.dumps(record, indent=2) + "\n")
     return MockerTable(t.role, t.path, record)

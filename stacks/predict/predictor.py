@@ -17,6 +17,7 @@ from typing import Any
 
 from stacks.config.schema import StackConfig
 from stacks.config.workload_config import Scale
+from stacks.predict.atomic_file import write_text_atomic
 from stacks.predict.bands import SNAPSHOT, BandQuery, EstimatedRow, NoBand, band, load
 from stacks.predict.rows import Prediction, banded, describe, row, stretched
 from stacks.predict.shapes import (
@@ -84,7 +85,7 @@ def run(queries: list[dict[str, Any]], systems: list[dict[str, str]]) -> list[di
             found[k] = answer
             if cache is not None and "error" not in answer:
                 cache.mkdir(parents=True, exist_ok=True)
-                (cache / f"{k}.json").write_text(json.dumps(answer))
+                write_text_atomic(cache / f"{k}.json", json.dumps(answer))
     return [found[k] for k in keys]
 
 
