@@ -20,8 +20,7 @@ def test_quick_plan_has_every_enabled_workload_in_order(local_agg):
     assert ids == ["concurrency_sweep/c1", "concurrency_sweep/c4", "concurrency_sweep/c16",
                    "multi_turn/conv5", "sequence_distributions/uniform",
                    "sequence_distributions/zipf", "sequence_distributions/lognormal",
-                   "prefix_cache/share000", "prefix_cache/share025", "prefix_cache/share050",
-                   "prefix_cache/share075", "prefix_cache/share100"]
+                   "prefix_cache/share000", "prefix_cache/share050", "prefix_cache/share100"]
 
 
 def test_full_plan_uses_the_plans_values(local_agg):
@@ -38,13 +37,13 @@ def test_full_plan_uses_the_plans_values(local_agg):
 
 def test_repeats_suffix_every_step_and_give_fresh_seeds(local_agg):
     steps = plan(local_agg, "quick", only=["prefix_cache"], repeats=2)
-    assert [s.id for s in steps][:2] == ["prefix_cache/share000/r1", "prefix_cache/share025/r1"]
+    assert [s.id for s in steps][:2] == ["prefix_cache/share000/r1", "prefix_cache/share050/r1"]
     assert steps[-1].id == "prefix_cache/share100/r2"
     seeds = [s.seed for s in steps]
     assert len(seeds) == len(set(seeds))
     r1 = {h for r in steps[0].rows() for h in r["hash_ids"]}
-    r2 = {h for r in steps[5].rows() for h in r["hash_ids"]}
-    assert steps[5].id == "prefix_cache/share000/r2" and r1.isdisjoint(r2)
+    r2 = {h for r in steps[3].rows() for h in r["hash_ids"]}
+    assert steps[3].id == "prefix_cache/share000/r2" and r1.isdisjoint(r2)
 
 
 def test_prefix_steps_are_cold_and_exact(local_agg):
@@ -112,7 +111,7 @@ def test_first_step_restarts_only_before_the_first_trace_step(local_agg):
 def test_prefix_cache_restarts_before_every_share_by_default(local_agg):
     steps = plan(local_agg, "quick", only=["prefix_cache"])
     assert local_agg.workloads.prefix_cache.cold_restart == "every-step"
-    assert len(steps) == 5 and all(s.cold and s.params["cache"] == "cold" for s in steps)
+    assert len(steps) == 3 and all(s.cold and s.params["cache"] == "cold" for s in steps)
 
 
 def test_cold_restart_policy_is_typed(local_agg):
