@@ -166,3 +166,15 @@ def test_the_recorded_error_rate_keeps_six_places():
     counts = OutcomeCounts(attempted=8, completed=6, failed=1, truncated=0, cancelled=1)
     assert counts.as_dict()["error_rate"] == 0.142857
     assert counts.as_dict()["cancelled"] == 1
+
+
+def test_the_host_cores_busy_and_at_a_lower_priority_are_read_over_the_load_window():
+    """From the host's cumulative CPU seconds (busy, positive nice) sampled beside AIPerf: the
+    cores in use between the first and last sample inside the window, not outside it."""
+    from workloads.saturation import host_cores
+
+    s = 1_000_000_000
+    host = [(0, 100.0, 10.0), (1 * s, 101.0, 10.2), (3 * s, 104.0, 11.8), (9 * s, 200.0, 90.0)]
+    assert host_cores(host, 1 * s, 3 * s) == {"host_busy_cores": 1.5,
+                                              "host_low_priority_cores": 0.8}
+    assert host_cores(host, 0, 1) == {}     # one sample: no rate

@@ -91,6 +91,11 @@ def test_the_causes_the_record_shows():
     slow = _compare(_row(itl_p50_ms=11.0, host_cores=2), _sim(), local=True)
     assert slow["cause"].startswith("CPU: the live frontend and mockers ran on the host's 2 "
                                     "cores beside AIPerf (which used 0.50 of them on average)")
+    assert "lower priority" not in slow["cause"]
+    # work the host ran at a lower priority beside the step (make demo's simulation) is named
+    beside = _compare(_row(itl_p50_ms=11.0, host_cores=2, host_low_priority_cores=0.93),
+                      _sim(), local=True)
+    assert "work at a lower priority used 0.93 cores beside them" in beside["cause"]
     fast = _compare(_row(itl_p50_ms=9.0, host_cores=2), _sim(), local=True)
     assert fast["cause"] == svm.NO_CAUSE
     assert _compare(_row(itl_p50_ms=11.0, host_cores=2), _sim())["cause"] == svm.NO_CAUSE

@@ -5,6 +5,11 @@ Afterwards `verdict` flags the step when the client could not hold the requested
 (achieved < CONCURRENCY_FLOOR x requested, from the request timestamps) or when it used
 nearly every core of the host (its own timing then includes CPU queueing). Both numbers are
 kept in the manifest either way.
+
+The same thread reads the host's CPU time (psutil.cpu_times: every process, the engine's and
+anything else): the cores busy while the load ran, and those spent on processes of positive
+nice, i.e. work the host ran at a lower priority beside the step (`make demo` simulates beside
+its live campaign that way: SCHED_IDLE at nice 19). Both are kept with the step.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ class CpuSampler:
     interval_s: float = SAMPLE_INTERVAL_S
     # (wall-clock ns, cores in use) per sample; ns compare with AIPerf's request timestamps
     samples: list[tuple[int, float]] = field(default_factory=list)
+    # (wall-clock ns, the host's busy CPU s, its positive-nice CPU s) per sample, cumulative
+    host: list[tuple[int, float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -55,11 +62,13 @@ class CpuSampler:
     def _run(self) -> None:
         for p in self._tree():
             _cpu(p)  # prime: the first cpu_percent() call always returns 0
+        self.host.append(_host())
         while not self._stop.wait(self.interval_s):
             procs = self._tree()
             if not procs:
                 break
             self.samples.append((time.time_ns(), sum(_cpu(p) for p in procs) / 100.0))
+            self.host.append(_host())
 
     def summary(self, window_ns: tuple[int, int] | None = None) -> dict:
         """CPU while the load ran (`window_ns`: first request start, last request end) and
@@ -72,7 +81,28 @@ class CpuSampler:
         lo, hi = window_ns or (0, 2**63)
         mean, peak = stats([c for t, c in self.samples if lo <= t <= hi])
         return {"samples": len(self.samples), "mean_cores": mean, "max_cores": peak,
-                "mean_cores_whole_process": all_mean}
+                "mean_cores_whole_process": all_mean, **host_cores(self.host, lo, hi)}
+
+
+def host_cores(host: list[tuple[int, float, float]], lo: int, hi: int) -> dict[str, float]:
+    """The host's busy cores and positive-nice cores between the first and the last sample
+    inside [lo, hi] (pure; {} with fewer than two)."""
+    inside = [h for h in host if lo <= h[0] <= hi]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return {}
+    wall = (inside[-1][0] - inside[0][0]) / 1e9
+    return {"host_busy_cores": round((inside[-1][1] - inside[0][1]) / wall, 3),
+            "host_low_priority_cores": round((inside[-1][2] - inside[0][2]) / wall, 3)}
+
+
+def _host() -> tuple[int, float, float]:
+    """(now, the host's busy CPU s, its positive-nice CPU s), cumulative since boot. Linux
+    counts guest time inside user and nice, and steal is another VM's: neither is this host's
+    work."""
+    t = psutil.cpu_times()
+    not_busy = sum(getattr(t, k, 0.0) for k in ("idle", "iowait", "steal", "guest",
+                                                "guest_nice"))
+    return time.time_ns(), sum(t) - not_busy, getattr(t, "nice", 0.0)
 
 
 def _cpu(p: psutil.Process) -> float:

@@ -50,6 +50,8 @@ IDLE_MARGIN_MS = 5.0
 # and mockers waiting for a core (the demo machine: 2 cores for all of them)
 SMALL_HOST_CORES = 2
 CPU_SHARE = 0.25
+# positive-nice work beside a step worth naming (cores on average while the load ran)
+LOW_PRIORITY_SHOWN = 0.05
 NO_CAUSE = "no cause the run's record shows: unexplained"
 
 
@@ -123,9 +125,13 @@ def causes(row: Mapping[str, Any], local: bool) -> list[str]:
     if local and cores and client is not None and (cores <= SMALL_HOST_CORES
                                                    or client / cores >= CPU_SHARE) \
             and any(_slower(row, c) for c in off):
+        low = _num(row.get("host_low_priority_cores"))
+        beside = (f"; work at a lower priority used {low:.2f} cores beside them (`make demo` "
+                  "simulates beside its live campaign)" if low and low >= LOW_PRIORITY_SHOWN
+                  else "")
         out.append(f"CPU: the live frontend and mockers ran on the host's {cores:.0f} cores "
                    f"beside AIPerf (which used {client:.2f} of them on average) and whatever "
-                   "else the host ran; DynoSim's virtual clock never waits for a core")
+                   f"else the host ran{beside}; DynoSim's virtual clock never waits for a core")
     return out or ([NO_CAUSE] if off else [])
 
 
@@ -155,7 +161,8 @@ def table(steps: pd.DataFrame, simulations: Mapping[tuple[str, str], dict[str, A
             row[f"{col}_in_band"] = None if ratio is None else abs(ratio - 1) <= band + 1e-9
         row.update({k: _num(s.get(k)) for k in ("frontend_ttft_p40_ms", "frontend_ttft_p60_ms",
                                                 "ttft_p50_ms", "host_cores",
-                                                "client_cpu_cores_mean")})
+                                                "client_cpu_cores_mean", "host_busy_cores",
+                                                "host_low_priority_cores")})
         row["cancelled_measured"] = _num(s.get("cancelled"))
         row["cancelled_simulated"] = _num(sim.get("cancelled"))
         closed = s.get("schedule") != "fixed" and s.get("workload") != "multi_turn"
@@ -168,7 +175,8 @@ def table(steps: pd.DataFrame, simulations: Mapping[tuple[str, str], dict[str, A
                                                      "in_band")],
                "cause", "frontend_ttft_p40_ms", "frontend_ttft_p60_ms", "ttft_p50_ms",
                "cancelled_measured", "cancelled_simulated", "idle_ms_measured",
-               "idle_ms_simulated", "host_cores", "client_cpu_cores_mean"]
+               "idle_ms_simulated", "host_cores", "client_cpu_cores_mean", "host_busy_cores",
+               "host_low_priority_cores"]
     return pd.DataFrame(rows, columns=columns)   # the columns even without a row (its CSV)
 
 

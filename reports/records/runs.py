@@ -163,6 +163,9 @@ def _manifest_step_fields(rec: dict[str, Any], host_cores: int | None) -> dict[s
             "client_saturation_reasons": "; ".join(client.get("reasons") or []),
             "client_cpu_cores_mean": cpu.get("mean_cores"),
             "client_cpu_cores_max": cpu.get("max_cores"),
+            # the whole host while the load ran, and what it ran at a lower priority beside it
+            "host_busy_cores": cpu.get("host_busy_cores"),
+            "host_low_priority_cores": cpu.get("host_low_priority_cores"),
             "host_cores": client.get("host_cores", host_cores),
             # what the step's AIPerf said of the project's patches at start-up (JSON; None in
             # records before the patches), judged by reports.records.flags
