@@ -246,3 +246,23 @@ def test_kv_capacity_below_one_sequence():
 ])
 def test_peak_concurrency_of_each_workload(workloads, peak):
     assert peak_concurrency(stack_with("local-agg", workloads=workloads)) == peak
+
+
+def test_the_kernel_rules_judge_an_aws_stack_at_its_own_cluster_and_not_a_local_one():
+    """A MoE backend the A100 cannot run is refused through run_preflight, at the GPU of the
+    worker's group in the cluster pre-flight resolved; the local engine runs no vLLM kernel."""
+    kernels = {"moeBackend": "flashinfer_trtllm", "delivery": "flags"}
+    found = problems_of("agg-a100-standalone", serving__kernels=kernels)
+    assert [p.field for p in found] == [F + "serving.kernels.moeBackend"]
+    assert "(p4d): the flashinfer_trtllm MoE kernel" in found[0].message
+    assert problems_of("local-agg", serving__kernels=kernels) == []
+
+
+def test_the_report_keeps_the_cluster_the_engine_parse_reads():
+    """consult_engine hands the engine parse each report's cluster (a variant's is its base's
+    groups plus its own): the report must keep the one pre-flight resolved."""
+    stack = load_stack("agg-a100")
+    report = run_preflight(stack, load_stack(stack.cluster.attach_to), on=CATALOGUE_DATE)
+    assert report.cluster is not None
+    assert [g.name for g in report.cluster.node_groups] == \
+        [g.name for g in effective_cluster(stack, load_stack(stack.cluster.attach_to)).node_groups]
