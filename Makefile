@@ -110,6 +110,10 @@ $(ENGINE_STAMP): requirements-engine.txt | $(UV_STAMP)
 # instead of 5.3, measured), as uv's cache dedups what is in it, not what is on its way. They
 # also take .venv-parsers' bytecode of every file they share with it (LINK_SHARED_BYTECODE) and
 # compile only the rest: 17,000 of 20,800 files, 16 s of CPU instead of 44 s per env.
+# The build checks that vLLM and Dynamo are installed (their metadata), not that they import:
+# an import of their entry points costs ~9 s of CPU per env, inside `make test`'s pytest, and
+# the engine parse itself does it first thing (a failure there is the parse's, named by
+# `stacks check` and by the `parsers` tests).
 # $(call parser_env,<venv>,<requirements file>,<ai-dynamo release>[,<env built before>])
 define parser_env
 $(1)/.installed: $(2) | $$(UV_STAMP) $(if $(4),$(4)/.installed)
@@ -122,7 +126,7 @@ $(1)/.installed: $(2) | $$(UV_STAMP) $(if $(4),$(4)/.installed)
 	$(if $(4),$(1)/bin/python -c "$$$$LINK_SHARED_BYTECODE" $(4) $(1) &&) \
 	{ $(1)/bin/python -m compileall -qq -j 0 $(1)/lib || true; } && \
 	$$(UV) pip uninstall -q --python $(1)/bin/python torchvision torchaudio torchcodec triton && \
-	VLLM_TARGET_DEVICE=cpu $(1)/bin/python -c "import dynamo.vllm.args, dynamo.frontend.main, dynamo.mocker.args" && \
+	$(1)/bin/python -c "import importlib.metadata as m; m.version('vllm'); m.version('ai-dynamo')" && \
 	echo "parser environment $(1) (ai-dynamo $(3)) installed in $$$$(( $$$$(date +%s) - start )) s"
 	@echo "parser environments on disk: $$$$(du -shc $(PARSERS_VENV)* | tail -1 | cut -f1)"
 	touch $$@
