@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
+import orjson  # AIPerf's dependency; the reports read its exports with it too
+
 from workloads.targets.local import engine_python
 
 CHILD = Path(__file__).resolve().parent / "replay_child.py"
@@ -57,7 +59,11 @@ class Replayer:
             self._proc = self._start()
         assert self._proc.stdin is not None and self._proc.stdout is not None
         try:
-            self._proc.stdin.write(json.dumps({"jobs": jobs}) + "\n")
+            # orjson: a step's trace and answer are thousands of rows, and the standard
+            # library's encoder and decoder were a fifth of the explore's own CPU (py-spy,
+            # 2026-12-06); the child answers with the standard library's json (the engine's
+            # environment has no orjson), which orjson reads alike
+            self._proc.stdin.write(orjson.dumps({"jobs": jobs}).decode() + "\n")
             self._proc.stdin.flush()
             line = self._proc.stdout.readline()
         except BrokenPipeError:
@@ -70,7 +76,10 @@ class Replayer:
             # exit 2: the child's argument parser refused a worker's command line
             raise SimUnavailable(f"DynoSim's replay process ended (exit {code}): "
                                  f"{self._tail()}", lasting=code == 2)
-        out = json.loads(line)
+        try:
+            out = orjson.loads(line)
+        except orjson.JSONDecodeError:     # NaN or Infinity, which the child's json may write
+            out = json.loads(line)
         self.versions = out["versions"]
         for job, answer in zip(jobs, out["answers"], strict=True):
             if "error" in answer:
