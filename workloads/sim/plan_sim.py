@@ -23,8 +23,11 @@ and each seeded run's reuse beside the spread's other figures.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import statistics
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,15 +176,57 @@ def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepConte
         predictions=predictions)
 
 
-def prepared(step: Step, ctx: step_exec.StepContext, block: int,
-             template: ChatTemplate) -> tuple[Profiled, SendPattern]:
+@dataclass
+class Datasets:
+    """Steps' rows and their sha256, kept for the next candidate that runs the same step: a
+    duration-bounded step's dataset is sized for the fastest engine imaginable (54,520 rows at
+    c470 for 120 s, workloads/steps.py rows_for_duration) and making and hashing it cost more
+    of `stacks explore`'s own CPU than anything but the replay pipe (py-spy, 2026-12-06),
+    while its probes ask for the same few concurrencies over and over. A step is kept by what
+    decides its rows (`key`); up to `budget` rows are kept, the least recently used dropped."""
+    budget: int = 200_000
+    kept: OrderedDict[str, tuple[list[dict], str]] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @staticmethod
+    def key(stack: StackConfig, step: Step) -> str | None:
+        """The workload's settings and seed, the step, its seed and context fit; None for a
+        step whose rows the engine's blocks also decide (a replayed trace's `finish`)."""
+        if step.finish is not None:
+            return None
+        workload = getattr(stack.workloads, step.workload).model_dump(mode="json")
+        return json.dumps([workload, stack.workloads.seed, step.id, step.repeat, step.seed,
+                           step.max_model_len], sort_keys=True)
+
+    def rows(self, stack: StackConfig, step: Step) -> tuple[list[dict], str]:
+        """The step's rows (fitted to the context) and their sha256 (never to be changed)."""
+        key = self.key(stack, step)
+        with self.lock:
+            if key is not None and key in self.kept:
+                self.kept.move_to_end(key)
+                return self.kept[key]
+        rows, _ = step_exec.step_dataset(step)
+        made = rows, hashlib.sha256(jsonl_bytes(rows)).hexdigest()
+        if key is not None and len(rows) <= self.budget:
+            with self.lock:
+                self.kept[key] = made
+                while sum(len(r) for r, _ in self.kept.values()) > self.budget:
+                    self.kept.popitem(last=False)
+        return made
+
+
+DATASETS = Datasets()
+
+
+def prepared(step: Step, ctx: step_exec.StepContext, block: int, template: ChatTemplate,
+             dataset: tuple[list[dict], str]) -> tuple[Profiled, SendPattern]:
     """A step's requests as the engine sees them and how AIPerf sends them, as the runner and
-    the simulation target prepare the step."""
-    rows, _ = step_exec.step_dataset(step)
+    the simulation target prepare the step, from its rows and their sha256 (Datasets.rows)."""
+    rows, sha = dataset
     grace = step_exec.step_grace(step, rows, ctx)
     ramp = step_exec.step_ramp(step, grace, ctx)
     warmup = step_warmup.warmup_requests(step.workload, step.concurrency, len(rows))
-    scope = f"{hashlib.sha256(jsonl_bytes(rows)).hexdigest()}:{step.seed}"
+    scope = f"{sha}:{step.seed}"
     requests = Profiled(StepLayout(rows, step.params.get("block_size", 512), scope, template,
                                    BlockHasher(block)), warmup)
     pattern = SendPattern(step.concurrency, warmup,
@@ -206,7 +251,8 @@ def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate
     try:
         out = []
         for step in steps:   # a duration-bounded step lays out only what it sends (step_sim)
-            requests, pattern = prepared(step, ctx, target.setup.block_size, template)
+            requests, pattern = prepared(step, ctx, target.setup.block_size, template,
+                                         DATASETS.rows(stack, step))
             sim = simulate(requests, pattern, target.setup, replayer, runs=runs,
                            warm=bool(step.params.get("warm_after")))
             out.append(figures(step, sim))

@@ -28,7 +28,9 @@ its own, `output_length` tokens long.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain
 
 Segment = tuple[tuple, int]          # (what the tokens are, how many)
 
@@ -174,10 +176,7 @@ class StepLayout:
                                 []).append((i, row))
         self.sessions = list(sessions.items())
         self.order = {conv: k for k, (conv, _) in enumerate(self.sessions)}
-        self.uses: dict[int, int] = {}
-        for row in self.rows:
-            for h in row.get("hash_ids") or []:
-                self.uses[h] = self.uses.get(h, 0) + 1
+        self.uses = Counter(chain.from_iterable(row.get("hash_ids") or [] for row in self.rows))
 
     @property
     def conversations(self) -> int:

@@ -1,0 +1,70 @@
+"""A step's rows and their sha256 are made once for every candidate that simulates the same step
+(workloads/sim/plan_sim.py `Datasets`: `stacks explore` probes the same concurrencies of many
+candidates): what is kept equals what the step makes anew, anything that decides the rows
+decides the key, a replayed trace (whose rows the engine's blocks decide) is never kept, and the
+row budget holds."""
+
+from __future__ import annotations
+
+import hashlib
+
+from stacks.config.loader import load_stack
+from stacks.explore.search import at_concurrency
+from workloads import step_exec
+from workloads.datasets import jsonl_bytes
+from workloads.sim.plan_sim import Datasets
+from workloads.steps import plan
+
+
+def _probe(stack, c=16):
+    """The explore's probe: the candidate's stack with its sweep cut to one concurrency, and
+    that step."""
+    stack = at_concurrency(stack, c)
+    return stack, plan(stack, "quick", only=["concurrency_sweep"])[0]
+
+
+def test_the_kept_rows_are_the_steps_own_and_a_second_candidate_gets_them():
+    memo = Datasets()
+    rows, sha = memo.rows(*_probe(load_stack("agg-a100")))
+    fresh, _ = step_exec.step_dataset(_probe(load_stack("agg-a100"))[1])
+    assert rows == fresh and sha == hashlib.sha256(jsonl_bytes(fresh)).hexdigest()
+    again = memo.rows(*_probe(load_stack("disagg-a100")))    # the same sweep settings
+    assert again[0] is rows and again[1] == sha
+
+
+def test_what_decides_the_rows_decides_the_key():
+    base = load_stack("agg-a100")
+    memo = Datasets()
+    rows, sha = memo.rows(*_probe(base))
+    w = base.workloads
+    reseeded = base.model_copy(update={"workloads": w.model_copy(update={"seed": w.seed + 1})})
+    longer = base.model_copy(update={"workloads": w.model_copy(update={
+        "concurrency_sweep": w.concurrency_sweep.model_copy(update={
+            "quick": {**w.concurrency_sweep.quick, "isl": 2048}})})})
+    for stack in (reseeded, longer):
+        got, got_sha = memo.rows(*_probe(stack))
+        assert got is not rows and got_sha != sha
+        assert got == step_exec.step_dataset(_probe(stack)[1])[0]
+    assert memo.rows(*_probe(base, 4))[1] != sha                     # another concurrency
+
+
+def test_a_replayed_trace_is_never_kept():
+    stack = load_stack("local-recipe-motif3")
+    step = plan(stack, "quick", only=["trace_replay"])[0]
+    assert step.finish is not None and Datasets.key(stack, step) is None
+    memo = Datasets()
+    first, _ = memo.rows(stack, step)
+    assert memo.rows(stack, step)[0] is not first and not memo.kept
+
+
+def test_the_row_budget_drops_the_least_recently_used():
+    probes = {c: _probe(load_stack("agg-a100"), c) for c in (1, 4, 16)}
+    sizes = {c: len(step_exec.step_dataset(step)[0]) for c, (_, step) in probes.items()}
+    memo = Datasets(budget=sizes[4] + sizes[16])
+    memo.rows(*probes[4])
+    memo.rows(*probes[1])
+    kept_4 = memo.rows(*probes[4])[0]                  # 4 is now the most recently used
+    memo.rows(*probes[16])                             # over budget: 1 goes, then 4 fits
+    assert [Datasets.key(*probes[c]) for c in (4, 16)] == list(memo.kept)
+    assert memo.rows(*probes[4])[0] is kept_4
+    assert sum(len(r) for r, _ in memo.kept.values()) <= memo.budget
