@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     run = [py, "-m", "workloads", "run", args.stack, "--target", "sim", "--scale", "full",
            "--no-progress"]
     rows = []
-    timed("warm-up", run + ["--run-id", "bench-sim-warmup"], env, None)
+    # its own run id each time: a fixed one is refused once the stack's config changes
+    timed("warm-up", run + ["--run-id", f"bench-sim-warmup-{int(time.time())}"], env, None)
     rows.append(timed(f"{args.stack}: full-scale simulated run (warm)",
                       run + ["--run-id", f"bench-sim-{int(time.time())}"], env, 10.0))
     if not args.no_explore:
