@@ -41,7 +41,13 @@ from workloads.datasets import jsonl_bytes
 from workloads.routing_evidence import hit_rate_se
 from workloads.sim.dispatch import SendPattern
 from workloads.sim.exports import frontend_ttft_itl, ttft_itl
-from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, Profiled, StepLayout
+from workloads.sim.prompt_layout import (
+    BlockHasher,
+    ChatTemplate,
+    Profiled,
+    RowIndex,
+    StepLayout,
+)
 from workloads.sim.replay import Replayer
 from workloads.sim.step_sim import StepSimulation, simulate
 from workloads.sim.target import KV_ROUTER_RUNS, SimTarget, spread
@@ -176,16 +182,24 @@ def context(stack: StackConfig, predictions: dict | None) -> step_exec.StepConte
         predictions=predictions)
 
 
+@dataclass(frozen=True)
+class Dataset:
+    """A step's rows (fitted to the context), their sha256 and their index: never changed."""
+    rows: list[dict]
+    sha256: str
+    index: RowIndex
+
+
 @dataclass
 class Datasets:
-    """Steps' rows and their sha256, kept for the next candidate that runs the same step: a
-    duration-bounded step's dataset is sized for the fastest engine imaginable (54,520 rows at
-    c470 for 120 s, workloads/steps.py rows_for_duration) and making and hashing it cost more
-    of `stacks explore`'s own CPU than anything but the replay pipe (py-spy, 2026-12-06),
-    while its probes ask for the same few concurrencies over and over. A step is kept by what
-    decides its rows (`key`); up to `budget` rows are kept, the least recently used dropped."""
+    """Steps' datasets, kept for the next candidate that runs the same step: a duration-bounded
+    step's dataset is sized for the fastest engine imaginable (54,520 rows at c470 for 120 s,
+    workloads/steps.py rows_for_duration); making, hashing and indexing it cost more of
+    `stacks explore`'s own CPU than anything but the replay pipe (py-spy, 2026-12-06), while
+    its probes ask for the same few concurrencies over and over. A step is kept by what decides
+    its rows (`key`); up to `budget` rows are kept, the least recently used dropped."""
     budget: int = 200_000
-    kept: OrderedDict[str, tuple[list[dict], str]] = field(default_factory=OrderedDict)
+    kept: OrderedDict[str, Dataset] = field(default_factory=OrderedDict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
@@ -198,19 +212,18 @@ class Datasets:
         return json.dumps([workload, stack.workloads.seed, step.id, step.repeat, step.seed,
                            step.max_model_len], sort_keys=True)
 
-    def rows(self, stack: StackConfig, step: Step) -> tuple[list[dict], str]:
-        """The step's rows (fitted to the context) and their sha256 (never to be changed)."""
+    def get(self, stack: StackConfig, step: Step) -> Dataset:
         key = self.key(stack, step)
         with self.lock:
             if key is not None and key in self.kept:
                 self.kept.move_to_end(key)
                 return self.kept[key]
         rows, _ = step_exec.step_dataset(step)
-        made = rows, hashlib.sha256(jsonl_bytes(rows)).hexdigest()
+        made = Dataset(rows, hashlib.sha256(jsonl_bytes(rows)).hexdigest(), RowIndex.of(rows))
         if key is not None and len(rows) <= self.budget:
             with self.lock:
                 self.kept[key] = made
-                while sum(len(r) for r, _ in self.kept.values()) > self.budget:
+                while sum(len(d.rows) for d in self.kept.values()) > self.budget:
                     self.kept.popitem(last=False)
         return made
 
@@ -219,16 +232,16 @@ DATASETS = Datasets()
 
 
 def prepared(step: Step, ctx: step_exec.StepContext, block: int, template: ChatTemplate,
-             dataset: tuple[list[dict], str]) -> tuple[Profiled, SendPattern]:
+             dataset: Dataset) -> tuple[Profiled, SendPattern]:
     """A step's requests as the engine sees them and how AIPerf sends them, as the runner and
-    the simulation target prepare the step, from its rows and their sha256 (Datasets.rows)."""
-    rows, sha = dataset
+    the simulation target prepare the step, from its dataset (Datasets.get)."""
+    rows = dataset.rows
     grace = step_exec.step_grace(step, rows, ctx)
     ramp = step_exec.step_ramp(step, grace, ctx)
     warmup = step_warmup.warmup_requests(step.workload, step.concurrency, len(rows))
-    scope = f"{sha}:{step.seed}"
+    scope = f"{dataset.sha256}:{step.seed}"
     requests = Profiled(StepLayout(rows, step.params.get("block_size", 512), scope, template,
-                                   BlockHasher(block)), warmup)
+                                   BlockHasher(block), index=dataset.index), warmup)
     pattern = SendPattern(step.concurrency, warmup,
                           ramp["concurrency_ramp_s"] if ramp else None, step.duration_s,
                           grace["grace_period_s"] if step.duration_s is not None else 0.0,
@@ -252,7 +265,7 @@ def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate
         out = []
         for step in steps:   # a duration-bounded step lays out only what it sends (step_sim)
             requests, pattern = prepared(step, ctx, target.setup.block_size, template,
-                                         DATASETS.rows(stack, step))
+                                         DATASETS.get(stack, step))
             sim = simulate(requests, pattern, target.setup, replayer, runs=runs,
                            warm=bool(step.params.get("warm_after")))
             out.append(figures(step, sim))

@@ -157,10 +157,31 @@ def step_requests(rows: list[dict], block_size: int, scope: str, template: ChatT
     return StepLayout(rows, block_size, scope, template, hasher).take(None)
 
 
+@dataclass(frozen=True)
+class RowIndex:
+    """What a layout looks up in a step's rows, whatever the engine: each conversation's turns
+    (row order), its place, and how many rows hold each hash id. Depends on the rows alone, so
+    one index serves every candidate simulating the step (plan_sim.Datasets keeps it)."""
+    sessions: list[tuple[str, list[tuple[int, dict]]]]
+    order: dict[str, int]
+    uses: Counter[int]
+
+    @classmethod
+    def of(cls, rows: list[dict]) -> RowIndex:
+        grouped: dict[str, list[tuple[int, dict]]] = {}
+        for i, row in enumerate(rows):
+            grouped.setdefault(str(row.get("session_id") or f"session_{i:06d}"),
+                               []).append((i, row))
+        sessions = list(grouped.items())
+        return cls(sessions, {conv: k for k, (conv, _) in enumerate(sessions)},
+                   Counter(chain.from_iterable(row.get("hash_ids") or [] for row in rows)))
+
+
 @dataclass
 class StepLayout:
     """A step's rows as the requests the engine sees, conversation by conversation on demand
-    (a duration-bounded step's dataset holds far more rows than its duration sends)."""
+    (a duration-bounded step's dataset holds far more rows than its duration sends).
+    `index`: the rows' RowIndex if made already."""
     rows: list[dict]
     block_size: int
     scope: str
@@ -168,15 +189,11 @@ class StepLayout:
     hasher: BlockHasher
     built: list = field(default_factory=list)      # requests of the first `done` sessions
     done: int = 0
+    index: RowIndex | None = None
 
     def __post_init__(self) -> None:
-        sessions: dict[str, list[tuple[int, dict]]] = {}
-        for i, row in enumerate(self.rows):
-            sessions.setdefault(str(row.get("session_id") or f"session_{i:06d}"),
-                                []).append((i, row))
-        self.sessions = list(sessions.items())
-        self.order = {conv: k for k, (conv, _) in enumerate(self.sessions)}
-        self.uses = Counter(chain.from_iterable(row.get("hash_ids") or [] for row in self.rows))
+        index = self.index or RowIndex.of(self.rows)
+        self.sessions, self.order, self.uses = index.sessions, index.order, index.uses
 
     @property
     def conversations(self) -> int:
