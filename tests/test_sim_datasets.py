@@ -17,11 +17,11 @@ from workloads.sim.prompt_layout import BlockHasher, ChatTemplate, RowIndex, Ste
 from workloads.steps import plan
 
 
-def _probe(stack, c=16):
-    """The explore's probe: the candidate's stack with its sweep cut to one concurrency, and
-    that step."""
+def _probe(stack, c=16, scale="quick"):
+    """The explore's probe: the candidate's stack with its sweep cut to one concurrency, that
+    step, and the scale."""
     stack = at_concurrency(stack, c)
-    return stack, plan(stack, "quick", only=["concurrency_sweep"])[0]
+    return stack, plan(stack, scale, only=["concurrency_sweep"])[0], scale
 
 
 def test_the_kept_rows_are_the_steps_own_and_a_second_candidate_gets_them():
@@ -52,15 +52,27 @@ def test_what_decides_the_rows_decides_the_key():
 def test_a_replayed_trace_is_never_kept():
     stack = load_stack("local-recipe-motif3")
     step = plan(stack, "quick", only=["trace_replay"])[0]
-    assert step.finish is not None and Datasets.key(stack, step) is None
+    assert step.finish is not None and Datasets.key(stack, step, "quick") is None
     memo = Datasets()
-    first = memo.get(stack, step)
-    assert memo.get(stack, step) is not first and not memo.kept
+    first = memo.get(stack, step, "quick")
+    assert memo.get(stack, step, "quick") is not first and not memo.kept
+
+
+def test_a_quick_and_a_full_step_are_apart_and_an_unknown_scale_is_never_kept():
+    """The same step id and seed at both scales: other durations, other rows."""
+    memo = Datasets()
+    quick = memo.get(*_probe(load_stack("agg-a100"), 64, "quick"))
+    full = memo.get(*_probe(load_stack("agg-a100"), 64, "full"))
+    assert len(full.rows) > len(quick.rows)
+    assert full.rows == step_exec.step_dataset(_probe(load_stack("agg-a100"), 64, "full")[1])[0]
+    stack, step, _ = _probe(load_stack("agg-a100"), 4)
+    assert Datasets.key(stack, step, None) is None
+    assert memo.get(stack, step, None) is not memo.get(stack, step, None)
 
 
 def test_the_row_budget_drops_the_least_recently_used():
     probes = {c: _probe(load_stack("agg-a100"), c) for c in (1, 4, 16)}
-    sizes = {c: len(step_exec.step_dataset(step)[0]) for c, (_, step) in probes.items()}
+    sizes = {c: len(step_exec.step_dataset(step)[0]) for c, (_, step, _) in probes.items()}
     memo = Datasets(budget=sizes[4] + sizes[16])
     memo.get(*probes[4])
     memo.get(*probes[1])
@@ -74,8 +86,7 @@ def test_the_row_budget_drops_the_least_recently_used():
 def test_one_index_serves_every_engine_alike():
     """Layouts on one kept index (candidates with other KV blocks, one after another) lay out
     the requests a layout of their own would."""
-    stack, step = _probe(load_stack("agg-a100"), 4)
-    kept = Datasets().get(stack, step)
+    kept = Datasets().get(*_probe(load_stack("agg-a100"), 4))
     template = ChatTemplate(user_open=4, close=2, assistant_open=3)
     for block in (16, 64, 16):
         shared = StepLayout(kept.rows, 512, "scope", template, BlockHasher(block),

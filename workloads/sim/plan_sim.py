@@ -203,17 +203,20 @@ class Datasets:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
-    def key(stack: StackConfig, step: Step) -> str | None:
-        """The workload's settings and seed, the step, its seed and context fit; None for a
-        step whose rows the engine's blocks also decide (a replayed trace's `finish`)."""
-        if step.finish is not None:
+    def key(stack: StackConfig, step: Step, scale: Scale | None) -> str | None:
+        """The workload's settings at the plan's scale (what its rows are built from: a quick
+        and a full step share their id and seed), the workloads' seed, the step, its seed and
+        context fit. None, and nothing kept: an unknown scale, or a step whose rows the
+        engine's blocks also decide (a replayed trace's `finish`)."""
+        if step.finish is not None or scale is None:
             return None
-        workload = getattr(stack.workloads, step.workload).model_dump(mode="json")
+        workload = getattr(stack.workloads, step.workload).at_scale(scale).model_dump(
+            mode="json")
         return json.dumps([workload, stack.workloads.seed, step.id, step.repeat, step.seed,
                            step.max_model_len], sort_keys=True)
 
-    def get(self, stack: StackConfig, step: Step) -> Dataset:
-        key = self.key(stack, step)
+    def get(self, stack: StackConfig, step: Step, scale: Scale | None) -> Dataset:
+        key = self.key(stack, step, scale)
         with self.lock:
             if key is not None and key in self.kept:
                 self.kept.move_to_end(key)
@@ -251,11 +254,12 @@ def prepared(step: Step, ctx: step_exec.StepContext, block: int, template: ChatT
 
 def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate,
                    steps: list[Step], predictions: dict | None = None,
-                   replayer: Replayer | None = None, runs: int | None = None
-                   ) -> list[StepFigures]:
+                   replayer: Replayer | None = None, runs: int | None = None,
+                   scale: Scale | None = None) -> list[StepFigures]:
     """Every step of `steps` replayed (one replay process for all of them); `runs` of each
     step's last replay (default: KV_ROUTER_RUNS under the KV router, whose random ties make
-    runs differ, else 1; the first run's figures are the step's either way)."""
+    runs differ, else 1; the first run's figures are the step's either way). `scale`: the
+    plan's, if known, so steps' datasets are kept for the next candidate (Datasets)."""
     ctx = context(stack, predictions)
     own = replayer is None
     replayer = replayer or Replayer()
@@ -265,7 +269,7 @@ def simulate_steps(stack: StackConfig, target: SimTarget, template: ChatTemplate
         out = []
         for step in steps:   # a duration-bounded step lays out only what it sends (step_sim)
             requests, pattern = prepared(step, ctx, target.setup.block_size, template,
-                                         DATASETS.get(stack, step))
+                                         DATASETS.get(stack, step, scale))
             sim = simulate(requests, pattern, target.setup, replayer, runs=runs,
                            warm=bool(step.params.get("warm_after")))
             out.append(figures(step, sim))
@@ -282,4 +286,4 @@ def simulate_plan(stack: StackConfig, scale: Scale, target: SimTarget, template:
                   ) -> list[StepFigures]:
     """Every step of the stack's plan at `scale` (one repeat unless asked)."""
     steps = plan(stack, scale, only, repeats)
-    return simulate_steps(stack, target, template, steps, predictions, replayer, runs)
+    return simulate_steps(stack, target, template, steps, predictions, replayer, runs, scale)
