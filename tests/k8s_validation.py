@@ -27,6 +27,13 @@ DGD_CRD = "crds/nvidia.com_dynamographdeployments.yaml"
 PLATFORM_VALUES = "helm/dynamo-platform/values.yaml"
 
 
+# kubernetes-validate 1.37.0 reads and parses the version's _definitions.json (1.5 MB) and the
+# kind's schema on every validate() call (kubernetes_validate/utils.py `validate` calls the
+# module's `schema_contents` each time); the files do not change, so each is parsed once.
+# jsonschema only reads a schema, never changes it, so the parsed copies can be shared.
+kubernetes_validate.utils.schema_contents = cache(kubernetes_validate.utils.schema_contents)
+
+
 def validate_builtin(obj: dict[str, Any]) -> None:
     """Strict schema validation of a built-in kind; raises on any problem or unknown kind."""
     kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
