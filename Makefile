@@ -107,9 +107,13 @@ $(ENGINE_STAMP): requirements-engine.txt | $(UV_STAMP)
 # size on disk are printed. The older two are built after .venv-parsers, whose wheels (all but
 # their vLLM, Dynamo and a few pins) are then in uv's cache: built at the same time, each uv
 # fetched and unpacked the shared wheels itself (2.5 GB fetched instead of 2.2, 6.0 GB on disk
-# instead of 5.3, measured), as uv's cache dedups what is in it, not what is on its way. They
-# also take .venv-parsers' bytecode of every file they share with it (LINK_SHARED_BYTECODE) and
-# compile only the rest: 17,000 of 20,800 files, 16 s of CPU instead of 44 s per env.
+# instead of 5.3, measured), as uv's cache dedups what is in it, not what is on its way.
+# Unlike the other environments, these are not compiled to bytecode at install: their one user,
+# the engine parse's child (stacks/preflight/engine_parse_child.py), runs in a clean environment
+# without this machine's PYTHONDONTWRITEBYTECODE (engine_parse.base_env), so it writes the
+# bytecode of what it imports the first time: 3,966 of .venv-parsers' 20,762 files, 8.5 s of CPU
+# once (measured 2026-12-06), where compiling every file took 44 s, and 16 s for each older env
+# linking .venv-parsers' shared .pyc. That CPU was spent inside `make test`'s pytest.
 # The build checks that vLLM and Dynamo are installed (their metadata), not that they import:
 # an import of their entry points costs ~9 s of CPU per env, inside `make test`'s pytest, and
 # the engine parse itself does it first thing (a failure there is the parse's, named by
@@ -123,37 +127,12 @@ $(1)/.installed: $(2) | $$(UV_STAMP) $(if $(4),$(4)/.installed)
 	$$(UV_INSTALL_NO_BYTECODE) --python $(1)/bin/python --upgrade pip setuptools==65.5.0 && \
 	VLLM_TARGET_DEVICE=cpu $$(UV_INSTALL_NO_BYTECODE) --python $(1)/bin/python --no-deps -r $(2) \
 	  ai-dynamo==$(3) && \
-	$(if $(4),$(1)/bin/python -c "$$$$LINK_SHARED_BYTECODE" $(4) $(1) &&) \
-	{ $(1)/bin/python -m compileall -qq -j 0 $(1)/lib || true; } && \
 	$$(UV) pip uninstall -q --python $(1)/bin/python torchvision torchaudio torchcodec triton && \
 	$(1)/bin/python -c "import importlib.metadata as m; m.version('vllm'); m.version('ai-dynamo')" && \
 	echo "parser environment $(1) (ai-dynamo $(3)) installed in $$$$(( $$$$(date +%s) - start )) s"
 	@echo "parser environments on disk: $$$$(du -shc $(PARSERS_VENV)* | tail -1 | cut -f1)"
 	touch $$@
 endef
-# A .pyc is valid for any source file with the same modification time and size (its header
-# says which), and the import system sets a loaded code object's file name from the path it
-# imports (importlib's _fix_co_filename): so for a file that is the same inode as in the env
-# built before (a hard link into uv's cache), that env's .pyc is linked, not made again. The
-# files that compile in neither (a template or two per env) are left, as pip and uv left them.
-define LINK_SHARED_BYTECODE
-import os, sys
-from pathlib import Path
-base, env = (next(Path(v).glob("lib/python3*/site-packages")) for v in sys.argv[1:3])
-linked = 0
-for folder, _, names in os.walk(env):
-    for name in (n for n in names if n.endswith(".py")):
-        mine = Path(folder, name)
-        theirs = base / mine.relative_to(env)
-        pyc = f"__pycache__/{mine.stem}.{sys.implementation.cache_tag}.pyc"
-        if (theirs.exists() and os.path.samefile(mine, theirs) and (theirs.parent / pyc).exists()
-                and not (mine.parent / pyc).exists()):
-            (mine.parent / "__pycache__").mkdir(exist_ok=True)
-            os.link(theirs.parent / pyc, mine.parent / pyc)
-            linked += 1
-print(f"{env}: {linked} .pyc linked from {base}")
-endef
-export LINK_SHARED_BYTECODE
 PARSERS_OLDER := 1.5.0 1.4.1
 $(eval $(call parser_env,$(PARSERS_VENV),requirements-parsers.txt,1.6.1))
 $(foreach r,$(PARSERS_OLDER),$(eval $(call parser_env,$(PARSERS_VENV)-$(r),requirements-parsers-$(r).txt,$(r),$(PARSERS_VENV))))

@@ -108,6 +108,12 @@ def test_every_shipped_stack_passes_and_recipe_images_are_only_unverified(monkey
             "vllm-runtime:1.4.1-solar-open2-250b-post.1") in flat, out
     assert "(parsed with dynamo 1.4.1 / vllm 0.26.0, whose name check refuses it" in flat, out
     assert "parsed with dynamo 1.6.1" not in flat, out
+    # the parser environments are not compiled at install (Makefile, parser_env): the parse
+    # wrote the bytecode of what it imported, here vLLM's engine arguments in both releases
+    from stacks.preflight.engine_releases import RELEASES
+    for release in (r for r in RELEASES if r.dynamo in ("1.6.1", "1.4.1")):
+        (args,) = release.venv().glob("lib/python3*/site-packages/vllm/engine/arg_utils.py")
+        assert list((args.parent / "__pycache__").glob("arg_utils.*.pyc")), release.venv()
 
 
 def test_without_the_parser_environment_one_note_and_in_ci_an_error(monkeypatch, tmp_path):

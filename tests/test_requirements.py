@@ -75,15 +75,29 @@ def test_parser_environments_are_hard_links_into_one_cache_on_their_filesystem()
     (template,) = re.findall(r"^define parser_env\n(.*?)^endef", makefile, re.M | re.S)
     installs = re.findall(r"\$\$\(UV_INSTALL(?:_NO_BYTECODE)?\) [^\n]*", template)
     assert installs and any("--no-deps -r $(2)" in line for line in installs)
-    # every file compiled (PYTHONDONTWRITEBYTECODE=1 on these machines), the older envs linking
-    # the bytecode of the files they share with .venv-parsers
-    assert re.search(r"bin/python -m compileall [^\n]*\$\(1\)/lib", template)
-    assert "$$$$LINK_SHARED_BYTECODE" in template
     assert "bin/pip install" not in template
     (install,) = re.findall(r"^UV_INSTALL = (.*?)\n\n", makefile, re.M | re.S)
     assert "--link-mode hardlink" in install
     assert re.search(r"^export UV_CACHE_DIR \?= \$\(CURDIR\)/\S+$", makefile, re.M)
     assert re.search(r"pip uninstall [^\n]*\btriton\b", template)
+
+
+def test_the_parser_environments_are_compiled_by_their_first_parse_not_at_install(
+        monkeypatch, tmp_path):
+    """Compiling every file of .venv-parsers (20,762) took 44 s of CPU, and 16 s for each older
+    env, inside `make test`'s pytest. The parse's child imports 3,966 of them and, started
+    without the host's PYTHONDONTWRITEBYTECODE (these machines set it), writes their bytecode
+    itself the first time (tests/test_engine_parse.py sees it written)."""
+    from stacks.preflight.engine_parse import base_env
+
+    makefile = (ROOT / "Makefile").read_text()
+    (template,) = re.findall(r"^define parser_env\n(.*?)^endef", makefile, re.M | re.S)
+    assert "compileall" not in template
+    assert all("UV_INSTALL_NO_BYTECODE" in line
+               for line in re.findall(r"\$\$\(UV_INSTALL[^\n]*", template))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = base_env(tmp_path / "venv", tmp_path)
+    assert "PYTHONDONTWRITEBYTECODE" not in env and "PYTHONPATH" not in env
 
 
 @pytest.mark.parsers

@@ -148,7 +148,10 @@ def upstream() -> dict:
     python = NEWEST.venv() / "bin" / "python"
     done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(req), text=True,
                           capture_output=True, timeout=300,
-                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
+                          # the env is not compiled at install (Makefile, parser_env): let
+                          # this process write what it imports, as the engine parse does
+                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu",
+                               "PYTHONDONTWRITEBYTECODE": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "argvs": argvs}
 
