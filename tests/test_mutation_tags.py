@@ -23,6 +23,7 @@ from stacks.catalog.eks_versions import CATALOGUE_DATE
 from stacks.config.errors import Problem
 from stacks.config.loader import parse_config
 from stacks.preflight.aws_checks import (
+    EFA_PLUGIN_IMAGE,
     RESERVED_TAG_PREFIXES,
     check_aws,
     ebs_tag_problem,
@@ -134,6 +135,28 @@ def test_zones_must_be_of_the_stacks_region():
     # in an unknown region no zone is judged (the region problem says it all)
     assert len(_aws(bad, region="us-east-7")) == 1
 
+
+
+def test_efa_groups_outside_the_aws_partition_are_refused_naming_each_group():
+    """The EFA device plugin's image is in the aws partition's ECR (aws.md M4): in aws-us-gov a
+    node-group base's EFA groups (a base gives every EFA-capable GPU group EFA) are refused one
+    by one, its CPU group is not; in the aws partition, and with Auto Mode (AWS's own plugin),
+    nothing is. (tests/test_infra_aws_iam_network.py runs the same through the program.)"""
+    gov = "us-gov-west-1"
+    in_gov = {f"cluster__nodeGroups__{i}__availabilityZone": f"{gov}a" for i in (0, 1)}
+    fix = "use a region of the aws partition, or a group without EFA (no NIXL over LIBFABRIC)"
+
+    def refused(i: int, name: str) -> Problem:
+        return Problem(F + f"cluster.nodeGroups[{i}]", f"{name} gets EFA, whose device plugin "
+                       f"image {EFA_PLUGIN_IMAGE} is in the aws partition's ECR: {gov} is in "
+                       "aws-us-gov, whose nodes cannot pull it", fix)
+
+    assert _aws(_stack("base-a100", **in_gov), region=gov) == [refused(0, "p4d"),
+                                                                refused(1, "g6e")]
+    assert _aws(_stack("base-a100")) == []
+    assert _aws(_stack("base-a100-auto", **in_gov), region=gov) == []
+    # only the stack's own cluster is judged: a variant's extra groups join a running one
+    assert _aws(_stack("base-a100", **in_gov), region=gov, owns=False) == []
 
 @pytest.mark.parametrize("vpc, problems", [
     ({"cidr": "10.42.0.0/16"}, []),
