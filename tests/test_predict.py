@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -438,3 +440,60 @@ def test_a_tables_database_facts_are_what_the_estimate_ran_on():
         assert facts.database["kv_cache"] == p.database["kv_cache"]
         assert facts.upper == next((r.upper_bound for r in p.rows if r.upper_bound), None)
     assert facts.upper is not None       # agg-l40s-fp8's FP8 rows (issue 39)
+
+
+@pytest.mark.predictor
+def test_a_kept_runner_answers_as_fresh_ones_and_starts_once():
+    """The predictor's runner is kept for the process's life (stacks/predict/runner_pool.py), a
+    database loaded once: three requests (the A100 40 GB as an extra system, then a packaged
+    system alone, then the extra system again with the versions) start one runner, and their
+    answers are those of a new runner per request, byte for byte (nothing of one request leaks
+    into the next)."""
+    from stacks.predict.runner_pool import RunnerPool
+
+    python = predictor.predictor_python()
+    assert python is not None
+    s, base = _stack("agg-a100")
+    lay = layout(s, base)
+    assert not isinstance(lay, str)
+    shape = StepShape("concurrency_sweep/c16", "cs", 16, 1024, 512)
+    a100 = {"op": "estimate", "kwargs": estimate_kwargs(s.model.id, lay, shape, "bfloat16")}
+    h100 = {"op": "estimate", "kwargs": {**a100["kwargs"], "system_name": "h100_sxm"}}
+    h100["kwargs"].pop("stretch", None)
+    extra = systems_request(lay.systems)
+    requests = [{"systems": extra, "queries": [a100]}, {"systems": [], "queries": [h100]},
+                {"systems": extra, "queries": [a100, {"op": "versions"}]}]
+    kept = RunnerPool(keep=1)
+    try:
+        together = [kept.ask(python, predictor.RUNNER, r, 600) for r in requests]
+    finally:
+        kept.close()
+    assert kept.started == 1
+    assert all("error" not in a for out in together for a in out["answers"]), together
+    apart = [together[0]]
+    for r in requests[1:]:
+        fresh = RunnerPool(keep=0)      # a runner of its own, ended after its request
+        apart.append(fresh.ask(python, predictor.RUNNER, r, 600))
+        assert fresh.started == 1
+    assert json.dumps(together, sort_keys=True) == json.dumps(apart, sort_keys=True)
+
+
+def test_a_runner_that_dies_is_a_predictor_failure_and_is_not_kept(tmp_path, monkeypatch):
+    """A runner that exits mid-request fails the request with its exit code and last words
+    (PredictorUnavailable names the fix), and the next request starts a new one."""
+    from stacks.predict.runner_pool import RunnerPool
+
+    script = tmp_path / "runner.py"
+    script.write_text("import sys\nline = sys.stdin.readline()\n"
+                      "if 'die' in line:\n    print('boom', file=sys.stderr); sys.exit(3)\n"
+                      "print('{\"answers\": [1]}', flush=True)\nsys.stdin.readline()\n")
+    pool = RunnerPool(keep=1)
+    monkeypatch.setattr(predictor, "RUNNERS", pool)
+    monkeypatch.setattr(predictor, "RUNNER", script)
+    monkeypatch.setattr(predictor, "predictor_python", lambda: Path(sys.executable))
+    monkeypatch.setenv(predictor.CACHE_VAR, "")
+    with pytest.raises(predictor.PredictorUnavailable, match=r"exit 3: boom"):
+        predictor.run([{"op": "die"}], [])
+    assert predictor.run([{"op": "x"}], []) == [1]
+    assert pool.started == 2
+    pool.close()

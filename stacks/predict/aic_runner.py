@@ -1,10 +1,10 @@
 """The one module that runs NVIDIA AIConfigurator (0.12.0, `make predictor`): a thin shell.
 
-Run by stacks/predict/predictor.py as `.venv-predict/bin/python aic_runner.py` with one JSON
-request on stdin; prints one JSON answer on stdout (AIConfigurator's own logging goes to
-stderr). It imports nothing of dynamo-bench (the predictor's environment does not hold it) and
-nothing here decides anything: the queries are built, and the answers read, by the pure
-functions of stacks/predict/.
+Run by stacks/predict/predictor.py (through runner_pool.py) as `.venv-predict/bin/python
+aic_runner.py`: one JSON request per stdin line, one JSON answer per stdout line, until stdin
+closes (AIConfigurator's own logging goes to stderr). It imports nothing of dynamo-bench
+(the predictor's environment does not hold it) and nothing here decides anything: the queries
+are built, and the answers read, by the pure functions of stacks/predict/.
 
 Request: {"systems": [{"name", "yaml", "data_from"}], "queries": [...]}; each query is one of
 - {"op": "versions"}: aiconfigurator and aiconfigurator-core versions, the model configs and
@@ -421,12 +421,24 @@ def faster_database_reads() -> None:
 
 
 def main() -> int:
+    """One request per stdin line, one answer per stdout line, until stdin closes
+    (stacks/predict/runner_pool.py keeps a runner for its process's life, so each database is
+    loaded once per runner). Each distinct set of extra systems gets one folder for the
+    runner's life: a stable systems path is what faster_database_reads keeps its reads by."""
     faster_database_reads()
-    request = json.loads(sys.stdin.read())
     with tempfile.TemporaryDirectory(prefix="dynamo-bench-aic-") as tmp:
-        systems_paths = make_systems_dir(request.get("systems", []), Path(tmp))
-        answers = [answer(q, systems_paths) for q in request["queries"]]
-    sys.stdout.write(json.dumps({"answers": answers}) + os.linesep)
+        folders: dict[str, str | None] = {}
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            systems = request.get("systems", [])
+            key = json.dumps(systems, sort_keys=True)
+            if key not in folders:
+                folders[key] = make_systems_dir(systems, Path(tmp) / str(len(folders)))
+            answers = [answer(q, folders[key]) for q in request["queries"]]
+            sys.stdout.write(json.dumps({"answers": answers}) + os.linesep)
+            sys.stdout.flush()
     return 0
 
 

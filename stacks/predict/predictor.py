@@ -1,6 +1,7 @@
-"""The thin shell around the predictor: finds its environment, runs aic_runner.py once per
-batch of queries (one JSON request on stdin, one answer on stdout), and composes the pure
-parts into a stack's Prediction. No network: the database and model configs are installed.
+"""The thin shell around the predictor: finds its environment, asks aic_runner.py each batch of
+queries (one JSON request line, one answer line, through runner_pool.py's kept runners), and
+composes the pure parts into a stack's Prediction. No network: the database and model configs
+are installed.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import hashlib
 import json
 import math
 import os
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,6 +20,7 @@ from stacks.config.workload_config import Scale
 from stacks.predict.atomic_file import write_text_atomic
 from stacks.predict.bands import SNAPSHOT, BandQuery, EstimatedRow, NoBand, band, load
 from stacks.predict.rows import Prediction, banded, describe, row, stretched
+from stacks.predict.runner_pool import RunnerFailed, RunnerPool
 from stacks.predict.shapes import (
     Layout,
     StepShape,
@@ -44,9 +45,11 @@ TIMEOUT_S = 1800.0
 CACHE_VAR = "DYNAMO_BENCH_PREDICT_CACHE"
 PINS = ROOT / "requirements-predict.txt"
 # Runner processes at once (one per core, at most this many), each with at least
-# MIN_PER_LANE queries: a runner's first estimate pays the database load.
+# MIN_PER_LANE queries: a runner's first estimate pays the database load. The runners are kept
+# for the process's life (runner_pool.py), as many as run at once.
 MAX_LANES = 4
 MIN_PER_LANE = 4
+RUNNERS = RunnerPool(keep=MAX_LANES)
 
 
 class PredictorUnavailable(RuntimeError):
@@ -112,13 +115,11 @@ def run_uncached(queries: list[dict[str, Any]],
     if python is None:
         raise PredictorUnavailable("the predictor is not installed: run `make predictor` (or "
                                    f"set {ENV_VAR} to a Python with aiconfigurator==0.12.0)")
-    done = subprocess.run([str(python), str(RUNNER)], capture_output=True, text=True,
-                          input=json.dumps({"systems": systems, "queries": queries}),
-                          timeout=TIMEOUT_S, check=False)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise PredictorUnavailable(f"the predictor failed (exit {done.returncode}): "
-                                   f"{done.stderr.strip()[-600:]}")
-    answers: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])["answers"]
+    try:
+        out = RUNNERS.ask(python, RUNNER, {"systems": systems, "queries": queries}, TIMEOUT_S)
+    except RunnerFailed as exc:
+        raise PredictorUnavailable(f"the predictor failed ({exc})") from None
+    answers: list[dict[str, Any]] = out["answers"]
     return answers
 
 
