@@ -426,6 +426,9 @@ def main() -> int:
     loaded once per runner). Each distinct set of extra systems gets one folder for the
     runner's life: a stable systems path is what faster_database_reads keeps its reads by."""
     faster_database_reads()
+    # the answers' own channel; anything else written to stdout, by C code too, goes to stderr
+    answers_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     with tempfile.TemporaryDirectory(prefix="dynamo-bench-aic-") as tmp:
         folders: dict[str, str | None] = {}
         for line in sys.stdin:
@@ -437,8 +440,8 @@ def main() -> int:
             if key not in folders:
                 folders[key] = make_systems_dir(systems, Path(tmp) / str(len(folders)))
             answers = [answer(q, folders[key]) for q in request["queries"]]
-            sys.stdout.write(json.dumps({"answers": answers}) + os.linesep)
-            sys.stdout.flush()
+            answers_out.write(json.dumps({"answers": answers}) + os.linesep)
+            answers_out.flush()
     return 0
 
 

@@ -60,7 +60,10 @@ class Runner:
             tail = self._stderr.read().strip()[-600:]
             raise RunnerFailed(f"exit {code}: {tail}" if code is not None
                                else f"no answer within {timeout_s:.0f} s")
-        answer: dict[str, Any] = json.loads(line)
+        try:
+            answer: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError:
+            raise RunnerFailed(f"an answer that is not JSON: {line[:200]!r}") from None
         return answer
 
     def close(self) -> None:
